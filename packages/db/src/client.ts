@@ -1,0 +1,42 @@
+import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import * as schema from "./schema/index.js";
+
+export type Db = PostgresJsDatabase<typeof schema>;
+/** A transaction handle; also what a savepoint (nested transaction) hands out. */
+export type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+/** Anything that can run a query: the pool or a transaction. */
+export type Queryable = Db | Tx;
+
+export interface Database {
+  db: Db;
+  sql: postgres.Sql;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** Pool size. A worker needs one per lane slot plus a few for heartbeats and reads. */
+  max?: number;
+  applicationName?: string;
+}
+
+export function openDatabase(url: string, options: DatabaseOptions = {}): Database {
+  const sql = postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: options.applicationName ?? "drover" },
+    // A dead connection must surface as an error the task can retry, not hang a window forever.
+    idle_timeout: 30,
+    connect_timeout: 10,
+  });
+  const db = drizzle(sql, { schema });
+  let closing: Promise<void> | undefined;
+  return {
+    db,
+    sql,
+    close: () => {
+      closing ??= sql.end({ timeout: 5 });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,180 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  bigserial,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgSchema,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+/** Engine tables live in their own schema so they never collide with the product's (both have "notes"). */
+export const drover = pgSchema("drover");
+
+const timestamps = {
+  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+};
+
+export const RUN_STATUSES = ["pending", "running", "stopping", "stopped", "succeeded", "failed"] as const;
+export const LIVE_RUN_STATUSES = ["pending", "running", "stopping"] as const;
+export const TASK_STATUSES = ["pending", "running", "succeeded", "failed", "cancelled"] as const;
+export const LEDGER_ACTIONS = ["created", "matched", "skipped"] as const;
+
+export const runs = drover.table(
+  "runs",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    tenantId: text("tenant_id").notNull(),
+    source: text("source").notNull(),
+    sourceAccount: text("source_account").notNull(),
+    kinds: text("kinds").array().notNull(),
+    /** The provider's phases filtered by the requested kinds, frozen at start: the plan is data. */
+    plan: jsonb("plan").$type<string[][]>().notNull(),
+    currentPhase: integer("current_phase").notNull().default(0),
+    status: text("status", { enum: RUN_STATUSES }).notNull().default("pending"),
+    /** Non-secret source settings (base url, stripes, ...). */
+    sourceConfig: jsonb("source_config").$type<Record<string, unknown>>().notNull().default({}),
+    /** The source credential. Never returned by any RPC. */
+    sourceSecret: text("source_secret"),
+    /** W3C trace context of the StartRun call, so tasks dispatched later join its trace. */
+    traceContext: jsonb("trace_context").$type<Record<string, string>>(),
+    error: text("error"),
+    verification: jsonb("verification"),
+    heartbeatAt: timestamp("heartbeat_at", { withTimezone: true }),
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    finishedAt: timestamp("finished_at", { withTimezone: true }),
+    ...timestamps,
+  },
+  (t) => [
+    check("runs_status_check", sql`${t.status} in ('pending','running','stopping','stopped','succeeded','failed')`),
+    // Admission, enforced by the database: two live runs can never write one tenant from one source,
+    // even when two coordinators admit at the same instant.
+    uniqueIndex("runs_one_live_per_source")
+      .on(t.tenantId, t.source, t.sourceAccount)
+      .where(sql`status in ('pending','running','stopping')`),
+    index("runs_tenant_created").on(t.tenantId, t.createdAt),
+    index("runs_status").on(t.status),
+  ],
+);
+
+export const tasks = drover.table(
+  "tasks",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    kind: text("kind").notNull(),
+    phase: integer("phase").notNull(),
+    /** Identifies what the task walks (kind, stripe, page...): seeding the same unit twice is a no-op. */
+    seedKey: text("seed_key").notNull(),
+    /** Where the task starts, and (for cursor-walked sources) where its last committed window ended. */
+    cursor: jsonb("cursor").$type<Record<string, unknown>>().notNull(),
+    /** Rows committed past the cursor. Written only inside a window's transaction. */
+    processedOffset: integer("processed_offset").notNull().default(0),
+    status: text("status", { enum: TASK_STATUSES }).notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    lockedBy: text("locked_by"),
+    lockedAt: timestamp("locked_at", { withTimezone: true }),
+    availableAt: timestamp("available_at", { withTimezone: true }).notNull().defaultNow(),
+    dispatchedAt: timestamp("dispatched_at", { withTimezone: true }),
+    stats: jsonb("stats").$type<Record<string, number>>().notNull().default({}),
+    lastError: text("last_error"),
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    finishedAt: timestamp("finished_at", { withTimezone: true }),
+    ...timestamps,
+  },
+  (t) => [
+    check("tasks_status_check", sql`${t.status} in ('pending','running','succeeded','failed','cancelled')`),
+    uniqueIndex("tasks_run_seed_key").on(t.runId, t.seedKey),
+    index("tasks_run_phase_status").on(t.runId, t.phase, t.status),
+    index("tasks_dispatch").on(t.runId, t.status, t.availableAt),
+    index("tasks_running_locked").on(t.lockedAt).where(sql`status = 'running'`),
+  ],
+);
+
+export const ledger = drover.table(
+  "ledger",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    tenantId: text("tenant_id").notNull(),
+    source: text("source").notNull(),
+    sourceAccount: text("source_account").notNull(),
+    kind: text("kind").notNull(),
+    sourceId: text("source_id").notNull(),
+    action: text("action", { enum: LEDGER_ACTIONS }).notNull(),
+    recordType: text("record_type"),
+    recordId: bigint("record_id", { mode: "number" }),
+    reason: text("reason"),
+    /** References to rows of a kind written in the same phase, resolved when the phase's barrier passes. */
+    pendingRefs: jsonb("pending_refs").$type<Record<string, string>>(),
+    runId: uuid("run_id").notNull(),
+    taskId: bigint("task_id", { mode: "number" }),
+    ...timestamps,
+  },
+  (t) => [
+    check("ledger_action_check", sql`${t.action} in ('created','matched','skipped')`),
+    // The write-once slot: one ledger row per source row, whoever writes it and however often.
+    uniqueIndex("ledger_source_row").on(t.tenantId, t.source, t.sourceAccount, t.kind, t.sourceId),
+    index("ledger_run_kind_action").on(t.runId, t.kind, t.action),
+    index("ledger_pending_refs")
+      .on(t.runId, t.kind)
+      .where(sql`pending_refs is not null`),
+  ],
+);
+
+export const NOTE_LEVELS = ["error", "warn", "info"] as const;
+
+export const notes = drover.table(
+  "notes",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    taskId: bigint("task_id", { mode: "number" }),
+    level: text("level", { enum: NOTE_LEVELS }).notNull(),
+    kind: text("kind").notNull(),
+    subjectId: text("subject_id"),
+    reason: text("reason").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index("notes_run_grouping").on(t.runId, t.level, t.kind, t.reason),
+    index("notes_subject").on(t.kind, t.subjectId),
+  ],
+);
+
+export const budgets = drover.table(
+  "budgets",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    source: text("source").notNull(),
+    sourceAccount: text("source_account").notNull(),
+    burstCapacity: integer("burst_capacity").notNull().default(20),
+    burstUsed: integer("burst_used").notNull().default(0),
+    burstResetAt: timestamp("burst_reset_at", { withTimezone: true }),
+    dailyRemaining: bigint("daily_remaining", { mode: "number" }),
+    dailyResetAt: timestamp("daily_reset_at", { withTimezone: true }),
+    exhaustedAt: timestamp("exhausted_at", { withTimezone: true }),
+    spent: bigint("spent", { mode: "number" }).notNull().default(0),
+    ...timestamps,
+  },
+  (t) => [uniqueIndex("budgets_account").on(t.source, t.sourceAccount)],
+);
+
+export type RunRow = typeof runs.$inferSelect;
+export type TaskRow = typeof tasks.$inferSelect;
+export type LedgerRow = typeof ledger.$inferSelect;
+export type NoteRow = typeof notes.$inferSelect;
+export type BudgetRow = typeof budgets.$inferSelect;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+export type LedgerAction = (typeof LEDGER_ACTIONS)[number];
+export type NoteLevel = (typeof NOTE_LEVELS)[number];

@@ -1,0 +1,66 @@
+import { randomBytes } from "node:crypto";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureTaskQueue, parseAssignment, publishTask, startLane, taskQueueNames } from "../src/index.js";
+
+const names = taskQueueNames(`t${randomBytes(4).toString("hex")}`);
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  nc = await connect({ servers: process.env.NATS_URL ?? "127.0.0.1:4222" });
+  await ensureTaskQueue(await jetstreamManager(nc), names);
+});
+
+afterAll(async () => {
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.delete(names.stream).catch(() => {});
+  await nc.drain();
+});
+
+describe("task lane", () => {
+  it("ensuring the queue twice from racing processes is harmless", async () => {
+    const jsm = await jetstreamManager(nc);
+    await Promise.all([ensureTaskQueue(jsm, names), ensureTaskQueue(jsm, names)]);
+    expect((await jsm.streams.info(names.stream)).config.subjects).toEqual([`${names.subjectPrefix}.>`]);
+  });
+
+  it("runs every assignment once and never more than its width at a time", async () => {
+    const js = jetstream(nc);
+    for (let i = 1; i <= 12; i++) await publishTask(js, names, { taskId: i, runId: "r1" }, { traceparent: `tp-${i}` });
+
+    const seen: number[] = [];
+    const headersSeen: string[] = [];
+    let concurrent = 0;
+    let peak = 0;
+    let done!: () => void;
+    const all = new Promise<void>((r) => {
+      done = r;
+    });
+    const lane = await startLane(js, names, {
+      width: 3,
+      async handle(msg) {
+        concurrent++;
+        peak = Math.max(peak, concurrent);
+        const a = parseAssignment(msg.data)!;
+        headersSeen.push(msg.headers?.get("traceparent") ?? "");
+        await new Promise((r) => setTimeout(r, 20));
+        seen.push(a.taskId);
+        concurrent--;
+        msg.ack();
+        if (seen.length === 12) done();
+      },
+    });
+    await all;
+    await lane.drain();
+    expect([...seen].sort((a, b) => a - b)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(peak).toBeLessThanOrEqual(3);
+    expect(peak).toBeGreaterThan(1);
+    expect(headersSeen).toContain("tp-7");
+  });
+
+  it("a garbled assignment is recognised as such", () => {
+    expect(parseAssignment(new TextEncoder().encode("{nope"))).toBeUndefined();
+    expect(parseAssignment(new TextEncoder().encode('{"taskId":"1","runId":"r"}'))).toBeUndefined();
+  });
+});
