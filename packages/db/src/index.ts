@@ -1,4 +1,11 @@
-export { type Database, type DatabaseOptions, type Db, openDatabase, type Queryable, type Tx } from "./client.js";
+export {
+  type Database,
+  type DatabaseOptions,
+  type Db,
+  openDatabase,
+  type Queryable,
+  type Tx,
+} from "./client.js";
 export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
 export { isConnectionError, pgErrorCode } from "./pg-error.js";
 export * from "./schema/index.js";

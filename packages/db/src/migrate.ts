@@ -14,11 +14,15 @@ const MIGRATION_LOCK_KEY = 0x64726f76; // "drov"
  * connection holding a session advisory lock. Latecomers wait, then find nothing left to do.
  */
 export async function migrateDatabase(url: string): Promise<void> {
-  const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: "drover-migrate" } });
+  const sql = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    connection: { application_name: "drover-migrate" },
+  });
   try {
     await sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
     try {
-      await migrate(drizzle(sql), { migrationsFolder: MIGRATIONS_FOLDER});
+      await migrate(drizzle(sql), { migrationsFolder: MIGRATIONS_FOLDER });
     } finally {
       await sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
     }

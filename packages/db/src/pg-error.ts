@@ -13,7 +13,15 @@ export function pgErrorCode(err: unknown): string | undefined {
 }
 
 /** The postgres.js connection-level error codes (not SQLSTATEs) that mean the socket went away. */
-const CONNECTION_ERRORS = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE"]);
+const CONNECTION_ERRORS = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "EPIPE",
+]);
 
 export function isConnectionError(err: unknown): boolean {
   let current: unknown = err;

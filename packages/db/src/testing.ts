@@ -33,7 +33,9 @@ export interface TestDatabase {
  * A fresh, migrated database for one test file, cloned from a template that is migrated once.
  * Cloning takes ~50 ms where migrating takes seconds, and isolates files from each other.
  */
-export async function createTestDatabase(baseUrl = process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL): Promise<TestDatabase> {
+export async function createTestDatabase(
+  baseUrl = process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
+): Promise<TestDatabase> {
   const admin = postgres(baseUrl, { max: 1, onnotice: () => {} });
   const template = templateName();
   const name = `drover_test_${randomBytes(6).toString("hex")}`;

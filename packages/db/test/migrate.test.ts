@@ -29,7 +29,8 @@ describe("migrations", () => {
 
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     const applied = await sql`select count(*)::int as n from drizzle.__drizzle_migrations`;
-    const tables = await sql`select count(*)::int as n from information_schema.tables where table_schema in ('drover','app')`;
+    const tables =
+      await sql`select count(*)::int as n from information_schema.tables where table_schema in ('drover','app')`;
     await sql.end();
     expect(applied[0]!.n).toBeGreaterThanOrEqual(1);
     expect(tables[0]!.n).toBe(12);

@@ -1,6 +1,6 @@
 import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
-import { ACK_WAIT_MS } from "./stream.js";
 import type { TaskQueueNames } from "./names.js";
+import { ACK_WAIT_MS } from "./stream.js";
 
 export interface LaneOptions {
   /** How many tasks this process runs at once. */
@@ -21,7 +21,11 @@ export interface Lane {
  * free slots: a message buffered behind a long task would burn its ack_wait and be redelivered
  * while it waits (the failure STACK.md warns about).
  */
-export async function startLane(js: JetStreamClient, names: TaskQueueNames, options: LaneOptions): Promise<Lane> {
+export async function startLane(
+  js: JetStreamClient,
+  names: TaskQueueNames,
+  options: LaneOptions,
+): Promise<Lane> {
   const consumer = await js.consumers.get(names.stream, names.consumer);
   const inFlight = new Set<Promise<void>>();
   let stopping = false;

@@ -1,4 +1,10 @@
-import { AckPolicy, DeliverPolicy, type JetStreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  type JetStreamManager,
+  RetentionPolicy,
+  StorageType,
+} from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { TaskQueueNames } from "./names.js";
 

@@ -27,7 +27,8 @@ describe("task lane", () => {
 
   it("runs every assignment once and never more than its width at a time", async () => {
     const js = jetstream(nc);
-    for (let i = 1; i <= 12; i++) await publishTask(js, names, { taskId: i, runId: "r1" }, { traceparent: `tp-${i}` });
+    for (let i = 1; i <= 12; i++)
+      await publishTask(js, names, { taskId: i, runId: "r1" }, { traceparent: `tp-${i}` });
 
     const seen: number[] = [];
     const headersSeen: string[] = [];

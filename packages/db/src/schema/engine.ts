@@ -52,7 +52,10 @@ export const runs = drover.table(
     ...timestamps,
   },
   (t) => [
-    check("runs_status_check", sql`${t.status} in ('pending','running','stopping','stopped','succeeded','failed')`),
+    check(
+      "runs_status_check",
+      sql`${t.status} in ('pending','running','stopping','stopped','succeeded','failed')`,
+    ),
     // Admission, enforced by the database: two live runs can never write one tenant from one source,
     // even when two coordinators admit at the same instant.
     uniqueIndex("runs_one_live_per_source")
@@ -123,9 +126,7 @@ export const ledger = drover.table(
     // The write-once slot: one ledger row per source row, whoever writes it and however often.
     uniqueIndex("ledger_source_row").on(t.tenantId, t.source, t.sourceAccount, t.kind, t.sourceId),
     index("ledger_run_kind_action").on(t.runId, t.kind, t.action),
-    index("ledger_pending_refs")
-      .on(t.runId, t.kind)
-      .where(sql`pending_refs is not null`),
+    index("ledger_pending_refs").on(t.runId, t.kind).where(sql`pending_refs is not null`),
   ],
 );
 

@@ -34,14 +34,19 @@ export const companies = app.table(
     name: text("name").notNull(),
     address: text("address"),
   },
-  (t) => [index("companies_tenant_name").on(t.tenantId, t.name), index("companies_tenant_created").on(t.tenantId, t.createdAt)],
+  (t) => [
+    index("companies_tenant_name").on(t.tenantId, t.name),
+    index("companies_tenant_created").on(t.tenantId, t.createdAt),
+  ],
 );
 
 export const contacts = app.table(
   "contacts",
   {
     ...common,
-    companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, { onDelete: "set null" }),
+    companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, {
+      onDelete: "set null",
+    }),
     name: text("name").notNull(),
     email: text("email"),
     phone: text("phone"),
@@ -62,8 +67,12 @@ export const deals = app.table(
     value: numeric("value", { precision: 14, scale: 2 }),
     currency: text("currency"),
     status: text("status").notNull().default("open"),
-    contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, { onDelete: "set null" }),
-    companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, { onDelete: "set null" }),
+    contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, {
+      onDelete: "set null",
+    }),
+    companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, {
+      onDelete: "set null",
+    }),
   },
   (t) => [
     index("deals_tenant_status").on(t.tenantId, t.status),
@@ -79,16 +88,25 @@ export const leads = app.table(
     title: text("title").notNull(),
     valueAmount: numeric("value_amount", { precision: 14, scale: 2 }),
     valueCurrency: text("value_currency"),
-    contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, { onDelete: "set null" }),
-    companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, { onDelete: "set null" }),
+    contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, {
+      onDelete: "set null",
+    }),
+    companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, {
+      onDelete: "set null",
+    }),
   },
-  (t) => [index("leads_tenant_contact").on(t.tenantId, t.contactId), index("leads_tenant_company").on(t.tenantId, t.companyId)],
+  (t) => [
+    index("leads_tenant_contact").on(t.tenantId, t.contactId),
+    index("leads_tenant_company").on(t.tenantId, t.companyId),
+  ],
 );
 
 const parentLinks = {
   dealId: bigint("deal_id", { mode: "number" }).references(() => deals.id, { onDelete: "set null" }),
   contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, { onDelete: "set null" }),
-  companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, { onDelete: "set null" }),
+  companyId: bigint("company_id", { mode: "number" }).references(() => companies.id, {
+    onDelete: "set null",
+  }),
   leadId: bigint("lead_id", { mode: "number" }).references(() => leads.id, { onDelete: "set null" }),
 };
 
@@ -116,7 +134,10 @@ export const productNotes = app.table(
     content: text("content").notNull(),
     ...parentLinks,
   },
-  (t) => [index("notes_tenant_deal").on(t.tenantId, t.dealId), index("notes_tenant_contact").on(t.tenantId, t.contactId)],
+  (t) => [
+    index("notes_tenant_deal").on(t.tenantId, t.dealId),
+    index("notes_tenant_contact").on(t.tenantId, t.contactId),
+  ],
 );
 
 export const emails = app.table(
@@ -135,5 +156,8 @@ export const emails = app.table(
     /** A message id the product uses to thread replies; unrelated to Drover's ledger. */
     messageKey: uuid("message_key").defaultRandom(),
   },
-  (t) => [index("emails_tenant_deal").on(t.tenantId, t.dealId), index("emails_tenant_sent").on(t.tenantId, t.sentAt)],
+  (t) => [
+    index("emails_tenant_deal").on(t.tenantId, t.dealId),
+    index("emails_tenant_sent").on(t.tenantId, t.sentAt),
+  ],
 );

@@ -1,0 +1,32 @@
+export { retryDelayMs } from "./backoff.js";
+export { advanceBarrier, finalizeRun, settleStoppingRun } from "./barrier.js";
+export { type Checkpoint, LostClaimError, writeCheckpoint } from "./checkpoint.js";
+export { resolveDeferredLinks } from "./deferred-links.js";
+export { appendNotes, type NoteInput } from "./notes.js";
+export { toRunInfo } from "./run-info.js";
+export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
+export { claimTask } from "./task-claim.js";
+export {
+  cancelPendingTask,
+  finishTaskCancelled,
+  finishTaskFailed,
+  finishTaskSucceeded,
+  handBackTask,
+  parkTask,
+  releaseTask,
+} from "./task-outcome.js";
+export {
+  type AssignmentControls,
+  type AssignmentOutcome,
+  runAssignment,
+  type TaskRunnerDeps,
+} from "./task-runner.js";
+export { insertTaskSeeds } from "./task-seed.js";
+export {
+  addSummary,
+  emptySummary,
+  TaskCancelledError,
+  WINDOW_SIZE,
+  type WindowWriterDeps,
+  writeRows,
+} from "./window-writer.js";

@@ -1,0 +1,42 @@
+import type { NoteLevel, Queryable } from "@drover/db";
+import { sql } from "drizzle-orm";
+
+export interface NoteInput {
+  level: NoteLevel;
+  kind: string;
+  subjectId: string | null;
+  reason: string;
+}
+
+/**
+ * Appends a task's buffered notes in one statement. Called inside the window's transaction: a
+ * row's failure note commits with the checkpoint that moves past the row, so no failed row can be
+ * skipped by a resume without its note.
+ *
+ * Warnings and info are capped per run (a million identical "not linked" notes help nobody);
+ * errors are never dropped, because an error note is how a failed row stays accounted for.
+ */
+export async function appendNotes(
+  q: Queryable,
+  runId: string,
+  taskId: number | null,
+  notes: readonly NoteInput[],
+  cap: number,
+): Promise<void> {
+  if (notes.length === 0) return;
+  const errors = notes.filter((n) => n.level === "error");
+  const others = notes.filter((n) => n.level !== "error");
+  const insert = (list: readonly NoteInput[], capped: boolean) => {
+    const payload = JSON.stringify(
+      list.map((n) => ({ level: n.level, kind: n.kind, subject_id: n.subjectId, reason: n.reason })),
+    );
+    return q.execute(sql`
+      insert into drover.notes (run_id, task_id, level, kind, subject_id, reason)
+      select ${runId}::uuid, ${taskId}, n.level, n.kind, n.subject_id, n.reason
+        from jsonb_to_recordset(${payload}::jsonb) as n(level text, kind text, subject_id text, reason text)
+       where not ${capped}
+          or (select count(*) from drover.notes x where x.run_id = ${runId}::uuid and x.level <> 'error') < ${cap}`);
+  };
+  if (errors.length > 0) await insert(errors, false);
+  if (others.length > 0) await insert(others, true);
+}

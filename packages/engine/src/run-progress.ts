@@ -1,0 +1,63 @@
+import { type Db, runs } from "@drover/db";
+import type { Provider } from "@drover/provider-sdk";
+import { eq } from "drizzle-orm";
+import { advanceBarrier, finalizeRun, settleStoppingRun } from "./barrier.js";
+import { resolveDeferredLinks } from "./deferred-links.js";
+import { toRunInfo } from "./run-info.js";
+import { insertTaskSeeds } from "./task-seed.js";
+
+export type RunProgress =
+  | { kind: "unchanged" }
+  | { kind: "advanced"; toPhase: number; seeded: number }
+  | { kind: "finished"; status: "succeeded" | "failed" }
+  | { kind: "stopped" };
+
+export interface ProgressDeps {
+  db: Db;
+  providers: ReadonlyMap<string, Provider>;
+  notesCap: number;
+}
+
+/**
+ * Moves a run as far as its tasks allow: through the barrier (seeding each phase as it is reached,
+ * and skipping phases that seed nothing), to its end, or from stopping to stopped. Safe to call
+ * from anywhere at any time — after a TaskFinished, from the reaper, from two coordinators at once:
+ * every step is a fenced statement, and the barrier and the seeding of the phase it opens commit
+ * in one transaction.
+ */
+export async function progressRun(deps: ProgressDeps, runId: string): Promise<RunProgress> {
+  return deps.db.transaction(async (tx) => {
+    const [run] = await tx.select().from(runs).where(eq(runs.id, runId));
+    if (!run) return { kind: "unchanged" };
+    if (run.status === "stopping") {
+      return (await settleStoppingRun(tx, runId)) ? { kind: "stopped" } : { kind: "unchanged" };
+    }
+    if (run.status !== "running") return { kind: "unchanged" };
+    const provider = deps.providers.get(run.source);
+    if (!provider) throw new Error(`run ${run.id} uses unknown source "${run.source}"`);
+
+    let phase = run.currentPhase;
+    let seeded = 0;
+    let advanced = false;
+    while (phase < run.plan.length && (await advanceBarrier(tx, runId, phase))) {
+      advanced = true;
+      await resolveDeferredLinks(tx, run, run.plan[phase] ?? [], provider.deferredLinks ?? [], deps.notesCap);
+      phase++;
+      if (phase >= run.plan.length) break;
+      const seeds = await provider.seedPhase({
+        run: toRunInfo(run),
+        phase,
+        kinds: run.plan[phase] ?? [],
+        tx,
+      });
+      seeded = await insertTaskSeeds(tx, runId, phase, seeds);
+      // A phase that seeds nothing (no deals, so no mail) passes at once.
+      if (seeds.length > 0) break;
+    }
+    if (phase >= run.plan.length && (advanced || run.currentPhase >= run.plan.length)) {
+      const status = await finalizeRun(tx, runId);
+      if (status) return { kind: "finished", status };
+    }
+    return advanced ? { kind: "advanced", toPhase: phase, seeded } : { kind: "unchanged" };
+  });
+}

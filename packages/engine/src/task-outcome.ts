@@ -1,0 +1,119 @@
+import type { Queryable } from "@drover/db";
+import type { TaskSeed } from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
+import { insertTaskSeeds } from "./task-seed.js";
+
+/**
+ * The ends of an attempt. Each is one UPDATE fenced on (status = 'running', locked_by = token):
+ * only the attempt that holds the claim can end it, so a late zombie changes nothing.
+ * Each returns false when the fence did not match.
+ */
+
+/** Success, together with the successors the task seeds (the next page of its stripe). */
+export async function finishTaskSucceeded(
+  q: Queryable,
+  task: { id: number; runId: string; phase: number },
+  claimToken: string,
+  successors: readonly TaskSeed[] = [],
+): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks
+       set status = 'succeeded', finished_at = now(), locked_by = null, last_error = null, updated_at = now()
+     where id = ${task.id} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  if (rows.length !== 1) return false;
+  await insertTaskSeeds(q, task.runId, task.phase, successors);
+  return true;
+}
+
+export async function finishTaskFailed(
+  q: Queryable,
+  taskId: number,
+  claimToken: string,
+  error: string,
+): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks
+       set status = 'failed', finished_at = now(), locked_by = null, last_error = ${error}, updated_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  return rows.length === 1;
+}
+
+/** A stop was requested: the current window committed, the rest of the task waits for a resume. */
+export async function finishTaskCancelled(
+  q: Queryable,
+  taskId: number,
+  claimToken: string,
+): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks
+       set status = 'cancelled', finished_at = now(), locked_by = null, updated_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  return rows.length === 1;
+}
+
+/**
+ * Transient failure: back to pending with the cursor intact, not before `delayMs`, so the retry
+ * resumes mid-page instead of rewriting it. Cleared dispatched_at lets the dispatcher publish it again.
+ */
+export async function releaseTask(
+  q: Queryable,
+  taskId: number,
+  claimToken: string,
+  error: string,
+  delayMs: number,
+): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks
+       set status = 'pending', locked_by = null, locked_at = null, dispatched_at = null, last_error = ${error},
+           available_at = now() + make_interval(secs => ${delayMs / 1000}), updated_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  return rows.length === 1;
+}
+
+/**
+ * Rate limited: back to pending until the source's reset, and the attempt the claim counted is
+ * given back — a wait measured in hours must not burn retries.
+ */
+export async function parkTask(
+  q: Queryable,
+  taskId: number,
+  claimToken: string,
+  retryAt: Date,
+  reason: string,
+): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks
+       set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+           dispatched_at = null, last_error = ${reason}, available_at = ${retryAt.toISOString()}::timestamptz,
+           updated_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  return rows.length === 1;
+}
+
+/**
+ * Graceful shutdown: hand the task back at once for another worker, cursor intact and the attempt
+ * not counted — being deployed is not the task's fault.
+ */
+export async function handBackTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks
+       set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+           dispatched_at = null, available_at = now(), updated_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  return rows.length === 1;
+}
+
+/** A pending task of a stopping run never starts: it is cancelled where it stands. */
+export async function cancelPendingTask(q: Queryable, taskId: number): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks set status = 'cancelled', finished_at = now(), updated_at = now()
+     where id = ${taskId} and status = 'pending'
+    returning id`);
+  return rows.length === 1;
+}

@@ -1,0 +1,216 @@
+import { randomUUID } from "node:crypto";
+import { type Db, runs, tasks } from "@drover/db";
+import { resolveParents } from "@drover/ledger";
+import {
+  classifyError,
+  describeError,
+  type Provider,
+  RateLimitedError,
+  type TaskContext,
+  type TaskInfo,
+  type WriteSummary,
+} from "@drover/provider-sdk";
+import { eq, sql } from "drizzle-orm";
+import { retryDelayMs } from "./backoff.js";
+import { LostClaimError } from "./checkpoint.js";
+import { toRunInfo } from "./run-info.js";
+import { claimTask } from "./task-claim.js";
+import {
+  cancelPendingTask,
+  finishTaskCancelled,
+  finishTaskFailed,
+  finishTaskSucceeded,
+  handBackTask,
+  parkTask,
+  releaseTask,
+} from "./task-outcome.js";
+import { addSummary, emptySummary, TaskCancelledError, writeRows } from "./window-writer.js";
+
+export interface TaskRunnerDeps {
+  db: Db;
+  providers: ReadonlyMap<string, Provider>;
+  workerId: string;
+  /** Transient failures a task may have before it fails for good. */
+  maxAttempts: number;
+  notesCap: number;
+  /** How often, at most, a running task asks whether its run is stopping. */
+  stopPollMs?: number;
+}
+
+export interface AssignmentControls {
+  /** Aborted when this worker shuts down: the task hands itself back at the next window boundary. */
+  shutdown: AbortSignal;
+  working(): void;
+}
+
+export type AssignmentOutcome =
+  | { status: "dropped"; reason: string }
+  | {
+      status: "succeeded" | "failed" | "cancelled" | "released" | "parked" | "handed_back" | "lost";
+      taskId: number;
+      runId: string;
+      phase: number;
+      kind: string;
+      attempt: number;
+      summary: WriteSummary;
+      error?: string;
+    };
+
+class ShutdownHandBack extends Error {}
+
+/** Between windows a run's stop flag is read at most this often; stop still lands in about a second. */
+const DEFAULT_STOP_POLL_MS = 1_000;
+const HEARTBEAT_EVERY_S = 30;
+
+/**
+ * Runs one assignment: load the task and run, refuse what must not run, claim, hand off to the
+ * provider, and end the attempt according to the error taxonomy. Never throws for a task's own
+ * failure; a throw means the database itself is unreachable and the message should come back later.
+ */
+export async function runAssignment(
+  deps: TaskRunnerDeps,
+  taskId: number,
+  controls: AssignmentControls,
+): Promise<AssignmentOutcome> {
+  const { db } = deps;
+  const [loaded] = await db
+    .select({ task: tasks, run: runs })
+    .from(tasks)
+    .innerJoin(runs, eq(runs.id, tasks.runId))
+    .where(eq(tasks.id, taskId));
+  if (!loaded) return { status: "dropped", reason: "no such task" };
+  const { task, run } = loaded;
+  if (task.status !== "pending") return { status: "dropped", reason: `task is ${task.status}` };
+  if (run.status === "stopping") {
+    await cancelPendingTask(db, task.id);
+    return { status: "dropped", reason: "run is stopping" };
+  }
+  if (run.status !== "running") return { status: "dropped", reason: `run is ${run.status}` };
+  if (task.availableAt.getTime() > Date.now() + 50) {
+    // A duplicate message that arrived before the task is due: let the dispatcher publish it again then.
+    await db.execute(
+      sql`update drover.tasks set dispatched_at = null where id = ${task.id} and status = 'pending'`,
+    );
+    return { status: "dropped", reason: "not due yet" };
+  }
+  const provider = deps.providers.get(run.source);
+  if (!provider) return { status: "dropped", reason: `unknown source ${run.source}` };
+
+  const claimToken = `${deps.workerId}/${randomUUID().slice(0, 8)}`;
+  const claimed = await claimTask(db, task.id, claimToken);
+  if (!claimed) return { status: "dropped", reason: "claimed by another worker" };
+
+  const info: TaskInfo = {
+    id: claimed.id,
+    kind: claimed.kind,
+    phase: claimed.phase,
+    cursor: claimed.cursor,
+    processedOffset: claimed.processedOffset,
+    attempts: claimed.attempts,
+  };
+  const runInfo = toRunInfo(run, true);
+  const total = emptySummary();
+  const abort = new AbortController();
+  const onShutdown = () => abort.abort(controls.shutdown.reason);
+  controls.shutdown.addEventListener("abort", onShutdown, { once: true });
+
+  let lastStopCheck = 0;
+  const stopPoll = deps.stopPollMs ?? DEFAULT_STOP_POLL_MS;
+  const interrupted = async () => {
+    if (controls.shutdown.aborted) throw new ShutdownHandBack();
+    if (Date.now() - lastStopCheck < stopPoll) return false;
+    lastStopCheck = Date.now();
+    const [r] = await db.select({ status: runs.status }).from(runs).where(eq(runs.id, run.id));
+    return r?.status !== "running";
+  };
+
+  const ctx: TaskContext = {
+    run: runInfo,
+    task: info,
+    signal: abort.signal,
+    working: controls.working,
+    async writeRows(rows, writer, options) {
+      const summary = await writeRows(
+        { db, run: runInfo, task: info, claimToken, notesCap: deps.notesCap, stopRequested: interrupted },
+        rows,
+        writer,
+        options,
+      );
+      addSummary(total, summary);
+      return summary;
+    },
+    resolveParents: (wanted) => resolveParents(db, runInfo, wanted),
+  };
+
+  const base = {
+    taskId: task.id,
+    runId: run.id,
+    phase: task.phase,
+    kind: task.kind,
+    attempt: claimed.attempts,
+  };
+  try {
+    const result = await provider.runTask(ctx);
+    if (total.attempted > 0 && total.failed === total.attempted) {
+      // Per-row isolation is right, but a task whose every row failed must not finish green.
+      const error = `every row failed (${total.failed}); see the run's notes`;
+      await finishTaskFailed(db, task.id, claimToken, error);
+      return { ...base, status: "failed", summary: total, error };
+    }
+    const done = await db.transaction((tx) =>
+      finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? []),
+    );
+    return { ...base, status: done ? "succeeded" : "lost", summary: total };
+  } catch (err) {
+    return {
+      ...base,
+      summary: total,
+      ...(await endFailedAttempt(deps, claimed, claimToken, err, controls.shutdown)),
+    };
+  } finally {
+    controls.shutdown.removeEventListener("abort", onShutdown);
+    await heartbeat(db, run.id).catch(() => {});
+  }
+}
+
+async function endFailedAttempt(
+  deps: TaskRunnerDeps,
+  task: { id: number; attempts: number },
+  claimToken: string,
+  err: unknown,
+  shutdown: AbortSignal,
+): Promise<{ status: Exclude<AssignmentOutcome["status"], "dropped" | "succeeded">; error?: string }> {
+  const { db } = deps;
+  if (err instanceof LostClaimError) return { status: "lost" };
+  if (err instanceof TaskCancelledError) {
+    return (await finishTaskCancelled(db, task.id, claimToken))
+      ? { status: "cancelled" }
+      : { status: "lost" };
+  }
+  if (err instanceof ShutdownHandBack || shutdown.aborted) {
+    return (await handBackTask(db, task.id, claimToken)) ? { status: "handed_back" } : { status: "lost" };
+  }
+  const error = describeError(err);
+  const cls = classifyError(err);
+  if (cls === "rate_limited") {
+    const retryAt = err instanceof RateLimitedError ? err.retryAt : new Date(Date.now() + 60_000);
+    return (await parkTask(db, task.id, claimToken, retryAt, error))
+      ? { status: "parked", error }
+      : { status: "lost" };
+  }
+  if (cls === "transient" && task.attempts < deps.maxAttempts) {
+    const ok = await releaseTask(db, task.id, claimToken, error, retryDelayMs(task.attempts));
+    return ok ? { status: "released", error } : { status: "lost" };
+  }
+  const reason = cls === "transient" ? `gave up after ${task.attempts} attempts: ${error}` : error;
+  return (await finishTaskFailed(db, task.id, claimToken, reason))
+    ? { status: "failed", error: reason }
+    : { status: "lost" };
+}
+
+/** The run's heartbeat tells the reaper a worker is alive; written at most every 30 s, not per task. */
+async function heartbeat(db: Db, runId: string): Promise<void> {
+  await db.execute(sql`
+    update drover.runs set heartbeat_at = now()
+     where id = ${runId}::uuid and (heartbeat_at is null or heartbeat_at < now() - make_interval(secs => ${HEARTBEAT_EVERY_S}))`);
+}

@@ -1,0 +1,102 @@
+import { isConnectionError, pgErrorCode } from "@drover/db";
+
+/**
+ * The one error taxonomy. Whether a failure is worth retrying is decided where it is thrown and
+ * carried on the error; the worker maps it once to a task outcome, the coordinator once to a gRPC code.
+ *
+ * - transient: the same call may work later (network, timeout, 5xx, deadlock, serialization,
+ *   lost connection). The task is released with its cursor intact and retried with backoff.
+ * - rate_limited: the source said "not before X" (429, daily allowance gone). The task is parked
+ *   until X without spending an attempt.
+ * - permanent: retrying cannot help (4xx, bad configuration). The task fails with the reason.
+ * - row: one source row cannot be written. It is noted and loses only itself.
+ */
+export type ErrorClass = "transient" | "rate_limited" | "permanent" | "row";
+
+export abstract class DroverError extends Error {
+  abstract readonly class: ErrorClass;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+export class TransientError extends DroverError {
+  readonly class = "transient" as const;
+}
+
+export class RateLimitedError extends DroverError {
+  readonly class = "rate_limited" as const;
+  constructor(
+    message: string,
+    /** Not before this instant. */
+    readonly retryAt: Date,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export class PermanentError extends DroverError {
+  readonly class = "permanent" as const;
+}
+
+export class RowError extends DroverError {
+  readonly class = "row" as const;
+}
+
+/** SQLSTATEs after which the transaction is gone: no savepoint can contain them, the task retries. */
+const TRANSIENT_SQLSTATES = new Set([
+  "40001", // serialization_failure
+  "40P01", // deadlock_detected
+  "55P03", // lock_not_available
+  "57P01", // admin_shutdown (pg_terminate_backend)
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now
+  "53300", // too_many_connections
+  "08000",
+  "08003",
+  "08006",
+  "25P02", // in_failed_sql_transaction: the connection died mid-transaction
+]);
+
+/**
+ * SQLSTATE classes that describe the data of one row (constraint, bad value): a savepoint contains them.
+ * 22 = data exception, 23 = integrity constraint violation.
+ */
+function isRowSqlstate(code: string): boolean {
+  return code.startsWith("22") || code.startsWith("23");
+}
+
+export function classifyError(err: unknown): ErrorClass {
+  if (err instanceof DroverError) return err.class;
+  if (isConnectionError(err)) return "transient";
+  const code = pgErrorCode(err);
+  if (code) {
+    if (TRANSIENT_SQLSTATES.has(code)) return "transient";
+    if (isRowSqlstate(code)) return "row";
+    return "permanent";
+  }
+  if (err instanceof Error) {
+    // fetch() reports network failures as TypeError("fetch failed") with a system error as cause.
+    if (err.name === "AbortError" || err.name === "TimeoutError") return "transient";
+    if (err.name === "TypeError" && /fetch failed/i.test(err.message)) return "transient";
+    const sys = (err as { code?: unknown }).code ?? (err.cause as { code?: unknown } | undefined)?.code;
+    if (typeof sys === "string" && /^E[A-Z]+/.test(sys)) return "transient";
+  }
+  return "permanent";
+}
+
+/** A short, human reason for notes and task errors; never a stack. */
+export function describeError(err: unknown): string {
+  const code = pgErrorCode(err);
+  let current: unknown = err;
+  // Prefer the driver's message over drizzle's "Failed query: <sql>" wrapper.
+  while (code && current && typeof current === "object" && (current as { code?: unknown }).code !== code) {
+    current = (current as { cause?: unknown }).cause;
+  }
+  const message =
+    current instanceof Error ? current.message : err instanceof Error ? err.message : String(err);
+  const text = code ? `${message} (SQLSTATE ${code})` : message;
+  return text.length > 500 ? `${text.slice(0, 497)}...` : text;
+}

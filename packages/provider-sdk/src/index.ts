@@ -1,0 +1,3 @@
+export * from "./errors.js";
+export * from "./provider.js";
+export * from "./source-client.js";

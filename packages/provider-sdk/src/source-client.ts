@@ -1,0 +1,159 @@
+import { PermanentError, RateLimitedError, TransientError } from "./errors.js";
+
+export type CallType = "list" | "get" | "update" | "search";
+
+/**
+ * Paces calls against the source's allowance. acquire() resolves when a call may be sent;
+ * absorb() learns from the response's rate-limit headers. The default keeps the last reading in
+ * memory; a leased, shared budget can take its place without touching the providers.
+ */
+export interface Pacer {
+  acquire(type: CallType, signal?: AbortSignal): Promise<void>;
+  absorb(headers: Headers, status: number): void;
+}
+
+/** Stays under the burst window by reading x-ratelimit-remaining / x-ratelimit-reset. */
+export class HeaderPacer implements Pacer {
+  private remaining = Number.POSITIVE_INFINITY;
+  private resetAt = 0;
+  private inFlight = 0;
+
+  async acquire(_type: CallType, signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      const now = Date.now();
+      if (now >= this.resetAt) this.remaining = Number.POSITIVE_INFINITY;
+      if (this.remaining - this.inFlight > 0) {
+        this.inFlight++;
+        return;
+      }
+      await sleep(Math.max(50, this.resetAt - now), signal);
+    }
+  }
+
+  absorb(headers: Headers, _status: number): void {
+    this.inFlight = Math.max(0, this.inFlight - 1);
+    const remaining = intHeader(headers, "x-ratelimit-remaining");
+    const reset = intHeader(headers, "x-ratelimit-reset");
+    if (remaining !== undefined) this.remaining = remaining;
+    if (reset !== undefined) this.resetAt = Date.now() + Math.max(reset, 0) * 1000;
+  }
+}
+
+export interface SourceClientOptions {
+  baseUrl: string;
+  apiToken: string;
+  pacer?: Pacer;
+  timeoutMs?: number;
+  /** Responses larger than this are refused: the source is untrusted. */
+  maxResponseBytes?: number;
+  fetch?: typeof fetch;
+}
+
+const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * JSON over HTTP to a source, with every failure classified once, here, where it is understood.
+ * The token travels in a header, never in a URL that proxies and logs would keep.
+ */
+export class SourceClient {
+  private readonly baseUrl: string;
+  private readonly pacer: Pacer;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(private readonly options: SourceClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.pacer = options.pacer ?? new HeaderPacer();
+    this.fetchImpl = options.fetch ?? fetch;
+  }
+
+  async getJson<T = unknown>(
+    path: string,
+    params: Record<string, string | number | undefined> = {},
+    type: CallType = "list",
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const url = new URL(this.baseUrl + path);
+    for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, String(v));
+    await this.pacer.acquire(type, signal);
+    const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
+    let response: Response;
+    try {
+      response = await this.fetchImpl(url, {
+        headers: { "x-api-token": this.options.apiToken, accept: "application/json" },
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+    } catch (err) {
+      this.pacer.absorb(new Headers(), 0);
+      throw new TransientError(`${path}: ${(err as Error).message}`, { cause: err });
+    }
+    this.pacer.absorb(response.headers, response.status);
+    const body = await this.readBody(response, path);
+    if (response.status === 429) {
+      const reset = intHeader(response.headers, "x-ratelimit-reset") ?? 2;
+      throw new RateLimitedError(
+        `${path}: rate limited (429)`,
+        new Date(Date.now() + Math.max(reset, 1) * 1000),
+      );
+    }
+    if (response.status === 403 && /cloudflare/i.test(body)) {
+      // The edge blocks clients that kept sending after a 429: back off hard rather than fail.
+      throw new RateLimitedError(
+        `${path}: blocked by the source's edge (403)`,
+        new Date(Date.now() + 60_000),
+      );
+    }
+    if (response.status >= 500 || response.status === 408) {
+      throw new TransientError(`${path}: the source answered ${response.status}`);
+    }
+    if (response.status >= 400) {
+      throw new PermanentError(`${path}: the source answered ${response.status}: ${body.slice(0, 200)}`);
+    }
+    try {
+      return JSON.parse(body) as T;
+    } catch {
+      // A truncated or garbled page is usually a proxy hiccup: retry the page, fail after the attempts.
+      throw new TransientError(`${path}: the source sent a body that is not JSON (${body.length} bytes)`);
+    }
+  }
+
+  private async readBody(response: Response, path: string): Promise<string> {
+    const limit = this.options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    const declared = Number(response.headers.get("content-length") ?? "0");
+    if (declared > limit) {
+      await response.body?.cancel();
+      throw new PermanentError(`${path}: response of ${declared} bytes exceeds the ${limit}-byte limit`);
+    }
+    try {
+      const text = await response.text();
+      if (text.length > limit) throw new PermanentError(`${path}: response exceeds the ${limit}-byte limit`);
+      return text;
+    } catch (err) {
+      if (err instanceof PermanentError) throw err;
+      throw new TransientError(`${path}: reading the response failed: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+}
+
+function intHeader(headers: Headers, name: string): number | undefined {
+  const raw = headers.get(name);
+  if (raw === null) return undefined;
+  const n = Number.parseInt(raw, 10);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
