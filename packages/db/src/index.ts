@@ -6,6 +6,7 @@ export {
   type Queryable,
   type Tx,
 } from "./client.js";
+export { ensureDatabase } from "./ensure-database.js";
 export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
 export { isConnectionError, pgErrorCode } from "./pg-error.js";
 export * from "./schema/index.js";

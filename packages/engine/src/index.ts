@@ -14,6 +14,7 @@ export {
   handBackTask,
   parkTask,
   releaseTask,
+  touchTask,
 } from "./task-outcome.js";
 export {
   type AssignmentControls,

@@ -97,13 +97,15 @@ export async function parkTask(
 
 /**
  * Graceful shutdown: hand the task back at once for another worker, cursor intact and the attempt
- * not counted — being deployed is not the task's fault.
+ * not counted — being deployed is not the task's fault. It stays marked as dispatched because the
+ * worker naks its message, which JetStream redelivers at once; should that nak be lost, the
+ * reaper's re-dispatch catches it.
  */
 export async function handBackTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
        set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
-           dispatched_at = null, available_at = now(), updated_at = now()
+           dispatched_at = now(), available_at = now(), updated_at = now()
      where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
@@ -114,6 +116,15 @@ export async function cancelPendingTask(q: Queryable, taskId: number): Promise<b
   const rows = await q.execute(sql`
     update drover.tasks set status = 'cancelled', finished_at = now(), updated_at = now()
      where id = ${taskId} and status = 'pending'
+    returning id`);
+  return rows.length === 1;
+}
+
+/** Keeps a long task's lock fresh between windows, so the reaper does not mistake it for a dead worker's. */
+export async function touchTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks set locked_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
 }

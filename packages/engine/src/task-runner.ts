@@ -23,6 +23,7 @@ import {
   handBackTask,
   parkTask,
   releaseTask,
+  touchTask,
 } from "./task-outcome.js";
 import { addSummary, emptySummary, TaskCancelledError, writeRows } from "./window-writer.js";
 
@@ -61,6 +62,8 @@ class ShutdownHandBack extends Error {}
 /** Between windows a run's stop flag is read at most this often; stop still lands in about a second. */
 const DEFAULT_STOP_POLL_MS = 1_000;
 const HEARTBEAT_EVERY_S = 30;
+/** Well inside the reaper's stale-lock threshold (90 s by default). */
+const TOUCH_EVERY_MS = 15_000;
 
 /**
  * Runs one assignment: load the task and run, refuse what must not run, claim, hand off to the
@@ -142,6 +145,8 @@ export async function runAssignment(
     resolveParents: (wanted) => resolveParents(db, runInfo, wanted),
   };
 
+  // Windows refresh the lock too; this covers long fetches between them.
+  const touch = setInterval(() => void touchTask(db, task.id, claimToken).catch(() => {}), TOUCH_EVERY_MS);
   const base = {
     taskId: task.id,
     runId: run.id,
@@ -168,6 +173,7 @@ export async function runAssignment(
       ...(await endFailedAttempt(deps, claimed, claimToken, err, controls.shutdown)),
     };
   } finally {
+    clearInterval(touch);
     controls.shutdown.removeEventListener("abort", onShutdown);
     await heartbeat(db, run.id).catch(() => {});
   }

@@ -1,0 +1,66 @@
+import { z } from "zod";
+
+export { z };
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/**
+ * Compiles a service's configuration from the environment once, at start. Every problem is reported
+ * at once, each naming the variable and what to fix, so a bad deploy fails before touching anything.
+ */
+export function parseEnv<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEnv = process.env): z.infer<S> {
+  const raw: Record<string, string | undefined> = {};
+  for (const key of Object.keys(schema.shape)) {
+    const value = env[key];
+    raw[key] = value === "" ? undefined : value;
+  }
+  const result = schema.safeParse(raw);
+  if (!result.success) {
+    throw new ConfigError(
+      result.error.issues.map((issue) => {
+        const key = String(issue.path[0] ?? "?");
+        const got = raw[key];
+        return `${key}: ${issue.message}${got === undefined ? "" : ` (got "${got.slice(0, 80)}")`}`;
+      }),
+    );
+  }
+  return result.data;
+}
+
+/** An integer environment variable within bounds. */
+export function intVar(min: number, max: number, fallback: number) {
+  return z.coerce
+    .number({ message: "must be a number" })
+    .int({ message: "must be a whole number" })
+    .min(min, { message: `must be at least ${min}` })
+    .max(max, { message: `must be at most ${max}` })
+    .default(fallback);
+}
+
+/** A postgres:// URL. */
+export function postgresUrl(fallback: string) {
+  return z
+    .string()
+    .default(fallback)
+    .refine((v) => /^postgres(ql)?:\/\//.test(v), { message: "must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/drover" });
+}
+
+/** host:port. */
+export function address(fallback: string) {
+  return z
+    .string()
+    .default(fallback)
+    .refine((v) => /^[^\s:]+:\d{1,5}$/.test(v), { message: "must be host:port, e.g. 127.0.0.1:50051" });
+}
+
+export function identifier(fallback: string) {
+  return z
+    .string()
+    .default(fallback)
+    .refine((v) => /^[a-zA-Z0-9_-]{1,64}$/.test(v), { message: "may only hold letters, digits, '_' and '-'" });
+}

@@ -1,0 +1,53 @@
+import { PermanentError, type RunInfo } from "@drover/provider-sdk";
+
+export interface CrmSettings {
+  /** Page-walking tasks per kind running side by side (stripe i walks pages i, i+N, ...). */
+  stripes: number;
+  /** Rows per list call; Pipedrive's maximum is 500, and every list costs the same 20 tokens. */
+  pageSize: number;
+  /** Deals per mail task (seed 004: ten deals per task instead of one). */
+  dealsPerMailTask: number;
+  /** Body fetches in flight per task. */
+  bodyConcurrency: number;
+}
+
+export const DEFAULT_SETTINGS: CrmSettings = { stripes: 4, pageSize: 500, dealsPerMailTask: 10, bodyConcurrency: 4 };
+
+const LIMITS: Record<keyof CrmSettings, [number, number]> = {
+  stripes: [1, 64],
+  pageSize: [1, 500],
+  dealsPerMailTask: [1, 100],
+  bodyConcurrency: [1, 16],
+};
+
+/** Returns what to fix, or the settings. */
+export function parseSettings(raw: Record<string, string | number | undefined>): CrmSettings | string {
+  const out = { ...DEFAULT_SETTINGS };
+  for (const [key, value] of Object.entries(raw)) {
+    if (!(key in LIMITS)) return `unknown crm setting "${key}"; known: ${Object.keys(LIMITS).join(", ")}`;
+    const [min, max] = LIMITS[key as keyof CrmSettings];
+    const n = typeof value === "number" ? value : Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) return `crm setting ${key} must be an integer from ${min} to ${max}, got "${value}"`;
+    out[key as keyof CrmSettings] = n;
+  }
+  return out;
+}
+
+export function validateBaseUrl(baseUrl: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    return `base_url "${baseUrl.slice(0, 100)}" is not a URL; give e.g. https://yourcompany.pipedrive.com`;
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return "base_url must be http(s)";
+  if (url.username || url.password) return "base_url must not carry credentials; pass api_token instead";
+  return undefined;
+}
+
+export function runSettings(run: RunInfo): { baseUrl: string; settings: CrmSettings } {
+  const baseUrl = String(run.sourceConfig.baseUrl ?? "");
+  const settings = parseSettings((run.sourceConfig.settings ?? {}) as Record<string, string>);
+  if (typeof settings === "string") throw new PermanentError(settings);
+  return { baseUrl, settings };
+}

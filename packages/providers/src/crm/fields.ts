@@ -1,0 +1,117 @@
+import { RowError } from "@drover/provider-sdk";
+
+/**
+ * Field readers for untrusted source rows. Each throws RowError naming the field, so a malformed
+ * row becomes a note that says what was wrong with it, and loses only itself.
+ */
+
+type Obj = Record<string, unknown>;
+
+export function asObject(v: unknown, what = "row"): Obj {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new RowError(`${what} is not an object`);
+  return v as Obj;
+}
+
+const MAX_TEXT = 1_000_000;
+
+export function text(row: Obj, field: string, opts: { required: true }): string;
+export function text(row: Obj, field: string, opts?: { required?: boolean }): string | null;
+export function text(row: Obj, field: string, opts: { required?: boolean } = {}): string | null {
+  const v = row[field];
+  if (v === undefined || v === null || v === "") {
+    if (opts.required) throw new RowError(`${field} is missing`);
+    return null;
+  }
+  if (typeof v !== "string") throw new RowError(`${field} is not text (got ${typeof v})`);
+  if (v.length > MAX_TEXT) throw new RowError(`${field} is longer than ${MAX_TEXT} characters`);
+  return v;
+}
+
+export function number(row: Obj, field: string): number | null {
+  const v = row[field];
+  if (v === undefined || v === null || v === "") return null;
+  const n = typeof v === "number" ? v : typeof v === "string" ? Number(v) : Number.NaN;
+  if (!Number.isFinite(n)) throw new RowError(`${field} is not a number`);
+  return n;
+}
+
+export function bool(row: Obj, field: string): boolean {
+  const v = row[field];
+  if (v === undefined || v === null) return false;
+  if (typeof v === "boolean") return v;
+  if (v === 0 || v === 1) return v === 1;
+  throw new RowError(`${field} is not a boolean`);
+}
+
+const DATE = /^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/** Pipedrive writes "YYYY-MM-DD HH:MM:SS" in UTC without a zone. */
+export function timestamp(row: Obj, field: string): Date | null {
+  const v = text(row, field);
+  if (v === null) return null;
+  if (!DATE.test(v)) throw new RowError(`${field} is not a date ("${v.slice(0, 40)}")`);
+  const iso = v.includes("T") || /[Z+]/.test(v.slice(10)) ? v : `${v.replace(" ", "T")}Z`;
+  const d = new Date(iso.length === 10 ? `${iso}T00:00:00Z` : iso);
+  if (Number.isNaN(d.getTime())) throw new RowError(`${field} is not a date ("${v.slice(0, 40)}")`);
+  return d;
+}
+
+export function day(row: Obj, field: string): string | null {
+  const d = timestamp(row, field);
+  return d ? d.toISOString().slice(0, 10) : null;
+}
+
+/**
+ * A reference to another record. Pipedrive sends it as a plain integer in some endpoints and as an
+ * expanded object carrying `value` in v1 lists; leads use UUID strings. Never assume one form.
+ */
+export function ref(row: Obj, field: string): string | null {
+  let v = row[field];
+  if (typeof v === "object" && v !== null && !Array.isArray(v)) v = (v as Obj).value;
+  if (v === undefined || v === null || v === "" || v === 0) return null;
+  if (typeof v === "number" && Number.isSafeInteger(v) && v > 0) return String(v);
+  if (typeof v === "string" && (/^[1-9]\d{0,18}$/.test(v) || UUID.test(v))) return v;
+  throw new RowError(`${field} is not a record id`);
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The row's own id, as the ledger keys it. */
+export function sourceId(row: unknown): string | null {
+  if (typeof row !== "object" || row === null) return null;
+  const v = (row as Obj).id;
+  if (typeof v === "number" && Number.isSafeInteger(v)) return String(v);
+  if (typeof v === "string" && v.length > 0 && v.length <= 64) return v;
+  return null;
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+/** The primary (or first non-empty) value of a v1 `[{value, primary}]` list; "" means none. */
+export function primaryValue(row: Obj, field: string, kind: "email" | "phone"): string | null {
+  const v = row[field];
+  if (v === undefined || v === null) return null;
+  if (typeof v === "string") return checkContact(v, field, kind);
+  if (!Array.isArray(v)) throw new RowError(`${field} is not a list`);
+  const entries = v.filter((e): e is Obj => typeof e === "object" && e !== null);
+  const pick = entries.find((e) => e.primary === true && typeof e.value === "string" && e.value !== "") ??
+    entries.find((e) => typeof e.value === "string" && e.value !== "");
+  return pick ? checkContact(pick.value as string, field, kind) : null;
+}
+
+function checkContact(value: string, field: string, kind: "email" | "phone"): string | null {
+  const v = value.trim();
+  if (v === "") return null;
+  if (kind === "email" && !EMAIL.test(v)) throw new RowError(`${field} "${v.slice(0, 60)}" is not an email address`);
+  if (v.length > 320) throw new RowError(`${field} is too long`);
+  return v;
+}
+
+/** Custom fields: v2 sends a `custom_fields` object; v1 puts them at the root under 40-hex keys. */
+export function customFields(row: Obj): Record<string, unknown> | null {
+  const out: Record<string, unknown> = {};
+  const nested = row.custom_fields;
+  if (typeof nested === "object" && nested !== null && !Array.isArray(nested)) Object.assign(out, nested);
+  for (const [k, v] of Object.entries(row)) if (/^[0-9a-f]{40}$/.test(k) && v !== null) out[k] = v;
+  return Object.keys(out).length > 0 ? out : null;
+}

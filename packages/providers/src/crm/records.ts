@@ -1,0 +1,204 @@
+import { type ParentMap, RowError } from "@drover/provider-sdk";
+import {
+  asObject,
+  bool,
+  customFields,
+  day,
+  number,
+  primaryValue,
+  ref,
+  text,
+  timestamp,
+} from "./fields.js";
+
+/**
+ * Source rows parsed into what the destination needs. Parsing happens before any transaction, so
+ * a malformed row is known as such before its window opens.
+ */
+
+export interface Company {
+  name: string;
+  address: string | null;
+  customFields: Record<string, unknown> | null;
+}
+
+export interface Person {
+  name: string;
+  email: string | null;
+  phone: string | null;
+  organization: string | null;
+  customFields: Record<string, unknown> | null;
+}
+
+export interface Deal {
+  title: string;
+  value: number | null;
+  currency: string | null;
+  status: string;
+  person: string | null;
+  organization: string | null;
+  customFields: Record<string, unknown> | null;
+}
+
+export interface Lead {
+  title: string;
+  amount: number | null;
+  currency: string | null;
+  person: string | null;
+  organization: string | null;
+}
+
+/** Activities and notes may point at a deal, a person, an organization and a lead at once. */
+export interface Parents {
+  deal: string | null;
+  person: string | null;
+  organization: string | null;
+  lead: string | null;
+}
+
+export interface Activity extends Parents {
+  subject: string;
+  type: string;
+  dueDate: string | null;
+  done: boolean;
+}
+
+export interface Note extends Parents {
+  content: string;
+}
+
+export interface Email {
+  deal: string;
+  subject: string;
+  snippet: string | null;
+  from: string | null;
+  to: string[];
+  sentAt: Date | null;
+  body: string | null;
+}
+
+export function parseCompany(raw: unknown): Company {
+  const r = asObject(raw);
+  return { name: text(r, "name", { required: true }), address: text(r, "address"), customFields: customFields(r) };
+}
+
+export function parsePerson(raw: unknown): Person {
+  const r = asObject(raw);
+  return {
+    name: text(r, "name", { required: true }),
+    email: primaryValue(r, "email", "email") ?? primaryValue(r, "emails", "email"),
+    phone: primaryValue(r, "phone", "phone") ?? primaryValue(r, "phones", "phone"),
+    organization: ref(r, "org_id"),
+    customFields: customFields(r),
+  };
+}
+
+const CURRENCY = /^[A-Z]{3}$/;
+
+function currency(r: Record<string, unknown>, field: string): string | null {
+  const c = text(r, field);
+  if (c !== null && !CURRENCY.test(c)) throw new RowError(`${field} "${c.slice(0, 10)}" is not a currency code`);
+  return c;
+}
+
+export function parseDeal(raw: unknown): Deal {
+  const r = asObject(raw);
+  timestamp(r, "add_time");
+  return {
+    title: text(r, "title", { required: true }),
+    value: number(r, "value"),
+    currency: currency(r, "currency"),
+    status: text(r, "status") ?? "open",
+    person: ref(r, "person_id"),
+    organization: ref(r, "org_id"),
+    customFields: customFields(r),
+  };
+}
+
+export function parseLead(raw: unknown): Lead {
+  const r = asObject(raw);
+  const value = r.value === null || r.value === undefined ? null : asObject(r.value, "value");
+  return {
+    title: text(r, "title", { required: true }),
+    amount: value ? number(value, "amount") : null,
+    currency: value ? currency(value, "currency") : null,
+    person: ref(r, "person_id"),
+    organization: ref(r, "organization_id") ?? ref(r, "org_id"),
+  };
+}
+
+function parents(r: Record<string, unknown>): Parents {
+  return { deal: ref(r, "deal_id"), person: ref(r, "person_id"), organization: ref(r, "org_id"), lead: ref(r, "lead_id") };
+}
+
+export function parseActivity(raw: unknown): Activity {
+  const r = asObject(raw);
+  return {
+    subject: text(r, "subject", { required: true }),
+    type: text(r, "type") ?? "task",
+    dueDate: day(r, "due_date"),
+    done: bool(r, "done"),
+    ...parents(r),
+  };
+}
+
+export function parseNote(raw: unknown): Note {
+  const r = asObject(raw);
+  return { content: text(r, "content", { required: true }), ...parents(r) };
+}
+
+/** A mail list item is wrapped as {object, timestamp, data}; tolerate the bare message too. */
+export function unwrapMail(raw: unknown): unknown {
+  if (typeof raw === "object" && raw !== null && "data" in raw && typeof (raw as { data: unknown }).data === "object") {
+    return (raw as { data: unknown }).data;
+  }
+  return raw;
+}
+
+function addresses(r: Record<string, unknown>, field: string): string[] {
+  const v = r[field];
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw new RowError(`${field} is not a list`);
+  return v
+    .map((p) => (typeof p === "object" && p !== null ? (p as Record<string, unknown>).email_address : p))
+    .filter((a): a is string => typeof a === "string" && a !== "");
+}
+
+export function parseEmail(raw: unknown, deal: string, body: string | null): Email {
+  const r = asObject(raw, "mail message");
+  return {
+    deal,
+    subject: text(r, "subject") ?? "(no subject)",
+    snippet: text(r, "snippet"),
+    from: addresses(r, "from")[0] ?? null,
+    to: addresses(r, "to"),
+    sentAt: timestamp(r, "message_time"),
+    body,
+  };
+}
+
+/** Which parent kinds a row of `kind` refers to, for one ledger query per page. */
+export function parentRefs(kind: string, row: unknown): Record<string, string | null> {
+  const p = row as Partial<Parents & { person: string | null; organization: string | null }>;
+  switch (kind) {
+    case "persons":
+      return { organizations: p.organization ?? null };
+    case "deals":
+    case "leads":
+      return { persons: p.person ?? null, organizations: p.organization ?? null };
+    case "activities":
+    case "notes":
+      return { deals: p.deal ?? null, persons: p.person ?? null, organizations: p.organization ?? null, leads: p.lead ?? null };
+    default:
+      return {};
+  }
+}
+
+export function linkedIds(parentsMap: ParentMap, p: Parents) {
+  return {
+    dealId: parentsMap.get("deals", p.deal) ?? null,
+    contactId: parentsMap.get("persons", p.person) ?? null,
+    companyId: parentsMap.get("organizations", p.organization) ?? null,
+    leadId: parentsMap.get("leads", p.lead) ?? null,
+  };
+}

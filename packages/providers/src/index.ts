@@ -1,0 +1,8 @@
+import type { Provider } from "@drover/provider-sdk";
+import { crmProvider } from "./crm/provider.js";
+
+export { crmProvider } from "./crm/provider.js";
+export { NOT_LINKED } from "./crm/writers.js";
+
+/** Every source Drover can import from, by the name a StartRun uses. */
+export const providers: ReadonlyMap<string, Provider> = new Map([[crmProvider.name, crmProvider]]);

@@ -1,0 +1,65 @@
+import { type Db, pgErrorCode, runs } from "@drover/db";
+import { insertTaskSeeds, toRunInfo } from "@drover/engine";
+import { Code, RpcError } from "@drover/proto";
+import type { Provider } from "@drover/provider-sdk";
+import { and, eq, inArray } from "drizzle-orm";
+
+export interface NewRun {
+  tenantId: string;
+  source: string;
+  sourceAccount: string;
+  kinds: string[];
+  plan: string[][];
+  sourceConfig: Record<string, unknown>;
+  sourceSecret: string;
+  traceContext: Record<string, string>;
+}
+
+/**
+ * Admits a run and seeds its first phase in one transaction. One live run per tenant and source
+ * account is enforced by a partial unique index, so two coordinators admitting at the same instant
+ * cannot both win; the loser answers ALREADY_EXISTS naming the run that holds the slot.
+ */
+export async function admitRun(db: Db, provider: Provider, input: NewRun): Promise<typeof runs.$inferSelect> {
+  try {
+    return await db.transaction(async (tx) => {
+      const [run] = await tx
+        .insert(runs)
+        .values({ ...input, status: "running", startedAt: new Date(), heartbeatAt: new Date() })
+        .returning();
+      const seeds = await provider.seedPhase({ run: toRunInfo(run!), phase: 0, kinds: input.plan[0] ?? [], tx });
+      await insertTaskSeeds(tx, run!.id, 0, seeds);
+      return run!;
+    });
+  } catch (err) {
+    if (pgErrorCode(err) === "23505") throw await conflict(db, input);
+    throw err;
+  }
+}
+
+/** The error for a start, resume or retry that would put a second live run on one tenant and source. */
+export async function conflict(
+  db: Db,
+  scope: { tenantId: string; source: string; sourceAccount: string },
+  exceptRunId?: string,
+): Promise<RpcError> {
+  const live = await db
+    .select({ id: runs.id, status: runs.status })
+    .from(runs)
+    .where(
+      and(
+        eq(runs.tenantId, scope.tenantId),
+        eq(runs.source, scope.source),
+        eq(runs.sourceAccount, scope.sourceAccount),
+        inArray(runs.status, ["pending", "running", "stopping"]),
+      ),
+    );
+  const other = live.find((r) => r.id !== exceptRunId);
+  return new RpcError(
+    Code.ALREADY_EXISTS,
+    other
+      ? `tenant "${scope.tenantId}" already has a live run from ${scope.source}:${scope.sourceAccount}: run ${other.id} is ${other.status}; stop it or wait for it to finish`
+      : `tenant "${scope.tenantId}" already has a live run from ${scope.source}:${scope.sourceAccount}`,
+    other ? { run_id: other.id } : {},
+  );
+}

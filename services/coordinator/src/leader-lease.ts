@@ -1,0 +1,46 @@
+import postgres from "postgres";
+
+/** Every coordinator agrees on this key; whoever holds the advisory lock is the leader. */
+const LEADER_LOCK_KEY = 0x6c656164; // "lead"
+
+export interface LeaderLease {
+  /** True while this process holds the lease, as of the last check. */
+  readonly held: boolean;
+  /** Re-checks (and tries to take) the lease. Cheap: one round trip. */
+  refresh(): Promise<boolean>;
+  release(): Promise<void>;
+}
+
+/**
+ * Leadership is a session-level advisory lock on a dedicated connection: if the leader dies, its
+ * backend goes with it, the lock frees, and the next coordinator to refresh takes over within one
+ * sweep interval. A reconnect after a network blip gets a new backend without the lock, so every
+ * refresh verifies the lock is held by this very backend, not merely that a query succeeded.
+ */
+export function leaderLease(url: string): LeaderLease {
+  const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: "drover-leader" } });
+  let held = false;
+  return {
+    get held() {
+      return held;
+    },
+    async refresh() {
+      try {
+        const [row] = await sql<{ held: boolean }[]>`
+          select case
+            when exists (select 1 from pg_locks where locktype = 'advisory' and pid = pg_backend_pid()
+                           and objid = ${LEADER_LOCK_KEY} and granted) then true
+            else pg_try_advisory_lock(${LEADER_LOCK_KEY}) end as held`;
+        held = row?.held === true;
+      } catch {
+        held = false;
+      }
+      return held;
+    },
+    async release() {
+      held = false;
+      await sql`select pg_advisory_unlock_all()`.catch(() => {});
+      await sql.end({ timeout: 5 });
+    },
+  };
+}

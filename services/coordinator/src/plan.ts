@@ -1,0 +1,15 @@
+import type { Provider } from "@drover/provider-sdk";
+
+/** Every kind a provider knows, in plan order. */
+export function providerKinds(provider: Provider): string[] {
+  return provider.phases.flat();
+}
+
+/**
+ * The run's plan: the provider's phases filtered to the requested kinds, empty groups dropped.
+ * The plan is data frozen on the run, so a provider change never reshapes a run in flight.
+ */
+export function buildPlan(provider: Provider, kinds: readonly string[]): string[][] {
+  const wanted = new Set(kinds.length > 0 ? kinds : providerKinds(provider));
+  return provider.phases.map((group) => group.filter((k) => wanted.has(k))).filter((group) => group.length > 0);
+}

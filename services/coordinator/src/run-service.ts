@@ -1,0 +1,308 @@
+import { type Db, notes, pgErrorCode, type RunRow, runs } from "@drover/db";
+import { progressRun } from "@drover/engine";
+import {
+  Code,
+  type Run,
+  RpcError,
+  RunService,
+  type ServiceImplementation,
+  timestampFromDate,
+} from "@drover/proto";
+import type { Provider } from "@drover/provider-sdk";
+import { injectTraceContext } from "@drover/telemetry";
+import { and, desc, eq, inArray, lt, or, sql } from "drizzle-orm";
+import { admitRun, conflict } from "./admission.js";
+import type { CoordinatorContext } from "./context.js";
+import { buildPlan, providerKinds } from "./plan.js";
+import { fromProtoStatus, loadRun, runView, TERMINAL_STATUSES } from "./run-view.js";
+import { invalid, optionalText, requireRunId, requireTenant, requireText } from "./validation.js";
+
+const WATCH_POLL_MS = 500;
+const MAX_PAGE_SIZE = 500;
+
+export function runService(ctx: CoordinatorContext): ServiceImplementation<typeof RunService> {
+  const { db } = ctx;
+
+  const provider = (name: string): Provider => {
+    const p = ctx.providers.get(name);
+    if (!p) throw invalid(`unknown source "${name.slice(0, 64)}"; known sources: ${[...ctx.providers.keys()].join(", ")}`);
+    return p;
+  };
+
+  const mustLoad = async (runId: string): Promise<RunRow> => {
+    const run = await loadRun(db, requireRunId(runId));
+    if (!run) throw new RpcError(Code.NOT_FOUND, `run ${runId} does not exist`);
+    return run;
+  };
+
+  const respond = async (runId: string): Promise<{ run: Run }> => ({ run: await runView(db, (await loadRun(db, runId))!) });
+
+  /** Moves the run on at once (barrier, stop settling) and publishes work, instead of waiting for the reaper. */
+  const nudge = async (runId: string) => {
+    await progressRun({ db, providers: ctx.providers, notesCap: ctx.config.DROVER_NOTES_CAP }, runId);
+    await ctx.topUp(runId);
+  };
+
+  return {
+    async startRun(req) {
+      const tenantId = requireTenant(req.tenantId);
+      const p = provider(requireText("source", req.source, 64));
+      const sourceAccount = requireText("source_account", req.sourceAccount, 256);
+      const known = providerKinds(p);
+      if (req.kinds.length > known.length) throw invalid(`kinds lists ${req.kinds.length} kinds; ${p.name} has ${known.length}`);
+      const unknown = req.kinds.filter((k) => !known.includes(k));
+      if (unknown.length > 0) throw invalid(`unknown kind(s) ${unknown.map((k) => `"${k.slice(0, 64)}"`).join(", ")} for source ${p.name}; known kinds: ${known.join(", ")}`);
+      const kinds = req.kinds.length > 0 ? [...new Set(req.kinds)] : known;
+      const config = req.sourceConfig;
+      const baseUrl = optionalText("source_config.base_url", config?.baseUrl ?? "", 2048);
+      const apiToken = optionalText("source_config.api_token", config?.apiToken ?? "", 4096);
+      const settings = config?.settings ?? {};
+      if (Object.keys(settings).length > 32) throw invalid("source_config.settings has more than 32 entries");
+      const problem = p.validateConfig({ baseUrl, apiToken, settings });
+      if (problem) throw invalid(`source_config: ${problem}`);
+
+      const run = await admitRun(db, p, {
+        tenantId,
+        source: p.name,
+        sourceAccount,
+        kinds,
+        plan: buildPlan(p, kinds),
+        sourceConfig: { baseUrl, settings },
+        sourceSecret: apiToken,
+        traceContext: injectTraceContext(),
+      });
+      ctx.logger.info({ run_id: run.id, tenant_id: tenantId, source: p.name, kinds }, "run started");
+      await nudge(run.id);
+      return { run: await runView(db, (await loadRun(db, run.id))!) };
+    },
+
+    async stopRun(req) {
+      const run = await mustLoad(req.runId);
+      if (run.status === "succeeded" || run.status === "failed") {
+        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} has already ${run.status}; only a running run can be stopped`);
+      }
+      if (run.status === "pending" || run.status === "running") {
+        await db.transaction(async (tx) => {
+          // The claim is fenced on the run being 'running', so once this commits no task starts.
+          await tx.execute(sql`update drover.runs set status = 'stopping', updated_at = now()
+                                where id = ${run.id}::uuid and status in ('pending', 'running')`);
+          await tx.execute(sql`update drover.tasks set status = 'cancelled', finished_at = now(), updated_at = now()
+                                where run_id = ${run.id}::uuid and status = 'pending'`);
+        });
+        ctx.logger.info({ run_id: run.id }, "run stopping");
+      }
+      await nudge(run.id);
+      return respond(run.id);
+    },
+
+    async resumeRun(req) {
+      const run = await mustLoad(req.runId);
+      if (run.status !== "stopped") {
+        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} is ${run.status}; only a stopped run can be resumed`);
+      }
+      await rearm(db, run, "cancelled", false);
+      await nudge(run.id);
+      return respond(run.id);
+    },
+
+    async retryRun(req) {
+      const run = await mustLoad(req.runId);
+      if (run.status !== "failed") {
+        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} is ${run.status}; only a failed run can be retried`);
+      }
+      await rearm(db, run, "failed", true);
+      await nudge(run.id);
+      return respond(run.id);
+    },
+
+    async getRun(req) {
+      const run = await mustLoad(req.runId);
+      return { run: await runView(db, run) };
+    },
+
+    async listRuns(req) {
+      const pageSize = req.pageSize === 0 ? 50 : req.pageSize;
+      if (pageSize < 0 || pageSize > MAX_PAGE_SIZE) throw invalid(`page_size must be between 1 and ${MAX_PAGE_SIZE}`);
+      const filters = [];
+      if (req.tenantId) filters.push(eq(runs.tenantId, requireTenant(req.tenantId)));
+      if (req.statuses.length > 0) {
+        const statuses = req.statuses.map((s) => fromProtoStatus(s));
+        if (statuses.some((s) => s === undefined)) throw invalid("statuses holds an unknown status");
+        filters.push(inArray(runs.status, statuses as RunRow["status"][]));
+      }
+      if (req.pageToken) {
+        const [at, id] = decodePageToken(req.pageToken);
+        filters.push(or(lt(runs.createdAt, at), and(eq(runs.createdAt, at), lt(runs.id, id))));
+      }
+      const rows = await db
+        .select()
+        .from(runs)
+        .where(filters.length > 0 ? and(...filters) : undefined)
+        .orderBy(desc(runs.createdAt), desc(runs.id))
+        .limit(pageSize + 1);
+      const page = rows.slice(0, pageSize);
+      const last = page[page.length - 1];
+      return {
+        runs: await Promise.all(page.map((r) => runView(db, r))),
+        nextPageToken: rows.length > pageSize && last ? encodePageToken(last) : "",
+      };
+    },
+
+    async *watchRun(req, call) {
+      const first = await mustLoad(req.runId);
+      let previous = "";
+      let run: RunRow | undefined = first;
+      while (run && !call.signal.aborted) {
+        const view = await runView(db, run);
+        const digest = JSON.stringify([view.status, view.currentPhase, view.progress, view.tasks], (_k, v) =>
+          typeof v === "bigint" ? v.toString() : v,
+        );
+        if (digest !== previous) {
+          previous = digest;
+          yield { run: view };
+        }
+        if (TERMINAL_STATUSES.includes(run.status)) return;
+        await new Promise((r) => setTimeout(r, WATCH_POLL_MS));
+        run = await loadRun(db, first.id);
+      }
+    },
+
+    async listNotes(req) {
+      const run = await mustLoad(req.runId);
+      const samples = req.samples === 0 ? 5 : req.samples;
+      if (samples < 0 || samples > 100) throw invalid("samples must be between 1 and 100");
+      if (req.level && !["error", "warn", "info"].includes(req.level)) throw invalid('level must be "error", "warn" or "info"');
+      const groups = await db
+        .select({
+          level: notes.level,
+          kind: notes.kind,
+          reason: notes.reason,
+          count: sql<string>`count(*)`,
+          samples: sql<string[]>`(array_agg(${notes.subjectId} order by ${notes.id}) filter (where ${notes.subjectId} is not null))[1:${samples}]`,
+        })
+        .from(notes)
+        .where(
+          and(
+            eq(notes.runId, run.id),
+            req.kind ? eq(notes.kind, req.kind) : undefined,
+            req.level ? eq(notes.level, req.level as "error") : undefined,
+          ),
+        )
+        .groupBy(notes.level, notes.kind, notes.reason)
+        .orderBy(sql`count(*) desc`)
+        .limit(500);
+      return {
+        groups: groups.map((g) => ({
+          level: g.level,
+          kind: g.kind,
+          reason: g.reason,
+          count: BigInt(g.count),
+          sampleSubjectIds: g.samples ?? [],
+        })),
+      };
+    },
+
+    async explainRecord(req) {
+      const tenantId = requireTenant(req.tenantId);
+      const source = requireText("source", req.source, 64);
+      const sourceAccount = requireText("source_account", req.sourceAccount, 256);
+      const kind = requireText("kind", req.kind, 64);
+      const sourceId = requireText("source_id", req.sourceId, 256);
+      const [entry] = await db.execute<{
+        action: string;
+        record_type: string | null;
+        record_id: string | null;
+        run_id: string;
+        task_id: string | null;
+        reason: string | null;
+        updated_at: Date;
+      }>(sql`
+        select action, record_type, record_id, run_id, task_id, reason, updated_at from drover.ledger
+         where tenant_id = ${tenantId} and source = ${source} and source_account = ${sourceAccount}
+           and kind = ${kind} and source_id = ${sourceId}`);
+      const related = await db.execute<{ level: string; reason: string; run_id: string; task_id: string | null; created_at: Date }>(sql`
+        select n.level, n.reason, n.run_id, n.task_id, n.created_at from drover.notes n
+          join drover.runs r on r.id = n.run_id
+         where r.tenant_id = ${tenantId} and r.source = ${source} and r.source_account = ${sourceAccount}
+           and n.kind = ${kind} and n.subject_id = ${sourceId}
+         order by n.id desc limit 50`);
+      const notesOut = related.map((n) => ({
+        level: n.level,
+        kind,
+        subjectId: sourceId,
+        reason: n.reason,
+        runId: n.run_id,
+        taskId: n.task_id ?? "",
+        createdAt: timestampFromDate(new Date(n.created_at)),
+      }));
+      if (!entry) {
+        const why = related[0]?.reason;
+        return {
+          found: false,
+          notes: notesOut,
+          explanation: why
+            ? `${kind} ${sourceId} never reached the ledger: ${why}`
+            : `${kind} ${sourceId} is not in the ledger and no note mentions it: no run has reached it yet`,
+        };
+      }
+      return {
+        found: true,
+        entry: {
+          kind,
+          sourceId,
+          action: entry.action,
+          recordType: entry.record_type ?? "",
+          recordId: entry.record_id ?? "",
+          runId: entry.run_id,
+          taskId: entry.task_id ?? "",
+          reason: entry.reason ?? "",
+          recordedAt: timestampFromDate(new Date(entry.updated_at)),
+        },
+        notes: notesOut,
+        explanation:
+          entry.action === "skipped"
+            ? `${kind} ${sourceId} was skipped: ${entry.reason}`
+            : `${kind} ${sourceId} was ${entry.action} as ${entry.record_type} ${entry.record_id} by run ${entry.run_id}`,
+      };
+    },
+  };
+
+  async function rearm(database: Db, run: RunRow, from: "cancelled" | "failed", resetAttempts: boolean) {
+    try {
+      await database.transaction(async (tx) => {
+        // Back to running first: the partial unique index re-checks admission, and a live sibling
+        // makes this statement fail with 23505, which becomes ALREADY_EXISTS.
+        await tx.execute(sql`update drover.runs set status = 'running', error = null, finished_at = null, updated_at = now()
+                              where id = ${run.id}::uuid`);
+        const [lowest] = await tx.execute<{ phase: number | null }>(sql`
+          with rearmed as (
+            update drover.tasks
+               set status = 'pending', available_at = now(), dispatched_at = null, locked_by = null,
+                   finished_at = null, updated_at = now()
+                   ${resetAttempts ? sql`, attempts = 0` : sql``}
+             where run_id = ${run.id}::uuid and status = ${from}
+            returning phase)
+          select min(phase) as phase from rearmed`);
+        // Rewind the barrier to the lowest phase with work again; it re-advances from there.
+        if (lowest?.phase !== null && lowest?.phase !== undefined) {
+          await tx.execute(sql`update drover.runs set current_phase = least(current_phase, ${lowest.phase})
+                                where id = ${run.id}::uuid`);
+        }
+      });
+    } catch (err) {
+      if (pgErrorCode(err) === "23505") throw await conflict(database, run, run.id);
+      throw err;
+    }
+  }
+}
+
+function encodePageToken(run: RunRow): string {
+  return Buffer.from(`${run.createdAt.toISOString()}|${run.id}`).toString("base64url");
+}
+
+function decodePageToken(token: string): [Date, string] {
+  const [at, id] = Buffer.from(token, "base64url").toString().split("|");
+  const date = new Date(at ?? "");
+  if (!id || Number.isNaN(date.getTime())) throw invalid("page_token is not a token this server issued");
+  return [date, requireRunId(id)];
+}

@@ -1,0 +1,81 @@
+import { type Queryable, type RunRow, runs } from "@drover/db";
+import { create, type Run, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
+import { eq, sql } from "drizzle-orm";
+
+const STATUS: Record<RunRow["status"], RunStatus> = {
+  pending: RunStatus.PENDING,
+  running: RunStatus.RUNNING,
+  stopping: RunStatus.STOPPING,
+  stopped: RunStatus.STOPPED,
+  succeeded: RunStatus.SUCCEEDED,
+  failed: RunStatus.FAILED,
+};
+
+export const TERMINAL_STATUSES: readonly RunRow["status"][] = ["stopped", "succeeded", "failed"];
+
+export function toProtoStatus(status: RunRow["status"]): RunStatus {
+  return STATUS[status];
+}
+
+export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined {
+  return (Object.keys(STATUS) as RunRow["status"][]).find((k) => STATUS[k] === status);
+}
+
+/**
+ * A run as the API shows it. Counts come from the tasks' stats, which each window updates in the
+ * transaction that commits its rows: what is shown was committed, once.
+ */
+export async function runView(q: Queryable, run: RunRow): Promise<Run> {
+  const [progress, taskCounts] = await Promise.all([
+    q.execute<{ kind: string; created: string; matched: string; already_here: string; skipped: string; failed: string }>(sql`
+      select kind,
+             coalesce(sum((stats ->> 'created')::bigint), 0) as created,
+             coalesce(sum((stats ->> 'matched')::bigint), 0) as matched,
+             coalesce(sum((stats ->> 'already_here')::bigint), 0) as already_here,
+             coalesce(sum((stats ->> 'skipped')::bigint), 0) as skipped,
+             coalesce(sum((stats ->> 'failed')::bigint), 0) as failed
+        from drover.tasks where run_id = ${run.id}::uuid group by kind`),
+    q.execute<{ status: string; n: string }>(sql`
+      select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`),
+  ]);
+  const byKind = new Map(progress.map((p) => [p.kind, p]));
+  const counts = Object.fromEntries(taskCounts.map((t) => [t.status, BigInt(t.n)]));
+  return create(RunSchema, {
+    id: run.id,
+    tenantId: run.tenantId,
+    source: run.source,
+    sourceAccount: run.sourceAccount,
+    kinds: run.kinds,
+    status: STATUS[run.status],
+    phases: run.plan.map((kinds) => ({ kinds })),
+    currentPhase: run.currentPhase,
+    progress: run.plan.flat().map((kind) => {
+      const p = byKind.get(kind);
+      return {
+        kind,
+        imported: BigInt(p?.created ?? 0),
+        matched: BigInt(p?.matched ?? 0),
+        alreadyHere: BigInt(p?.already_here ?? 0),
+        skipped: BigInt(p?.skipped ?? 0),
+        failed: BigInt(p?.failed ?? 0),
+      };
+    }),
+    tasks: {
+      pending: counts.pending ?? 0n,
+      running: counts.running ?? 0n,
+      succeeded: counts.succeeded ?? 0n,
+      failed: counts.failed ?? 0n,
+      cancelled: counts.cancelled ?? 0n,
+    },
+    error: run.error ?? "",
+    createdAt: timestampFromDate(run.createdAt),
+    updatedAt: timestampFromDate(run.updatedAt),
+    ...(run.startedAt ? { startedAt: timestampFromDate(run.startedAt) } : {}),
+    ...(run.finishedAt ? { finishedAt: timestampFromDate(run.finishedAt) } : {}),
+  });
+}
+
+export async function loadRun(q: Queryable, runId: string): Promise<RunRow | undefined> {
+  const [run] = await q.select().from(runs).where(eq(runs.id, runId));
+  return run;
+}

@@ -1,0 +1,2 @@
+export { loadWorkerConfig, type WorkerConfig } from "./config.js";
+export { startWorker, type Worker, type WorkerOptions, type WorkerState } from "./worker.js";
