@@ -1,4 +1,4 @@
-import { ledger, type Tx } from "@drover/db";
+import type { Tx } from "@drover/db";
 import {
   type ParentMap,
   type Provider,
@@ -9,7 +9,7 @@ import {
   type TaskResult,
   type TaskSeed,
 } from "@drover/provider-sdk";
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { sourceId } from "./fields.js";
@@ -131,25 +131,23 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
 
 /**
  * Mail is listed per deal, so its tasks are seeded from the deals the ledger knows — ten per task,
- * checkpointed by deal index so a retry or a resume keeps its meaning.
+ * checkpointed by deal index so a retry or a resume keeps its meaning. Deals this run failed to
+ * import are walked too: their messages cannot be linked, and are skipped as such rather than
+ * never seen, so every message of the account is accounted for.
  */
 async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> {
-  const rows = await ctx.tx
-    .select({ sourceId: ledger.sourceId })
-    .from(ledger)
-    .where(
-      and(
-        eq(ledger.tenantId, ctx.run.tenantId),
-        eq(ledger.source, ctx.run.source),
-        eq(ledger.sourceAccount, ctx.run.sourceAccount),
-        eq(ledger.kind, "deals"),
-        inArray(ledger.action, ["created", "matched"]),
-      ),
-    )
-    .orderBy(sql`length(${ledger.sourceId})`, ledger.sourceId);
+  const rows = await ctx.tx.execute<{ source_id: string }>(sql`
+    select source_id from drover.ledger
+     where tenant_id = ${ctx.run.tenantId} and source = ${ctx.run.source} and source_account = ${ctx.run.sourceAccount}
+       and kind = 'deals' and action in ('created', 'matched')
+    union
+    select subject_id from drover.notes
+     where run_id = ${ctx.run.id}::uuid and kind = 'deals' and level = 'error' and subject_id is not null
+    order by 1`);
+  const ids = rows.map((r) => r.source_id).sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
   const seeds: TaskSeed[] = [];
-  for (let i = 0; i < rows.length; i += perTask) {
-    const deals = rows.slice(i, i + perTask).map((r) => r.sourceId);
+  for (let i = 0; i < ids.length; i += perTask) {
+    const deals = ids.slice(i, i + perTask);
     seeds.push({ kind: "mail", seedKey: `mail:${deals[0]}:${deals.length}`, cursor: { deals, index: 0 } });
   }
   return seeds;

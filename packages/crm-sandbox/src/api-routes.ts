@@ -1,0 +1,172 @@
+import { type Dataset, ROW_KINDS, type Row, type RowKind } from "./dataset.js";
+import type { CallType } from "./options.js";
+import { TOKEN_OWNER_ID } from "./words.js";
+
+export interface ApiResult {
+  status: number;
+  body: unknown;
+}
+
+export interface ApiRoute {
+  /** null for paths the API does not know: those cost nothing. */
+  callType: CallType | null;
+  run(): ApiResult;
+}
+
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 500;
+
+const SINGULAR: Record<RowKind, string> = {
+  organizations: "Organization",
+  persons: "Person",
+  deals: "Deal",
+  leads: "Lead",
+  activities: "Activity",
+  notes: "Note",
+};
+
+const notFound = (what: string): ApiResult => ({
+  status: 404,
+  body: {
+    success: false,
+    error: `${what} not found`,
+    error_info: "Please check developers.pipedrive.com for more information.",
+    data: null,
+    additional_data: null,
+  },
+});
+
+const badRequest = (error: string): ApiResult => ({
+  status: 400,
+  body: { success: false, error, error_info: "Please check developers.pipedrive.com for more information." },
+});
+
+interface Page {
+  start: number;
+  limit: number;
+}
+
+function parsePage(query: URLSearchParams): Page | string {
+  const start = query.get("start");
+  const limit = query.get("limit");
+  if (start !== null && !/^\d+$/.test(start)) return "start must be a non-negative integer";
+  if (limit !== null && !/^\d+$/.test(limit)) return "limit must be a positive integer";
+  const page = {
+    start: start === null ? 0 : Number(start),
+    limit: limit === null ? DEFAULT_LIMIT : Number(limit),
+  };
+  if (page.limit < 1) return "limit must be a positive integer";
+  // Pipedrive clamps rather than rejects an oversized limit.
+  page.limit = Math.min(page.limit, MAX_LIMIT);
+  return page;
+}
+
+/** The v1 list envelope over `total` items; an empty page is `data: null`, as Pipedrive sends it. */
+function listPage(query: URLSearchParams, total: number, item: (position: number) => unknown): ApiResult {
+  const page = parsePage(query);
+  if (typeof page === "string") return badRequest(page);
+  const end = Math.min(total, page.start + page.limit);
+  const data: unknown[] = [];
+  for (let i = page.start; i < end; i++) data.push(item(i));
+  const more = end < total;
+  return {
+    status: 200,
+    body: {
+      success: true,
+      data: data.length === 0 ? null : data,
+      additional_data: {
+        pagination: {
+          start: page.start,
+          limit: page.limit,
+          more_items_in_collection: more,
+          ...(more ? { next_start: page.start + page.limit } : {}),
+        },
+      },
+    },
+  };
+}
+
+function listActivities(ds: Dataset, query: URLSearchParams): ApiResult {
+  const userId = query.get("user_id");
+  // Pipedrive trap: without user_id=0, GET /v1/activities returns only the token owner's
+  // activities, so a naive import silently misses everyone else's.
+  if (userId === "0") return listPage(query, ds.count("activities"), (i) => ds.rowAt("activities", i));
+  if (userId !== null && !/^[1-9]\d{0,9}$/.test(userId)) return badRequest("user_id must be an integer");
+  const ids = ds.activityIdsOf(userId === null ? TOKEN_OWNER_ID : Number(userId));
+  return listPage(query, ids.length, (i) => ds.rowAt("activities", (ids[i] as number) - 1));
+}
+
+const truthy = (value: string | null): boolean => value === "1" || value === "true";
+
+function listDealMail(ds: Dataset, rawDealId: string, query: URLSearchParams): ApiResult {
+  if (!ds.findRow("deals", rawDealId)) return notFound("Deal");
+  const dealId = Number(rawDealId);
+  // Since 2026 the per-deal list accepts include_body, saving one request per message.
+  const includeBody = truthy(query.get("include_body"));
+  return listPage(query, ds.mail.countFor(dealId), (index) => {
+    const data = ds.mailMessage(dealId, index, includeBody) as Row;
+    return { object: "mailMessage", timestamp: data.message_time, data };
+  });
+}
+
+function getMailMessage(ds: Dataset, rawId: string, query: URLSearchParams): ApiResult {
+  const location = /^[1-9]\d{0,9}$/.test(rawId) ? ds.mail.locate(Number(rawId)) : undefined;
+  if (!location) return notFound("Mail message");
+  const data = ds.mailMessage(location.dealId, location.index, truthy(query.get("include_body")));
+  return { status: 200, body: { success: true, data } };
+}
+
+function organizationFields(ds: Dataset, query: URLSearchParams): ApiResult {
+  const fields = [
+    { id: 1, key: "name", name: "Name", field_type: "varchar", edit_flag: false },
+    { id: 2, key: "owner_id", name: "Owner", field_type: "user", edit_flag: false },
+    { id: 3, key: "address", name: "Address", field_type: "address", edit_flag: false },
+    { id: 4, key: "add_time", name: "Organization created", field_type: "date", edit_flag: false },
+    { id: 5, key: "update_time", name: "Update time", field_type: "date", edit_flag: false },
+    { id: 6, key: ds.industryFieldKey, name: "Industry", field_type: "varchar", edit_flag: true },
+  ];
+  return listPage(query, fields.length, (i) => fields[i]);
+}
+
+const isRowKind = (segment: string | undefined): segment is RowKind =>
+  (ROW_KINDS as readonly string[]).includes(segment ?? "");
+
+/** Resolves a /v1 path (segments after "v1") to its call type and handler. */
+export function matchApiRoute(
+  ds: Dataset,
+  method: string,
+  segments: string[],
+  query: URLSearchParams,
+): ApiRoute {
+  const unknown: ApiRoute = { callType: null, run: () => notFound("Endpoint") };
+  if (method !== "GET") return unknown;
+  const [first, second, third, ...rest] = segments;
+  if (rest.length > 0) return unknown;
+  if (isRowKind(first)) {
+    const kind = first;
+    if (second === undefined) {
+      if (kind === "activities") return { callType: "list", run: () => listActivities(ds, query) };
+      return { callType: "list", run: () => listPage(query, ds.count(kind), (i) => ds.rowAt(kind, i)) };
+    }
+    if (third === undefined) {
+      return {
+        callType: "get",
+        run: () => {
+          const data = ds.findRow(kind, second);
+          return data ? { status: 200, body: { success: true, data } } : notFound(SINGULAR[kind]);
+        },
+      };
+    }
+    if (kind === "deals" && third === "mailMessages") {
+      return { callType: "list", run: () => listDealMail(ds, second, query) };
+    }
+    return unknown;
+  }
+  if (first === "mailbox" && second === "mailMessages" && third !== undefined) {
+    return { callType: "get", run: () => getMailMessage(ds, third, query) };
+  }
+  if (first === "organizationFields" && second === undefined) {
+    return { callType: "list", run: () => organizationFields(ds, query) };
+  }
+  return unknown;
+}

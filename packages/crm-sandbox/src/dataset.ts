@@ -1,0 +1,464 @@
+import { MailIndex } from "./mail-index.js";
+import { type MalformableKind, malform, type Row } from "./malform.js";
+import type { ResolvedOptions } from "./options.js";
+import { hash3, Rng, unit } from "./prng.js";
+import { formatDate, formatDateTime } from "./time-format.js";
+import {
+  ACTIVITY_TYPES,
+  CITIES,
+  FIRST_NAMES,
+  INDUSTRIES,
+  LAST_NAMES,
+  ORG_NOUNS,
+  ORG_SUFFIXES,
+  ORG_WORDS,
+  PRODUCTS,
+  STREETS,
+  SUBJECT_TOPICS,
+  USERS,
+  type User,
+} from "./words.js";
+
+export type { Row } from "./malform.js";
+
+export const ROW_KINDS = ["organizations", "persons", "deals", "leads", "activities", "notes"] as const;
+export type RowKind = (typeof ROW_KINDS)[number];
+
+const ORPHAN_RATE = 0.03;
+const NO_EMAIL_RATE = 0.05;
+const DUPLICATE_EMAIL_RATE = 0.02;
+const NO_PHONE_RATE = 0.1;
+const NULL_BODY_RATE = 0.05;
+const EMPTY_BODY_RATE = 0.02;
+/** Deleted ids are drawn this far beyond the generated range. */
+const DELETED_SPREAD = 10_000;
+
+const DAY_MS = 86_400_000;
+const EPOCH_MS = Date.UTC(2019, 0, 1);
+const SPAN_MS = 6 * 365 * DAY_MS;
+
+export interface Parents {
+  deal_id: number | null;
+  person_id: number | null;
+  org_id: number | null;
+  lead_id: string | null;
+}
+
+export interface PersonEmail {
+  value: string;
+  /** Earlier person whose address this one repeats. */
+  duplicateOf: number | null;
+}
+
+export type BodyState = "html" | "null" | "empty";
+
+const ownerObject = (user: User) => ({
+  id: user.id,
+  name: user.name,
+  email: user.email,
+  has_pic: 0,
+  pic_hash: null,
+  active_flag: true,
+  value: user.id,
+});
+
+/**
+ * The whole CRM as pure functions of (seed, kind, id): nothing but the mail prefix sums is stored,
+ * so a million-row dataset costs nothing until a page of it is asked for.
+ */
+export class Dataset {
+  readonly seed: number;
+  readonly mail: MailIndex;
+  /** Pipedrive names custom fields by a 40-hex key that differs per account. */
+  readonly industryFieldKey: string;
+  private readonly counts: Record<RowKind, number>;
+  private leadIndexes: Map<string, number> | undefined;
+  private readonly activitiesByUser = new Map<number, Int32Array>();
+
+  constructor(private readonly opts: ResolvedOptions) {
+    this.seed = opts.seed;
+    this.counts = {
+      organizations: opts.organizations,
+      persons: opts.persons,
+      deals: opts.deals,
+      leads: opts.leads,
+      activities: opts.activities,
+      notes: opts.notes,
+    };
+    this.mail = new MailIndex(opts.seed, opts.deals, opts.mailPerDealMax, opts.heavyMailDealRate);
+    this.industryFieldKey = new Rng(opts.seed, "fields/industry", 0).hex(40);
+  }
+
+  count(kind: RowKind): number {
+    return this.counts[kind];
+  }
+
+  /** Fixed per (seed, kind, id) so a bad row is bad on every request; leads use position + 1. */
+  isMalformed(kind: MalformableKind, id: number): boolean {
+    return this.opts.malformedRate > 0 && unit(this.seed, `${kind}/malformed`, id) < this.opts.malformedRate;
+  }
+
+  isOrphan(kind: "activities" | "notes", id: number): boolean {
+    return unit(this.seed, `${kind}/orphan`, id) < ORPHAN_RATE;
+  }
+
+  /** The row at 0-based list position `index`, as served (malformed if it is one of the bad rows). */
+  rowAt(kind: RowKind, index: number): Row {
+    const id = index + 1;
+    const row = this.cleanRow(kind, id);
+    return this.isMalformed(kind, id) ? malform(kind, row, unit(this.seed, `${kind}/malform-how`, id)) : row;
+  }
+
+  /** Looks a row up by its public id (int or lead UUID); undefined for unknown or deleted ids. */
+  findRow(kind: RowKind, rawId: string): Row | undefined {
+    if (kind === "leads") {
+      const index = this.leadIndex(rawId);
+      return index === undefined ? undefined : this.rowAt(kind, index);
+    }
+    if (!/^[1-9]\d{0,9}$/.test(rawId)) return undefined;
+    const id = Number(rawId);
+    return id <= this.counts[kind] ? this.rowAt(kind, id - 1) : undefined;
+  }
+
+  private cleanRow(kind: RowKind, id: number): Row {
+    switch (kind) {
+      case "organizations":
+        return this.organization(id);
+      case "persons":
+        return this.person(id);
+      case "deals":
+        return this.deal(id);
+      case "leads":
+        return this.lead(id - 1);
+      case "activities":
+        return this.activity(id);
+      case "notes":
+        return this.note(id);
+    }
+  }
+
+  // ---- shared attributes, each on its own stream so references can be resolved cheaply ----
+
+  private addTimeMs(kind: string, id: number, count: number): number {
+    // Roughly increasing with id, like a real account that grew over the years.
+    const position = ((id - 1) / Math.max(count, 1)) * SPAN_MS;
+    return EPOCH_MS + Math.floor(position + unit(this.seed, `${kind}/add-time`, id) * DAY_MS);
+  }
+
+  private times(kind: RowKind, id: number): { add_time: string; update_time: string } {
+    const added = this.addTimeMs(kind, id, this.counts[kind]);
+    const updated = added + Math.floor(unit(this.seed, `${kind}/update-time`, id) * 180 * DAY_MS);
+    return { add_time: formatDateTime(added), update_time: formatDateTime(updated) };
+  }
+
+  private user(kind: string, id: number): User {
+    return USERS[Math.floor(unit(this.seed, `${kind}/user`, id) * USERS.length)] as User;
+  }
+
+  orgName(id: number): string {
+    const rng = new Rng(this.seed, "organizations/name", id);
+    return `${rng.pick(ORG_WORDS)} ${rng.pick(ORG_NOUNS)} ${rng.pick(ORG_SUFFIXES)}`.trim();
+  }
+
+  private personNames(id: number): { first: string; last: string } {
+    const rng = new Rng(this.seed, "persons/name", id);
+    return { first: rng.pick(FIRST_NAMES), last: rng.pick(LAST_NAMES) };
+  }
+
+  personName(id: number): string {
+    const { first, last } = this.personNames(id);
+    return `${first} ${last}`;
+  }
+
+  personOrgId(id: number): number | null {
+    const orgs = this.counts.organizations;
+    if (orgs === 0 || unit(this.seed, "persons/has-org", id) >= 0.85) return null;
+    return 1 + Math.floor(unit(this.seed, "persons/org", id) * orgs);
+  }
+
+  private hasEmail(id: number): boolean {
+    return unit(this.seed, "persons/no-email", id) >= NO_EMAIL_RATE;
+  }
+
+  private ownEmail(id: number): string {
+    const { first, last } = this.personNames(id);
+    const domain = 1 + Math.floor(unit(this.seed, "persons/domain", id) * 40);
+    return `${first}.${last}.${id}@example-${domain}.com`.toLowerCase();
+  }
+
+  /** The address a person shows; "" when the person has none. */
+  personEmail(id: number): PersonEmail {
+    if (!this.hasEmail(id)) return { value: "", duplicateOf: null };
+    if (id < 2 || unit(this.seed, "persons/duplicate", id) >= DUPLICATE_EMAIL_RATE) {
+      return { value: this.ownEmail(id), duplicateOf: null };
+    }
+    // Repeat the address an earlier person actually shows, so the duplicate is visible in the data.
+    let other = 1 + Math.floor(unit(this.seed, "persons/duplicate-of", id) * (id - 1));
+    while (other > 1 && !this.hasEmail(other)) other--;
+    if (!this.hasEmail(other)) return { value: this.ownEmail(id), duplicateOf: null };
+    return { value: this.personEmail(other).value, duplicateOf: other };
+  }
+
+  dealRefs(id: number): { personId: number | null; orgId: number | null } {
+    const rng = new Rng(this.seed, "deals/refs", id);
+    const persons = this.counts.persons;
+    const orgs = this.counts.organizations;
+    const personId = persons > 0 && rng.chance(0.85) ? rng.int(1, persons) : null;
+    let orgId = personId === null ? null : this.personOrgId(personId);
+    if (orgId === null && orgs > 0 && rng.chance(0.6)) orgId = rng.int(1, orgs);
+    return { personId, orgId };
+  }
+
+  dealTitle(id: number): string {
+    const { personId, orgId } = this.dealRefs(id);
+    const rng = new Rng(this.seed, "deals/title", id);
+    const who =
+      orgId !== null ? this.orgName(orgId) : personId !== null ? this.personName(personId) : "Walk-in";
+    return `${who} ${rng.pick(PRODUCTS)}`;
+  }
+
+  /** Lead UUID for a 0-based position; positions past the count are deleted leads. */
+  leadId(index: number): string {
+    // Four words from separate streams; the first is a bijection of the index, so ids never collide.
+    const words = ["a", "b", "c", "d"].map((s) =>
+      hash3(this.seed, `leads/id-${s}`, index).toString(16).padStart(8, "0"),
+    );
+    const hex = words.join("");
+    const variant = "89ab"[Number.parseInt(hex[16] as string, 16) % 4] as string;
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+  }
+
+  leadIndex(uuid: string): number | undefined {
+    if (!this.leadIndexes) {
+      this.leadIndexes = new Map();
+      for (let i = 0; i < this.counts.leads; i++) this.leadIndexes.set(this.leadId(i), i);
+    }
+    return this.leadIndexes.get(uuid.toLowerCase());
+  }
+
+  private leadRefs(index: number): { personId: number | null; orgId: number | null } {
+    const rng = new Rng(this.seed, "leads/refs", index);
+    const persons = this.counts.persons;
+    const orgs = this.counts.organizations;
+    if (persons > 0 && (orgs === 0 || rng.chance(0.7))) {
+      const personId = rng.int(1, persons);
+      return { personId, orgId: this.personOrgId(personId) };
+    }
+    return { personId: null, orgId: orgs > 0 ? rng.int(1, orgs) : null };
+  }
+
+  activityUserId(id: number): number {
+    return this.user("activities", id).id;
+  }
+
+  /** Ids of activities owned by one user, built on first use: v1 filters activities by owner. */
+  activityIdsOf(userId: number): Int32Array {
+    let ids = this.activitiesByUser.get(userId);
+    if (!ids) {
+      const found: number[] = [];
+      for (let id = 1; id <= this.counts.activities; id++)
+        if (this.activityUserId(id) === userId) found.push(id);
+      ids = Int32Array.from(found);
+      this.activitiesByUser.set(userId, ids);
+    }
+    return ids;
+  }
+
+  /** Which records an activity or note hangs off; orphans point only at deleted records. */
+  parents(kind: "activities" | "notes", id: number): Parents {
+    const rng = new Rng(this.seed, `${kind}/parents`, id);
+    const none: Parents = { deal_id: null, person_id: null, org_id: null, lead_id: null };
+    const c = this.counts;
+    if (this.isOrphan(kind, id)) {
+      const first = rng.int(0, 3);
+      const picks = rng.chance(0.5) ? [first, (first + 1) % 4] : [first];
+      const deleted = (count: number) => count + rng.int(1, DELETED_SPREAD);
+      for (const pick of picks) {
+        if (pick === 0) none.deal_id = deleted(c.deals);
+        else if (pick === 1) none.person_id = deleted(c.persons);
+        else if (pick === 2) none.org_id = deleted(c.organizations);
+        else none.lead_id = this.leadId(deleted(c.leads) - 1);
+      }
+      return none;
+    }
+    const r = rng.float();
+    const wanted = r < 0.5 ? "deal" : r < 0.75 ? "person" : r < 0.9 ? "lead" : "org";
+    const available = (k: string) =>
+      (k === "deal" && c.deals > 0) ||
+      (k === "person" && c.persons > 0) ||
+      (k === "lead" && c.leads > 0) ||
+      (k === "org" && c.organizations > 0);
+    const target = available(wanted) ? wanted : ["deal", "person", "lead", "org"].find(available);
+    if (target === "deal") {
+      const dealId = rng.int(1, c.deals);
+      const refs = this.dealRefs(dealId);
+      return { deal_id: dealId, person_id: refs.personId, org_id: refs.orgId, lead_id: null };
+    }
+    if (target === "person") {
+      const personId = rng.int(1, c.persons);
+      return { deal_id: null, person_id: personId, org_id: this.personOrgId(personId), lead_id: null };
+    }
+    if (target === "lead") {
+      const index = rng.int(0, c.leads - 1);
+      const refs = this.leadRefs(index);
+      return { deal_id: null, person_id: refs.personId, org_id: refs.orgId, lead_id: this.leadId(index) };
+    }
+    if (target === "org") return { ...none, org_id: rng.int(1, c.organizations) };
+    return none;
+  }
+
+  // ---- rows ----
+
+  private organization(id: number): Row {
+    const rng = new Rng(this.seed, "organizations/row", id);
+    return {
+      id,
+      name: this.orgName(id),
+      address: `${rng.int(1, 250)} ${rng.pick(STREETS)}, ${rng.pick(CITIES)}`,
+      owner_id: ownerObject(this.user("organizations", id)),
+      ...this.times("organizations", id),
+      [this.industryFieldKey]: rng.chance(0.8) ? rng.pick(INDUSTRIES) : null,
+    };
+  }
+
+  private person(id: number): Row {
+    const rng = new Rng(this.seed, "persons/row", id);
+    const { first, last } = this.personNames(id);
+    const email = this.personEmail(id).value;
+    const orgId = this.personOrgId(id);
+    const phone = rng.chance(NO_PHONE_RATE)
+      ? ""
+      : `+${rng.int(1, 49)} ${rng.int(100, 999)} ${String(rng.int(0, 9_999_999)).padStart(7, "0")}`;
+    return {
+      id,
+      name: `${first} ${last}`,
+      first_name: first,
+      last_name: last,
+      // v1 shows "no address" as one empty primary entry, not as an empty list.
+      email: email === "" ? [{ value: "", primary: true }] : [{ label: "work", value: email, primary: true }],
+      phone: phone === "" ? [{ value: "", primary: true }] : [{ label: "work", value: phone, primary: true }],
+      org_id: orgId === null ? null : { value: orgId, name: this.orgName(orgId) },
+      ...this.times("persons", id),
+    };
+  }
+
+  private deal(id: number): Row {
+    const rng = new Rng(this.seed, "deals/row", id);
+    const { personId, orgId } = this.dealRefs(id);
+    const r = rng.float();
+    return {
+      id,
+      title: this.dealTitle(id),
+      value: Math.round(rng.float() * 5_000_000) / 100,
+      currency: rng.chance(0.7) ? "EUR" : "USD",
+      status: r < 0.6 ? "open" : r < 0.85 ? "won" : "lost",
+      person_id: personId === null ? null : { value: personId, name: this.personName(personId) },
+      org_id: orgId === null ? null : { value: orgId, name: this.orgName(orgId) },
+      ...this.times("deals", id),
+    };
+  }
+
+  private lead(index: number): Row {
+    const rng = new Rng(this.seed, "leads/row", index);
+    const { personId, orgId } = this.leadRefs(index);
+    const who =
+      orgId !== null ? this.orgName(orgId) : personId !== null ? this.personName(personId) : "Unknown";
+    return {
+      id: this.leadId(index),
+      title: `${who} lead`,
+      person_id: personId,
+      organization_id: orgId,
+      value: rng.chance(0.7)
+        ? { amount: rng.int(1, 2000) * 50, currency: rng.chance(0.7) ? "EUR" : "USD" }
+        : null,
+      ...this.times("leads", index + 1),
+    };
+  }
+
+  private activity(id: number): Row {
+    const rng = new Rng(this.seed, "activities/row", id);
+    const type = rng.pick(ACTIVITY_TYPES);
+    const added = this.addTimeMs("activities", id, this.counts.activities);
+    const topic = rng.pick(SUBJECT_TOPICS);
+    return {
+      id,
+      subject: `${topic.charAt(0).toUpperCase()}${topic.slice(1)} ${type}`,
+      type,
+      due_date: formatDate(added + rng.int(0, 30) * DAY_MS),
+      done: rng.chance(0.6),
+      ...this.parents("activities", id),
+      user_id: this.activityUserId(id),
+      ...this.times("activities", id),
+    };
+  }
+
+  private note(id: number): Row {
+    const rng = new Rng(this.seed, "notes/row", id);
+    const topic = rng.pick(SUBJECT_TOPICS);
+    return {
+      id,
+      content: `<p>Discussed <b>${topic}</b> with ${rng.pick(FIRST_NAMES)}.</p><ul><li>next step: ${rng.pick(PRODUCTS)}</li></ul>`,
+      ...this.parents("notes", id),
+      user_id: this.user("notes", id).id,
+      ...this.times("notes", id),
+    };
+  }
+
+  // ---- mail ----
+
+  bodyState(mailId: number): BodyState {
+    const u = unit(this.seed, "mail/body-state", mailId);
+    return u < NULL_BODY_RATE ? "null" : u < NULL_BODY_RATE + EMPTY_BODY_RATE ? "empty" : "html";
+  }
+
+  private mailBody(mailId: number, subject: string): string | null {
+    const state = this.bodyState(mailId);
+    if (state !== "html") return state === "null" ? null : "";
+    const rng = new Rng(this.seed, "mail/body", mailId);
+    const paragraphs = Array.from(
+      { length: rng.int(1, 6) },
+      () =>
+        `<p>About the ${rng.pick(SUBJECT_TOPICS)}: let us talk about the ${rng.pick(PRODUCTS)} next week.</p>`,
+    );
+    return `<html><body><h3>${subject}</h3>${paragraphs.join("")}</body></html>`;
+  }
+
+  /** One message's `data` object, as served; undefined when the deal has no such message. */
+  mailMessage(dealId: number, index: number, includeBody: boolean): Row | undefined {
+    if (index < 0 || index >= this.mail.countFor(dealId)) return undefined;
+    const id = this.mail.idFor(dealId, index);
+    const rng = new Rng(this.seed, "mail/row", id);
+    const { personId } = this.dealRefs(dealId);
+    const contactEmail = personId === null ? "" : this.personEmail(personId).value;
+    const contact = {
+      email_address: contactEmail || `info@example-${1 + (dealId % 40)}.com`,
+      name: personId === null ? "Info" : this.personName(personId),
+    };
+    const owner = USERS[0];
+    const me = { email_address: owner.email, name: owner.name };
+    const inbound = rng.chance(0.5);
+    const sent =
+      this.addTimeMs("deals", dealId, this.counts.deals) + (index + 1) * rng.int(1, 72) * 3_600_000;
+    const topic = rng.pick(SUBJECT_TOPICS);
+    const subject = `${index === 0 ? "" : "Re: "}${this.dealTitle(dealId)} - ${topic}`;
+    const row: Row = {
+      id,
+      subject,
+      snippet: `About the ${topic}: let us talk about it next week.`,
+      from: [inbound ? contact : me],
+      to: [inbound ? me : contact],
+      cc: [],
+      bcc: [],
+      message_time: formatDateTime(sent),
+      add_time: formatDateTime(sent + 60_000),
+      update_time: formatDateTime(sent + 60_000),
+      deal_id: dealId,
+      mail_thread_id: this.mail.idFor(dealId, 0),
+      has_body_flag: 1,
+      sent_flag: inbound ? 0 : 1,
+      read_flag: 1,
+    };
+    if (includeBody) row.body = this.mailBody(id, subject);
+    return this.isMalformed("mail", id) ? malform("mail", row, unit(this.seed, "mail/malform-how", id)) : row;
+  }
+}

@@ -1,0 +1,75 @@
+import type { AddressInfo } from "node:net";
+import { Dataset } from "./dataset.js";
+import { resolveOptions, type SandboxOptions } from "./options.js";
+import { SandboxApp } from "./server.js";
+import type { Stats } from "./stats.js";
+import { type PartialTruth, TRUTH_KINDS, type Truth, type TruthKind } from "./truth.js";
+
+export { ROW_KINDS, type RowKind } from "./dataset.js";
+export {
+  type CallType,
+  DEFAULT_TOKEN_COSTS,
+  OptionsError,
+  type ResolvedOptions,
+  resolveOptions,
+  type SandboxOptions,
+  type TokenCosts,
+} from "./options.js";
+export type { Stats } from "./stats.js";
+export {
+  type ActivitiesTruth,
+  type KindTruth,
+  type MailTruth,
+  type OrganizationsTruth,
+  type PartialTruth,
+  type PersonsTruth,
+  TRUTH_KINDS,
+  type Truth,
+  type TruthKind,
+  type TruthKinds,
+} from "./truth.js";
+
+export interface Sandbox {
+  /** Base URL without trailing slash, e.g. http://127.0.0.1:40123; the API lives under /v1. */
+  url: string;
+  port: number;
+  /** Expected outcome of a perfect import; computed per kind on first use and cached (costly when huge). */
+  truth(): Truth;
+  truth<K extends TruthKind>(kinds: readonly K[]): PartialTruth<K>;
+  stats(): Stats;
+  resetStats(): void;
+  close(): Promise<void>;
+}
+
+/** Starts the sandbox on options.host:options.port (port 0 = any free port). Throws OptionsError. */
+export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+  const opts = resolveOptions(options);
+  const app = new SandboxApp(opts, new Dataset(opts));
+  const server = app.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  // A wildcard bind is reachable on loopback; a URL naming the wildcard is not dialable everywhere.
+  const dialHost = opts.host === "0.0.0.0" || opts.host === "::" ? "127.0.0.1" : opts.host;
+  const host = dialHost.includes(":") ? `[${dialHost}]` : dialHost;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    truth: ((kinds?: readonly TruthKind[]) => app.truth(kinds ?? TRUTH_KINDS)) as Sandbox["truth"],
+    stats: () => app.stats.snapshot(app.limiter.budgetRemaining),
+    resetStats: () => app.stats.reset(),
+    close: () => {
+      closing ??= new Promise<void>((resolve, reject) => {
+        server.close((error) => (error ? reject(error) : resolve()));
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,185 @@
+/** Token cost of one call, by call type, as in Pipedrive's token-based rate limiting. */
+export interface TokenCosts {
+  list: number;
+  get: number;
+  update: number;
+  search: number;
+}
+
+export type CallType = keyof TokenCosts;
+
+export interface SandboxOptions {
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  seed?: number;
+  organizations?: number;
+  persons?: number;
+  deals?: number;
+  leads?: number;
+  activities?: number;
+  notes?: number;
+  /** Upper bound of the ordinary per-deal mail count; 0 turns mail off entirely. */
+  mailPerDealMax?: number;
+  /** Fraction of deals that carry 8..12 messages regardless of mailPerDealMax. */
+  heavyMailDealRate?: number;
+  latencyMs?: number;
+  latencyJitterMs?: number;
+  transientErrorRate?: number;
+  malformedRate?: number;
+  /** Requests per token inside the rolling burst window; 0 = unlimited. */
+  burstLimit?: number;
+  burstWindowMs?: number;
+  /** Token units per company per day, shared by every token; 0 = unlimited. */
+  dailyBudget?: number;
+  dailyResetSeconds?: number;
+  /** Requests tolerated inside a 429's reset period before the 403 page; 0 = never block. */
+  abuseThreshold?: number;
+  tokenCosts?: Partial<TokenCosts>;
+  /** Accepted API tokens; absent or empty accepts any non-empty token. */
+  tokens?: string[];
+}
+
+export interface ResolvedOptions {
+  host: string;
+  port: number;
+  seed: number;
+  organizations: number;
+  persons: number;
+  deals: number;
+  leads: number;
+  activities: number;
+  notes: number;
+  mailPerDealMax: number;
+  heavyMailDealRate: number;
+  latencyMs: number;
+  latencyJitterMs: number;
+  transientErrorRate: number;
+  malformedRate: number;
+  burstLimit: number;
+  burstWindowMs: number;
+  dailyBudget: number;
+  dailyResetSeconds: number;
+  abuseThreshold: number;
+  tokenCosts: TokenCosts;
+  tokens: string[] | null;
+}
+
+interface NumberSpec {
+  integer: boolean;
+  min: number;
+  max: number;
+  default: number;
+}
+
+type NumericKey = Exclude<keyof ResolvedOptions, "host" | "tokenCosts" | "tokens">;
+
+// Sizes are capped so the per-deal mail index (a few typed arrays) stays well below a gigabyte.
+const MAX_ROWS = 10_000_000;
+const int = (min: number, max: number, def: number): NumberSpec => ({
+  integer: true,
+  min,
+  max,
+  default: def,
+});
+const fraction = (def: number): NumberSpec => ({ integer: false, min: 0, max: 1, default: def });
+
+export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
+  port: int(0, 65535, 0),
+  seed: int(0, 2 ** 32 - 1, 42),
+  organizations: int(0, MAX_ROWS, 1500),
+  persons: int(0, MAX_ROWS, 4000),
+  deals: int(0, MAX_ROWS, 3000),
+  leads: int(0, MAX_ROWS, 1000),
+  activities: int(0, MAX_ROWS, 4000),
+  notes: int(0, MAX_ROWS, 3000),
+  mailPerDealMax: int(0, 50, 3),
+  heavyMailDealRate: fraction(0.1),
+  latencyMs: int(0, 600_000, 0),
+  latencyJitterMs: int(0, 600_000, 0),
+  transientErrorRate: fraction(0),
+  malformedRate: fraction(0),
+  burstLimit: int(0, 1_000_000, 0),
+  burstWindowMs: int(1, 3_600_000, 2000),
+  dailyBudget: int(0, Number.MAX_SAFE_INTEGER, 0),
+  dailyResetSeconds: int(1, 31 * 86_400, 86_400),
+  abuseThreshold: int(0, 1_000_000, 3),
+};
+
+export const DEFAULT_TOKEN_COSTS: TokenCosts = { list: 20, get: 2, update: 10, search: 40 };
+
+export class OptionsError extends Error {
+  constructor(readonly issues: string[]) {
+    super(`invalid sandbox options:\n  ${issues.join("\n  ")}`);
+    this.name = "OptionsError";
+  }
+}
+
+function checkNumber(key: string, value: unknown, spec: NumberSpec, issues: string[]): number {
+  const range = `${spec.min}..${spec.max}`;
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    issues.push(
+      `${key}: expected ${spec.integer ? "an integer" : "a number"} in ${range}, got ${String(value)}`,
+    );
+    return spec.default;
+  }
+  if (spec.integer && !Number.isInteger(value)) {
+    issues.push(`${key}: expected an integer in ${range}, got ${value}`);
+    return spec.default;
+  }
+  if (value < spec.min || value > spec.max) {
+    issues.push(`${key}: must be in ${range}, got ${value}`);
+    return spec.default;
+  }
+  return value;
+}
+
+function resolveTokenCosts(input: unknown, issues: string[]): TokenCosts {
+  const costs = { ...DEFAULT_TOKEN_COSTS };
+  if (input === undefined) return costs;
+  if (typeof input !== "object" || input === null) {
+    issues.push("tokenCosts: expected an object like { list: 20, get: 2 }");
+    return costs;
+  }
+  for (const [k, v] of Object.entries(input)) {
+    if (!(k in costs)) {
+      issues.push(`tokenCosts.${k}: unknown call type; use one of ${Object.keys(costs).join(", ")}`);
+      continue;
+    }
+    costs[k as CallType] = checkNumber(`tokenCosts.${k}`, v, int(0, 1_000_000, 0), issues);
+  }
+  return costs;
+}
+
+function resolveTokens(input: unknown, issues: string[]): string[] | null {
+  if (input === undefined) return null;
+  if (!Array.isArray(input) || !input.every((t) => typeof t === "string" && t.length > 0)) {
+    issues.push("tokens: expected a list of non-empty strings");
+    return null;
+  }
+  return input.length === 0 ? null : [...input];
+}
+
+/** Validates user options and fills defaults; throws OptionsError listing every problem at once. */
+export function resolveOptions(input: SandboxOptions = {}): ResolvedOptions {
+  const issues: string[] = [];
+  const raw = input as Record<string, unknown>;
+  const known = new Set<string>([...Object.keys(NUMERIC_OPTIONS), "host", "tokenCosts", "tokens"]);
+  for (const key of Object.keys(raw)) {
+    if (!known.has(key) && raw[key] !== undefined) issues.push(`${key}: unknown option`);
+  }
+  const numbers = {} as Record<NumericKey, number>;
+  for (const [key, spec] of Object.entries(NUMERIC_OPTIONS) as [NumericKey, NumberSpec][]) {
+    const value = raw[key];
+    numbers[key] = value === undefined ? spec.default : checkNumber(key, value, spec, issues);
+  }
+  let host = "127.0.0.1";
+  if (raw.host !== undefined) {
+    if (typeof raw.host === "string" && raw.host.length > 0) host = raw.host;
+    else issues.push("host: expected a non-empty string");
+  }
+  const tokenCosts = resolveTokenCosts(raw.tokenCosts, issues);
+  const tokens = resolveTokens(raw.tokens, issues);
+  if (issues.length > 0) throw new OptionsError(issues);
+  return { ...numbers, host, tokenCosts, tokens };
+}

@@ -1,0 +1,192 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { matchApiRoute } from "./api-routes.js";
+import type { Dataset } from "./dataset.js";
+import { Faults } from "./faults.js";
+import type { ResolvedOptions } from "./options.js";
+import { RateLimiter } from "./rate-limit.js";
+import { StatsRecorder } from "./stats.js";
+import { kindTruth, type PartialTruth, TRUTH_KINDS, type TruthKind, type TruthKinds } from "./truth.js";
+
+type Headers = Record<string, string>;
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Headers = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    ...headers,
+  });
+  res.end(text);
+}
+
+function sendText(
+  res: ServerResponse,
+  status: number,
+  contentType: string,
+  body: string,
+  headers: Headers = {},
+) {
+  res.writeHead(status, {
+    "content-type": contentType,
+    "content-length": Buffer.byteLength(body),
+    ...headers,
+  });
+  res.end(body);
+}
+
+function cloudflarePage(rayId: string): string {
+  return `<!DOCTYPE html>
+<html lang="en-US">
+<head><title>Attention Required! | Cloudflare</title><meta charset="UTF-8" /></head>
+<body>
+<div id="cf-wrapper"><h1>Sorry, you have been blocked</h1>
+<h2>You are unable to access api.pipedrive.com</h2>
+<p>This website is using a security service to protect itself from online attacks.</p>
+<p>Cloudflare Ray ID: <strong>${rayId}</strong></p></div>
+</body>
+</html>
+`;
+}
+
+/** Wires the dataset, limits, faults and counters behind one node:http request handler. */
+export class SandboxApp {
+  readonly limiter: RateLimiter;
+  readonly stats = new StatsRecorder();
+  private readonly faults: Faults;
+  private readonly truthCache = new Map<TruthKind, TruthKinds[TruthKind]>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private rays = 0;
+
+  constructor(
+    private readonly opts: ResolvedOptions,
+    readonly dataset: Dataset,
+  ) {
+    this.limiter = new RateLimiter(opts);
+    this.faults = new Faults(opts);
+  }
+
+  truth<K extends TruthKind>(kinds: readonly K[]): PartialTruth<K> {
+    const out: Partial<TruthKinds> = {};
+    for (const kind of kinds) {
+      let value = this.truthCache.get(kind);
+      if (!value) {
+        value = kindTruth(this.dataset, kind);
+        this.truthCache.set(kind, value);
+      }
+      (out as Record<TruthKind, unknown>)[kind] = value;
+    }
+    return { seed: this.opts.seed, kinds: out as Pick<TruthKinds, K> };
+  }
+
+  createServer(): Server {
+    const server = createServer((req, res) => {
+      this.handle(req, res).catch((error: unknown) => {
+        if (!res.headersSent) sendJson(res, 500, { success: false, error: String(error) });
+        else res.destroy();
+      });
+    });
+    server.on("close", () => {
+      for (const timer of this.timers) clearTimeout(timer);
+      this.timers.clear();
+    });
+    return server;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        resolve();
+      }, ms);
+      this.timers.add(timer);
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://sandbox");
+    const segments = url.pathname.split("/").filter((s) => s.length > 0);
+    const method = req.method ?? "GET";
+    if (segments[0] === "v1") return this.handleApi(req, res, url, segments.slice(1));
+    if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true });
+    if (segments[0] === "__sandbox") return this.handleControl(res, method, segments[1], url.searchParams);
+    sendJson(res, 404, { success: false, error: "Not found" });
+  }
+
+  private handleControl(
+    res: ServerResponse,
+    method: string,
+    action: string | undefined,
+    query: URLSearchParams,
+  ) {
+    if (method === "GET" && action === "truth") {
+      const requested = query.get("kind");
+      if (requested === null) return sendJson(res, 200, this.truth(TRUTH_KINDS));
+      const kinds = requested.split(",");
+      const bad = kinds.filter((k) => !(TRUTH_KINDS as readonly string[]).includes(k));
+      if (bad.length > 0) {
+        return sendJson(res, 400, {
+          error: `unknown kind ${bad.join(", ")}; use one of ${TRUTH_KINDS.join(", ")}`,
+        });
+      }
+      return sendJson(res, 200, this.truth(kinds as TruthKind[]));
+    }
+    if (method === "GET" && action === "stats") {
+      return sendJson(res, 200, this.stats.snapshot(this.limiter.budgetRemaining));
+    }
+    if (method === "POST" && action === "reset-stats") {
+      this.stats.reset();
+      return sendJson(res, 200, { ok: true });
+    }
+    sendJson(res, 404, { error: "unknown sandbox endpoint" });
+  }
+
+  private tokenAccepted(token: string): boolean {
+    if (token.length === 0) return false;
+    return this.opts.tokens === null || this.opts.tokens.includes(token);
+  }
+
+  private async handleApi(req: IncomingMessage, res: ServerResponse, url: URL, segments: string[]) {
+    const header = req.headers["x-api-token"];
+    const token = (Array.isArray(header) ? header[0] : header) || url.searchParams.get("api_token") || "";
+    if (!this.tokenAccepted(token)) {
+      this.stats.record(401, null, 0, false);
+      return sendJson(res, 401, { success: false, error: "unauthorized" });
+    }
+    const route = matchApiRoute(this.dataset, req.method ?? "GET", segments, url.searchParams);
+    const cost = route.callType === null ? 0 : this.opts.tokenCosts[route.callType];
+    const admission = this.limiter.admit(token, cost);
+
+    if (admission.outcome === "blocked") {
+      this.stats.record(403, route.callType, 0, false);
+      const ray = `${(this.rays++).toString(16).padStart(8, "0")}a1b2c3d4-AMS`;
+      return sendText(res, 403, "text/html; charset=UTF-8", cloudflarePage(ray), {
+        server: "cloudflare",
+        "cf-ray": ray,
+      });
+    }
+    if (admission.outcome !== "ok") {
+      this.stats.record(429, route.callType, 0, false);
+      const body: Record<string, unknown> = { success: false, error: "Request over limit", errorCode: 429 };
+      if (admission.outcome === "daily") body.error_info = "Daily token budget exhausted";
+      return sendJson(res, 429, body, admission.headers);
+    }
+
+    const plan = this.faults.next();
+    if (plan.delayMs > 0) await this.sleep(plan.delayMs);
+    if (plan.transient) {
+      this.limiter.refund(cost);
+      this.stats.record(plan.transient.status, route.callType, 0, true);
+      const { status, contentType, body } = plan.transient;
+      return sendText(res, status, contentType, body, this.limiter.headersFor(token));
+    }
+    let result: ReturnType<typeof route.run>;
+    try {
+      result = route.run();
+    } catch (error) {
+      this.limiter.refund(cost);
+      throw error;
+    }
+    this.stats.record(result.status, route.callType, cost, false);
+    sendJson(res, result.status, result.body, admission.headers);
+  }
+}

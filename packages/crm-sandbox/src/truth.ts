@@ -1,0 +1,127 @@
+import type { Dataset, RowKind } from "./dataset.js";
+import { TOKEN_OWNER_ID } from "./words.js";
+
+/** What a correct import of this kind must end up with. Ids are strings so int and UUID ids look alike. */
+export interface KindTruth {
+  count: number;
+  ids: string[];
+  /** Rows served malformed (still carrying their real id). */
+  malformed: string[];
+  /** Rows whose every parent reference points at a record that does not exist. */
+  orphans: string[];
+}
+
+export interface OrganizationsTruth extends KindTruth {
+  /** Custom field key -> human name, as /v1/organizationFields reports it. */
+  customFields: Record<string, string>;
+}
+
+export interface PersonsTruth extends KindTruth {
+  /** Persons shown as `email: [{ value: "", primary: true }]`. */
+  withoutEmail: string[];
+  /** Persons whose email repeats an earlier person's. */
+  duplicateEmails: string[];
+}
+
+export interface ActivitiesTruth extends KindTruth {
+  /** How many activities /v1/activities returns without user_id=0 (those of the token's owner). */
+  ownedByTokenUser: number;
+}
+
+export interface MailTruth extends KindTruth {
+  nullBodies: string[];
+  emptyBodies: string[];
+  /** Deals carrying 8..12 messages. */
+  heavyDeals: string[];
+}
+
+export interface TruthKinds {
+  organizations: OrganizationsTruth;
+  persons: PersonsTruth;
+  deals: KindTruth;
+  leads: KindTruth;
+  activities: ActivitiesTruth;
+  notes: KindTruth;
+  mail: MailTruth;
+}
+
+export type TruthKind = keyof TruthKinds;
+
+export const TRUTH_KINDS: readonly TruthKind[] = [
+  "organizations",
+  "persons",
+  "deals",
+  "leads",
+  "activities",
+  "notes",
+  "mail",
+];
+
+export interface Truth {
+  seed: number;
+  kinds: TruthKinds;
+}
+
+/** The truth restricted to some kinds (what /__sandbox/truth?kind=a,b serves). */
+export interface PartialTruth<K extends TruthKind> {
+  seed: number;
+  kinds: Pick<TruthKinds, K>;
+}
+
+function rowTruth(ds: Dataset, kind: RowKind): KindTruth {
+  const count = ds.count(kind);
+  const ids: string[] = new Array(count);
+  const malformed: string[] = [];
+  const orphans: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const id = kind === "leads" ? ds.leadId(i) : String(i + 1);
+    ids[i] = id;
+    if (ds.isMalformed(kind, i + 1)) malformed.push(id);
+    if ((kind === "activities" || kind === "notes") && ds.isOrphan(kind, i + 1)) orphans.push(id);
+  }
+  return { count, ids, malformed, orphans };
+}
+
+function mailTruth(ds: Dataset): MailTruth {
+  const ids: string[] = [];
+  const malformed: string[] = [];
+  const nullBodies: string[] = [];
+  const emptyBodies: string[] = [];
+  const heavyDeals: string[] = [];
+  for (let dealId = 1; dealId <= ds.count("deals"); dealId++) {
+    const n = ds.mail.countFor(dealId);
+    if (n >= 8) heavyDeals.push(String(dealId));
+    for (let index = 0; index < n; index++) {
+      const mailId = ds.mail.idFor(dealId, index);
+      const id = String(mailId);
+      ids.push(id);
+      if (ds.isMalformed("mail", mailId)) malformed.push(id);
+      const body = ds.bodyState(mailId);
+      if (body === "null") nullBodies.push(id);
+      else if (body === "empty") emptyBodies.push(id);
+    }
+  }
+  return { count: ids.length, ids, malformed, orphans: [], nullBodies, emptyBodies, heavyDeals };
+}
+
+export function kindTruth<K extends TruthKind>(ds: Dataset, kind: K): TruthKinds[K] {
+  return computeKindTruth(ds, kind) as TruthKinds[K];
+}
+
+function computeKindTruth(ds: Dataset, kind: TruthKind): TruthKinds[TruthKind] {
+  if (kind === "mail") return mailTruth(ds);
+  const base = rowTruth(ds, kind);
+  if (kind === "organizations") return { ...base, customFields: { [ds.industryFieldKey]: "Industry" } };
+  if (kind === "activities") return { ...base, ownedByTokenUser: ds.activityIdsOf(TOKEN_OWNER_ID).length };
+  if (kind === "persons") {
+    const withoutEmail: string[] = [];
+    const duplicateEmails: string[] = [];
+    for (let id = 1; id <= base.count; id++) {
+      const email = ds.personEmail(id);
+      if (email.value === "") withoutEmail.push(String(id));
+      else if (email.duplicateOf !== null) duplicateEmails.push(String(id));
+    }
+    return { ...base, withoutEmail, duplicateEmails };
+  }
+  return base;
+}

@@ -1,0 +1,91 @@
+import { describe, expect, it } from "vitest";
+import { get, sandbox } from "./helpers.js";
+
+describe("burst limit", () => {
+  it("counts down x-ratelimit-remaining, answers 429 when the window is full, then a Cloudflare 403", async () => {
+    const s = await sandbox({ burstLimit: 5, burstWindowMs: 2000, abuseThreshold: 3 });
+    for (let i = 0; i < 5; i++) {
+      const ok = await get(s, "/v1/deals?limit=1", "burst");
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get("x-ratelimit-limit")).toBe("5");
+      expect(ok.headers.get("x-ratelimit-remaining")).toBe(String(4 - i));
+      expect(Number(ok.headers.get("x-ratelimit-reset"))).toBeGreaterThanOrEqual(1);
+    }
+    const limited = await get(s, "/v1/deals?limit=1", "burst");
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual({ success: false, error: "Request over limit", errorCode: 429 });
+    expect(limited.headers.get("x-ratelimit-limit")).toBe("5");
+    expect(limited.headers.get("x-ratelimit-remaining")).toBe("0");
+    const reset = Number(limited.headers.get("x-ratelimit-reset"));
+    expect(reset).toBeGreaterThanOrEqual(1);
+    expect(reset).toBeLessThanOrEqual(2);
+
+    for (let i = 0; i < 3; i++) expect((await get(s, "/v1/deals?limit=1", "burst")).status).toBe(429);
+    const blocked = await get(s, "/v1/deals?limit=1", "burst");
+    expect(blocked.status).toBe(403);
+    expect(blocked.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(blocked.text).toContain("Attention Required! | Cloudflare");
+
+    // The window is per token: another token is unaffected.
+    expect((await get(s, "/v1/deals?limit=1", "other")).status).toBe(200);
+    expect(s.stats()).toMatchObject({ rateLimited: 4, blocked: 1 });
+  });
+
+  it("admits requests again once the client waited for x-ratelimit-reset", async () => {
+    const s = await sandbox({ burstLimit: 2, burstWindowMs: 300 });
+    await get(s, "/v1/deals", "patient");
+    await get(s, "/v1/deals", "patient");
+    const limited = await get(s, "/v1/deals", "patient");
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("x-ratelimit-reset")).toBe("1");
+    await new Promise((r) => setTimeout(r, 320));
+    expect((await get(s, "/v1/deals", "patient")).status).toBe(200);
+  });
+
+  it("sends no limit headers when the burst limit is off", async () => {
+    const s = await sandbox();
+    const r = await get(s, "/v1/deals");
+    expect(r.headers.get("x-ratelimit-limit")).toBeNull();
+    expect(r.headers.get("x-daily-ratelimit-token-limit")).toBeNull();
+  });
+});
+
+describe("daily token budget", () => {
+  it("charges list 20 and get 2, shares the budget across tokens and 429s when exhausted", async () => {
+    const s = await sandbox({ dailyBudget: 100, dailyResetSeconds: 3600 });
+    const first = await get(s, "/v1/deals/1", "a");
+    expect(first.headers.get("x-daily-ratelimit-token-limit")).toBe("100");
+    expect(first.headers.get("x-daily-ratelimit-token-remaining")).toBe("98");
+    for (let i = 0; i < 4; i++) expect((await get(s, "/v1/deals", i % 2 ? "a" : "b")).status).toBe(200);
+    const low = await get(s, "/v1/persons/1", "b");
+    expect(low.headers.get("x-daily-ratelimit-token-remaining")).toBe("16");
+    const exhausted = await get(s, "/v1/deals", "c");
+    expect(exhausted.status).toBe(429);
+    expect(exhausted.headers.get("x-daily-ratelimit-token-remaining")).toBe("16");
+    const reset = Number(exhausted.headers.get("x-ratelimit-reset"));
+    expect(reset).toBeGreaterThan(3590);
+    expect(reset).toBeLessThanOrEqual(3600);
+    // A cheaper call still fits in what is left.
+    expect((await get(s, "/v1/deals/2", "c")).status).toBe(200);
+    expect(s.stats().tokensSpent).toBe(86);
+    expect(s.stats().dailyBudgetRemaining).toBe(14);
+  });
+
+  it("refills the budget when the daily period rolls over", async () => {
+    const s = await sandbox({ dailyBudget: 20, dailyResetSeconds: 1 });
+    expect((await get(s, "/v1/deals")).status).toBe(200);
+    expect((await get(s, "/v1/deals")).status).toBe(429);
+    await new Promise((r) => setTimeout(r, 1050));
+    expect((await get(s, "/v1/deals")).status).toBe(200);
+  });
+
+  it("charges nothing for requests that fail with 5xx", async () => {
+    const s = await sandbox({ dailyBudget: 100, transientErrorRate: 1 });
+    for (let i = 0; i < 8; i++) {
+      const r = await get(s, "/v1/deals");
+      expect([502, 503]).toContain(r.status);
+      expect(r.headers.get("x-daily-ratelimit-token-remaining")).toBe("100");
+    }
+    expect(s.stats()).toMatchObject({ tokensSpent: 0, transientErrors: 8, requests: 8 });
+  });
+});
