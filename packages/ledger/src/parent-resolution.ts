@@ -28,7 +28,7 @@ export async function resolveParents(
   if (ids.length > 0) {
     const rows = await q.execute<{ kind: string; source_id: string; record_id: string | number }>(sql`
       select l.kind, l.source_id, l.record_id
-      from unnest(${kinds}::text[], ${ids}::text[]) as w(kind, source_id)
+      from unnest(${sql.param(kinds)}::text[], ${sql.param(ids)}::text[]) as w(kind, source_id)
       join drover.ledger l
         on l.tenant_id = ${scope.tenantId} and l.source = ${scope.source}
        and l.source_account = ${scope.sourceAccount} and l.kind = w.kind and l.source_id = w.source_id

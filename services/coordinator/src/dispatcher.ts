@@ -58,7 +58,7 @@ export async function topUpRun(deps: DispatcherDeps, runId: string): Promise<num
       if (failed.length > 0) {
         await deps.db.execute(sql`
           update drover.tasks set dispatched_at = null
-           where id = any(${failed}::bigint[]) and status = 'pending'`);
+           where id = any(${sql.param(failed)}::bigint[]) and status = 'pending'`);
       }
       return picked.length - failed.length;
     },

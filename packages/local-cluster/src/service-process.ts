@@ -1,0 +1,106 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createWriteStream, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+export interface ServiceProcess {
+  name: string;
+  pid: number;
+  /** The JSON line the service printed when it became ready. */
+  ready: Record<string, unknown>;
+  /** Resolves with the exit code (or signal name) when the process ends. */
+  exited: Promise<number | string>;
+  /** Sends `signal` and waits for the exit; SIGKILLs after `timeoutMs`. */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | string>;
+  /** Sends a signal without waiting (SIGKILL, SIGSTOP, SIGCONT...). */
+  signal(signal: NodeJS.Signals): void;
+}
+
+export interface SpawnOptions {
+  name: string;
+  /** A TypeScript entry point, relative to the repository root. */
+  entry: string;
+  args?: string[];
+  env?: Record<string, string>;
+  /** The `event` of the JSON line that says the service is ready. */
+  readyEvent: string;
+  /** Where stdout and stderr go; the directory is created. */
+  logDir: string;
+  readyTimeoutMs?: number;
+}
+
+/**
+ * Starts a Drover service as a separate Node process running its TypeScript source through tsx,
+ * and waits for its ready line. Logs go to a file per service, so a failing test or demo can
+ * point at them.
+ */
+export async function spawnService(options: SpawnOptions): Promise<ServiceProcess> {
+  mkdirSync(options.logDir, { recursive: true });
+  const logPath = join(options.logDir, `${options.name}.log`);
+  const log = createWriteStream(logPath, { flags: "a" });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ["--import", "tsx", "--conditions=@drover/source", join(REPO_ROOT, options.entry), ...(options.args ?? [])],
+    {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...options.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  child.stderr?.pipe(log, { end: false });
+  const exited = new Promise<number | string>((resolve) => {
+    child.once("exit", (code, signal) => {
+      resolve(code ?? signal ?? -1);
+      log.end();
+    });
+  });
+
+  const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`${options.name} did not become ready within ${options.readyTimeoutMs ?? 30_000} ms; see ${logPath}`)),
+      options.readyTimeoutMs ?? 30_000,
+    );
+    const lines = createInterface({ input: child.stdout! });
+    let settled = false;
+    lines.on("line", (line) => {
+      log.write(`${line}\n`);
+      if (settled || !line.startsWith("{")) return;
+      try {
+        const parsed = JSON.parse(line) as Record<string, unknown>;
+        if (parsed.event === options.readyEvent) {
+          settled = true;
+          clearTimeout(timer);
+          resolve(parsed);
+        }
+      } catch {
+        // an ordinary log line
+      }
+    });
+    void exited.then((code) => {
+      if (settled) return;
+      clearTimeout(timer);
+      reject(new Error(`${options.name} exited (${code}) before it was ready; see ${logPath}`));
+    });
+  });
+
+  return {
+    name: options.name,
+    pid: child.pid!,
+    ready,
+    exited,
+    signal(signal) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+    async stop(signal = "SIGTERM", timeoutMs = 30_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return exited;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
