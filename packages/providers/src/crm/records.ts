@@ -77,13 +77,26 @@ export interface Email {
   body: string | null;
 }
 
+/**
+ * Fields every record carries even where the destination keeps no copy: a row whose timestamps or
+ * owner are garbage is malformed as a whole, and is better failed with a reason than half-trusted.
+ */
+function checkCommon(r: Record<string, unknown>): void {
+  timestamp(r, "add_time");
+  timestamp(r, "update_time");
+  ref(r, "owner_id");
+  ref(r, "user_id");
+}
+
 export function parseCompany(raw: unknown): Company {
   const r = asObject(raw);
+  checkCommon(r);
   return { name: text(r, "name", { required: true }), address: text(r, "address"), customFields: customFields(r) };
 }
 
 export function parsePerson(raw: unknown): Person {
   const r = asObject(raw);
+  checkCommon(r);
   return {
     name: text(r, "name", { required: true }),
     email: primaryValue(r, "email", "email") ?? primaryValue(r, "emails", "email"),
@@ -103,7 +116,7 @@ function currency(r: Record<string, unknown>, field: string): string | null {
 
 export function parseDeal(raw: unknown): Deal {
   const r = asObject(raw);
-  timestamp(r, "add_time");
+  checkCommon(r);
   return {
     title: text(r, "title", { required: true }),
     value: number(r, "value"),
@@ -117,6 +130,7 @@ export function parseDeal(raw: unknown): Deal {
 
 export function parseLead(raw: unknown): Lead {
   const r = asObject(raw);
+  checkCommon(r);
   const value = r.value === null || r.value === undefined ? null : asObject(r.value, "value");
   return {
     title: text(r, "title", { required: true }),
@@ -133,6 +147,7 @@ function parents(r: Record<string, unknown>): Parents {
 
 export function parseActivity(raw: unknown): Activity {
   const r = asObject(raw);
+  checkCommon(r);
   return {
     subject: text(r, "subject", { required: true }),
     type: text(r, "type") ?? "task",
@@ -144,6 +159,7 @@ export function parseActivity(raw: unknown): Activity {
 
 export function parseNote(raw: unknown): Note {
   const r = asObject(raw);
+  checkCommon(r);
   return { content: text(r, "content", { required: true }), ...parents(r) };
 }
 
