@@ -1,7 +1,3 @@
-import { defineConfig } from "vitest/config";
+import { droverVitestConfig } from "../../vitest.shared.ts";
 
-export default defineConfig({
-  resolve: { conditions: ["@drover/source"] },
-  ssr: { resolve: { conditions: ["@drover/source"] } },
-  test: { include: ["test/**/*.test.ts"] },
-});
+export default droverVitestConfig("@drover/proto");

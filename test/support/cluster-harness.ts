@@ -1,0 +1,53 @@
+import { randomBytes } from "node:crypto";
+import { openDatabase } from "@drover/db";
+import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import { type Cluster, type ClusterOptions, startCluster } from "@drover/local-cluster";
+import { type Client, createClient, type Run, RunService } from "@drover/proto";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+
+export const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
+
+export interface Harness {
+  testDb: TestDatabase;
+  database: ReturnType<typeof openDatabase>;
+  cluster: Cluster;
+  client: Client<typeof RunService>;
+  queuePrefix: string;
+  truth(): Promise<{ kinds: Record<string, { ids: string[]; malformed: string[]; orphans: string[] }> }>;
+  close(): Promise<void>;
+}
+
+/** A fresh database, a private JetStream stream, and the services as separate processes. */
+export async function openClusterHarness(options: Pick<ClusterOptions, "workers" | "laneWidth" | "sandbox" | "env" | "coordinators">): Promise<Harness> {
+  const testDb = await createTestDatabase();
+  const queuePrefix = `e2e-${randomBytes(4).toString("hex")}`;
+  const cluster = await startCluster({ databaseUrl: testDb.url, natsUrl: NATS_URL, queuePrefix, ...options });
+  const database = openDatabase(testDb.url, { max: 3 });
+  const client = createClient(RunService, cluster.coordinatorAddresses[0]!);
+  return {
+    testDb,
+    database,
+    cluster,
+    client,
+    queuePrefix,
+    truth: async () => (await fetch(`${cluster.sandboxUrl}/__sandbox/truth`)).json() as never,
+    async close() {
+      client.close();
+      await cluster.stop();
+      await database.close();
+      const nc = await connect({ servers: NATS_URL });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(`${queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`).catch(() => {});
+      await nc.close();
+      await testDb.drop();
+    },
+  };
+}
+
+/** Follows WatchRun to the run's end and returns its last state. */
+export async function watchToEnd(client: Client<typeof RunService>, runId: string): Promise<Run> {
+  let last: Run | undefined;
+  for await (const update of client.watchRun({ runId })) last = update.run;
+  return last!;
+}
