@@ -6,7 +6,10 @@ import { defineConfig, type ViteUserConfig } from "vitest/config";
  * TypeScript source, and when DROVER_VITEST_JSON_DIR is set (CI) each package also writes a JSON
  * report there, from which .ci/run prints its closing "N passed, N failed" line.
  */
-export function droverVitestConfig(packageName: string, test: NonNullable<ViteUserConfig["test"]> = {}): ViteUserConfig {
+export function droverVitestConfig(
+  packageName: string,
+  test: NonNullable<ViteUserConfig["test"]> = {},
+): ViteUserConfig {
   const jsonDir = process.env.DROVER_VITEST_JSON_DIR;
   return defineConfig({
     resolve: { conditions: ["@drover/source"] },

@@ -35,7 +35,11 @@ const start = () =>
     tenantId,
     source: "crm",
     sourceAccount: "sandbox",
-    sourceConfig: { baseUrl: h.cluster.sandboxUrl, apiToken: "e2e-token", settings: { pageSize: "100", stripes: "3" } },
+    sourceConfig: {
+      baseUrl: h.cluster.sandboxUrl,
+      apiToken: "e2e-token",
+      settings: { pageSize: "100", stripes: "3" },
+    },
   });
 
 async function destinationRows(): Promise<number> {
@@ -55,12 +59,20 @@ describe("a migration across separate processes", () => {
     expect(last.status).toBe(RunStatus.SUCCEEDED);
 
     const truth = await h.truth();
-    const accounts = await accountFor(h.database.db, { tenantId, source: "crm", sourceAccount: "sandbox", since }, truth.kinds);
+    const accounts = await accountFor(
+      h.database.db,
+      { tenantId, source: "crm", sourceAccount: "sandbox", since },
+      truth.kinds,
+    );
     expect(accountingProblems(accounts)).toEqual([]);
     // The run's own counters agree with the ledger.
     for (const a of accounts) {
       const p = last.progress.find((x) => x.kind === a.kind)!;
-      expect({ kind: a.kind, created: Number(p.imported), failed: Number(p.failed) }).toEqual({ kind: a.kind, created: a.created, failed: a.failed });
+      expect({ kind: a.kind, created: Number(p.imported), failed: Number(p.failed) }).toEqual({
+        kind: a.kind,
+        created: a.created,
+        failed: a.failed,
+      });
     }
     expect(accounts.reduce((n, a) => n + a.failed, 0)).toBeGreaterThan(0); // malformed rows were really exercised
   });
@@ -70,7 +82,8 @@ describe("a migration across separate processes", () => {
     const { run } = await start();
     const last = await watchToEnd(h.client, run!.id);
     expect(last.status).toBe(RunStatus.SUCCEEDED);
-    for (const p of last.progress) expect({ kind: p.kind, imported: p.imported }).toEqual({ kind: p.kind, imported: 0n });
+    for (const p of last.progress)
+      expect({ kind: p.kind, imported: p.imported }).toEqual({ kind: p.kind, imported: 0n });
     expect(last.progress.reduce((n, p) => n + p.alreadyHere + p.matched, 0n)).toBeGreaterThan(0n);
     expect(await destinationRows()).toBe(before);
   });

@@ -19,7 +19,9 @@ export interface Harness {
 }
 
 /** A fresh database, a private JetStream stream, and the services as separate processes. */
-export async function openClusterHarness(options: Pick<ClusterOptions, "workers" | "laneWidth" | "sandbox" | "env" | "coordinators">): Promise<Harness> {
+export async function openClusterHarness(
+  options: Pick<ClusterOptions, "workers" | "laneWidth" | "sandbox" | "env" | "coordinators">,
+): Promise<Harness> {
   const testDb = await createTestDatabase();
   const queuePrefix = `e2e-${randomBytes(4).toString("hex")}`;
   const cluster = await startCluster({ databaseUrl: testDb.url, natsUrl: NATS_URL, queuePrefix, ...options });

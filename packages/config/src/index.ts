@@ -47,7 +47,9 @@ export function postgresUrl(fallback: string) {
   return z
     .string()
     .default(fallback)
-    .refine((v) => /^postgres(ql)?:\/\//.test(v), { message: "must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/drover" });
+    .refine((v) => /^postgres(ql)?:\/\//.test(v), {
+      message: "must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/drover",
+    });
 }
 
 /** host:port. */
@@ -62,5 +64,7 @@ export function identifier(fallback: string) {
   return z
     .string()
     .default(fallback)
-    .refine((v) => /^[a-zA-Z0-9_-]{1,64}$/.test(v), { message: "may only hold letters, digits, '_' and '-'" });
+    .refine((v) => /^[a-zA-Z0-9_-]{1,64}$/.test(v), {
+      message: "may only hold letters, digits, '_' and '-'",
+    });
 }

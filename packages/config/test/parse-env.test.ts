@@ -15,7 +15,7 @@ describe("configuration", () => {
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
       const message = (err as Error).message;
-      expect(message).toContain('DATABASE_URL: must be a postgres:// URL');
+      expect(message).toContain("DATABASE_URL: must be a postgres:// URL");
       expect(message).toContain('LANE: must be a number (got "abc")');
     }
   });

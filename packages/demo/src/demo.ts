@@ -29,7 +29,9 @@ async function main(): Promise<number> {
   await migrateDatabase(DATABASE_URL);
 
   const queuePrefix = `demo-${randomBytes(3).toString("hex")}`;
-  process.stdout.write(`Starting the CRM sandbox, 1 coordinator and ${flags.workers} workers (logs in .artifacts/logs/${queuePrefix}/)\n`);
+  process.stdout.write(
+    `Starting the CRM sandbox, 1 coordinator and ${flags.workers} workers (logs in .artifacts/logs/${queuePrefix}/)\n`,
+  );
   const cluster = await startCluster({
     databaseUrl: DATABASE_URL,
     natsUrl: NATS_URL,
@@ -53,7 +55,10 @@ async function main(): Promise<number> {
     const totals = Object.fromEntries(Object.entries(truth.kinds).map(([k, t]) => [k, t.ids.length]));
     const sourceRows = Object.values(totals).reduce((a, b) => a + b, 0);
     const existing = await seedExistingContacts(database.db, flags.tenant, cluster.sandboxUrl);
-    if (existing > 0) process.stdout.write(`The product already had ${existing} contacts for tenant "${flags.tenant}" (they will be matched by email)\n`);
+    if (existing > 0)
+      process.stdout.write(
+        `The product already had ${existing} contacts for tenant "${flags.tenant}" (they will be matched by email)\n`,
+      );
 
     const started = Date.now();
     const { run } = await client.startRun({
@@ -62,7 +67,9 @@ async function main(): Promise<number> {
       sourceAccount: SOURCE_ACCOUNT,
       sourceConfig: { baseUrl: cluster.sandboxUrl, apiToken: API_TOKEN },
     });
-    process.stdout.write(`StartRun: run ${run!.id} for tenant "${flags.tenant}", ${sourceRows} source rows\n`);
+    process.stdout.write(
+      `StartRun: run ${run!.id} for tenant "${flags.tenant}", ${sourceRows} source rows\n`,
+    );
 
     const view = new ProgressView(totals);
     let last: Run = run!;
@@ -72,7 +79,9 @@ async function main(): Promise<number> {
     }
     const seconds = (Date.now() - started) / 1000;
     const done = rowsDone(last);
-    process.stdout.write(`\nRun ${last.id} ${statusName(last.status)} in ${seconds.toFixed(1)} s: ${done} rows, ${Math.round(done / seconds)} rows/s\n\n`);
+    process.stdout.write(
+      `\nRun ${last.id} ${statusName(last.status)} in ${seconds.toFixed(1)} s: ${done} rows, ${Math.round(done / seconds)} rows/s\n\n`,
+    );
     process.stdout.write(`${resultTable(last)}\n\n`);
     if (last.error) process.stdout.write(`run error: ${last.error}\n`);
 
@@ -80,7 +89,9 @@ async function main(): Promise<number> {
     if (notes.groups.length > 0) {
       process.stdout.write("Reasons:\n");
       for (const g of notes.groups.slice(0, 8)) {
-        process.stdout.write(`  ${String(g.count).padStart(6)} × ${g.level} ${g.kind}: ${g.reason} (e.g. ${g.sampleSubjectIds.join(", ")})\n`);
+        process.stdout.write(
+          `  ${String(g.count).padStart(6)} × ${g.level} ${g.kind}: ${g.reason} (e.g. ${g.sampleSubjectIds.join(", ")})\n`,
+        );
       }
       process.stdout.write("\n");
     }
@@ -92,10 +103,14 @@ async function main(): Promise<number> {
     );
     const issues = accountingProblems(accounts);
     if (issues.length === 0 && last.status === RunStatus.SUCCEEDED) {
-      process.stdout.write(`Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason.\n`);
+      process.stdout.write(
+        `Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason.\n`,
+      );
       return 0;
     }
-    process.stdout.write(`NOT every source row is accounted for:\n  - ${issues.join("\n  - ") || `the run ended ${statusName(last.status)}`}\n`);
+    process.stdout.write(
+      `NOT every source row is accounted for:\n  - ${issues.join("\n  - ") || `the run ended ${statusName(last.status)}`}\n`,
+    );
     return 1;
   } finally {
     process.off("SIGINT", onSignal);
@@ -109,17 +124,32 @@ async function main(): Promise<number> {
  * A product that already knows some of the customer's contacts: on the tenant's first run, every
  * 25th sandbox person with an email exists already, so the run shows "matched" rather than creating twins.
  */
-async function seedExistingContacts(db: ReturnType<typeof openDatabase>["db"], tenantId: string, sandboxUrl: string): Promise<number> {
-  const [known] = await db.execute<{ n: string }>(sql`select count(*) as n from app.contacts where tenant_id = ${tenantId}`);
+async function seedExistingContacts(
+  db: ReturnType<typeof openDatabase>["db"],
+  tenantId: string,
+  sandboxUrl: string,
+): Promise<number> {
+  const [known] = await db.execute<{ n: string }>(
+    sql`select count(*) as n from app.contacts where tenant_id = ${tenantId}`,
+  );
   if (Number(known?.n ?? 0) > 0) return 0;
-  const res = await fetch(`${sandboxUrl}/v1/persons?start=0&limit=500`, { headers: { "x-api-token": API_TOKEN } });
+  const res = await fetch(`${sandboxUrl}/v1/persons?start=0&limit=500`, {
+    headers: { "x-api-token": API_TOKEN },
+  });
   const body = (await res.json()) as { data: { name?: unknown; email?: { value?: unknown }[] }[] | null };
   const picks = (body.data ?? [])
     .filter((_, i) => i % 25 === 0)
-    .map((p) => ({ name: typeof p.name === "string" ? p.name : "Existing contact", email: p.email?.[0]?.value }))
-    .filter((p): p is { name: string; email: string } => typeof p.email === "string" && p.email.includes("@"));
+    .map((p) => ({
+      name: typeof p.name === "string" ? p.name : "Existing contact",
+      email: p.email?.[0]?.value,
+    }))
+    .filter(
+      (p): p is { name: string; email: string } => typeof p.email === "string" && p.email.includes("@"),
+    );
   for (const p of picks) {
-    await db.execute(sql`insert into app.contacts (tenant_id, name, email) values (${tenantId}, ${p.name}, ${p.email})`);
+    await db.execute(
+      sql`insert into app.contacts (tenant_id, name, email) values (${tenantId}, ${p.name}, ${p.email})`,
+    );
   }
   return picks.length;
 }

@@ -17,7 +17,14 @@ export interface DemoFlags {
   sandbox: Record<string, number>;
 }
 
-const BASE_SIZES = { organizations: 1500, persons: 4000, deals: 3000, leads: 1000, activities: 4000, notes: 3000 };
+const BASE_SIZES = {
+  organizations: 1500,
+  persons: 4000,
+  deals: 3000,
+  leads: 1000,
+  activities: 4000,
+  notes: 3000,
+};
 
 export function parseDemoFlags(argv: string[]): DemoFlags {
   const { values } = parseArgs({
@@ -48,7 +55,8 @@ export function parseDemoFlags(argv: string[]): DemoFlags {
   }
   const num = (name: string, raw: string | undefined, min: number, max: number): number => {
     const n = Number(raw);
-    if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${name} must be a number from ${min} to ${max}, got "${raw}"`);
+    if (!Number.isFinite(n) || n < min || n > max)
+      throw new Error(`--${name} must be a number from ${min} to ${max}, got "${raw}"`);
     return n;
   };
   const scale = num("scale", values.scale, 0.001, 1000);
@@ -57,7 +65,8 @@ export function parseDemoFlags(argv: string[]): DemoFlags {
     const raw = values[kind as keyof typeof values] as string | undefined;
     sizes[kind] = raw === undefined ? Math.max(1, Math.round(base * scale)) : num(kind, raw, 0, 10_000_000);
   }
-  if (!/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/.test(values.tenant)) throw new Error("--tenant must be letters, digits, '_', '.', ':' or '-'");
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/.test(values.tenant))
+    throw new Error("--tenant must be letters, digits, '_', '.', ':' or '-'");
   return {
     tenant: values.tenant,
     workers: num("workers", values.workers, 1, 32),

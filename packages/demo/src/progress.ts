@@ -15,7 +15,10 @@ export function statusName(status: RunStatus): string {
 }
 
 export function rowsDone(run: Run): number {
-  return run.progress.reduce((n, p) => n + Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed), 0);
+  return run.progress.reduce(
+    (n, p) => n + Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed),
+    0,
+  );
 }
 
 function bar(done: number, total: number, width = 24): string {
@@ -39,7 +42,10 @@ export class ProgressView {
     if (!this.tty) {
       if (Date.now() - this.lastPrint < 2_000) return;
       this.lastPrint = Date.now();
-      const kinds = run.progress.map((p) => `${p.kind} ${Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed)}/${this.totals[p.kind] ?? "?"}`);
+      const kinds = run.progress.map(
+        (p) =>
+          `${p.kind} ${Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed)}/${this.totals[p.kind] ?? "?"}`,
+      );
       process.stdout.write(`${header} · ${kinds.join(" ")}\n`);
       return;
     }
@@ -67,7 +73,8 @@ export function resultTable(run: Run): string {
   const total = ["total", ...[1, 2, 3, 4].map((i) => String(rows.reduce((n, r) => n + Number(r[i]), 0)))];
   const all = [head, ...rows, total];
   const widths = head.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
-  const fmt = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const fmt = (r: string[]) =>
+    r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   const rule = widths.map((w) => "─".repeat(w)).join("  ");
   return [fmt(head), rule, ...rows.map(fmt), rule, fmt(total)].join("\n");
 }

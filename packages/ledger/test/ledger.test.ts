@@ -23,7 +23,14 @@ describe("ledger", () => {
     const b = openDatabase(testDb.url, { max: 2 });
     try {
       for (let i = 0; i < 10; i++) {
-        const claim = { ...scope, kind: "deals", sourceId: `race-${i}`, action: "created" as const, recordId: i, runId };
+        const claim = {
+          ...scope,
+          kind: "deals",
+          sourceId: `race-${i}`,
+          action: "created" as const,
+          recordId: i,
+          runId,
+        };
         const [x, y] = await Promise.all([
           database.db.transaction((tx) => claimLedgerSlot(tx, { ...claim, recordType: "a" })),
           b.db.transaction((tx) => claimLedgerSlot(tx, { ...claim, recordType: "b" })),
@@ -37,10 +44,16 @@ describe("ledger", () => {
 
   it("a skipped slot is a placeholder any later claim takes over; a created one is not", async () => {
     const base = { ...scope, kind: "notes", sourceId: "n1", runId };
-    expect(await claimLedgerSlot(database.db, { ...base, action: "skipped", reason: "not linked to any record" })).toBe(true);
-    expect(await claimLedgerSlot(database.db, { ...base, action: "created", recordType: "note", recordId: 7 })).toBe(true);
+    expect(
+      await claimLedgerSlot(database.db, { ...base, action: "skipped", reason: "not linked to any record" }),
+    ).toBe(true);
+    expect(
+      await claimLedgerSlot(database.db, { ...base, action: "created", recordType: "note", recordId: 7 }),
+    ).toBe(true);
     expect(await claimLedgerSlot(database.db, { ...base, action: "skipped", reason: "late" })).toBe(false);
-    expect(await claimLedgerSlot(database.db, { ...base, action: "matched", recordType: "note", recordId: 8 })).toBe(false);
+    expect(
+      await claimLedgerSlot(database.db, { ...base, action: "matched", recordType: "note", recordId: 8 }),
+    ).toBe(false);
     const [row] = await database.db.execute<{ action: string; record_id: string }>(
       sql`select action, record_id from drover.ledger where kind = 'notes' and source_id = 'n1'`,
     );
@@ -48,12 +61,55 @@ describe("ledger", () => {
   });
 
   it("resolves parents of several kinds in one query, and only created or matched ones", async () => {
-    await claimLedgerSlot(database.db, { ...scope, kind: "persons", sourceId: "p1", action: "created", recordType: "contact", recordId: 11, runId });
-    await claimLedgerSlot(database.db, { ...scope, kind: "persons", sourceId: "p2", action: "matched", recordType: "contact", recordId: 12, runId });
-    await claimLedgerSlot(database.db, { ...scope, kind: "organizations", sourceId: "o1", action: "created", recordType: "company", recordId: 21, runId });
-    await claimLedgerSlot(database.db, { ...scope, kind: "organizations", sourceId: "o2", action: "skipped", reason: "x", runId });
-    await claimLedgerSlot(database.db, { ...scope, tenantId: "other", kind: "persons", sourceId: "p3", action: "created", recordType: "contact", recordId: 99, runId });
-    const parents = await resolveParents(database.db, scope, { persons: ["p1", "p2", "p3", "p1"], organizations: ["o1", "o2"] });
+    await claimLedgerSlot(database.db, {
+      ...scope,
+      kind: "persons",
+      sourceId: "p1",
+      action: "created",
+      recordType: "contact",
+      recordId: 11,
+      runId,
+    });
+    await claimLedgerSlot(database.db, {
+      ...scope,
+      kind: "persons",
+      sourceId: "p2",
+      action: "matched",
+      recordType: "contact",
+      recordId: 12,
+      runId,
+    });
+    await claimLedgerSlot(database.db, {
+      ...scope,
+      kind: "organizations",
+      sourceId: "o1",
+      action: "created",
+      recordType: "company",
+      recordId: 21,
+      runId,
+    });
+    await claimLedgerSlot(database.db, {
+      ...scope,
+      kind: "organizations",
+      sourceId: "o2",
+      action: "skipped",
+      reason: "x",
+      runId,
+    });
+    await claimLedgerSlot(database.db, {
+      ...scope,
+      tenantId: "other",
+      kind: "persons",
+      sourceId: "p3",
+      action: "created",
+      recordType: "contact",
+      recordId: 99,
+      runId,
+    });
+    const parents = await resolveParents(database.db, scope, {
+      persons: ["p1", "p2", "p3", "p1"],
+      organizations: ["o1", "o2"],
+    });
     expect(parents.get("persons", "p1")).toBe(11);
     expect(parents.get("persons", "p2")).toBe(12);
     expect(parents.get("persons", "p3")).toBeUndefined(); // another tenant's ledger

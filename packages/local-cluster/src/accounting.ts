@@ -110,13 +110,17 @@ export async function accountFor(
 
 export function accountingProblems(accounts: readonly KindAccount[]): string[] {
   const problems: string[] = [];
-  const sample = (ids: readonly string[]) => `${ids.slice(0, 10).join(", ")}${ids.length > 10 ? ", ..." : ""}`;
+  const sample = (ids: readonly string[]) =>
+    `${ids.slice(0, 10).join(", ")}${ids.length > 10 ? ", ..." : ""}`;
   for (const a of accounts) {
     if (a.lost.length > 0) problems.push(`${a.kind}: ${a.lost.length} source row(s) lost: ${sample(a.lost)}`);
-    if (a.unexpected.length > 0) problems.push(`${a.kind}: ${a.unexpected.length} unexpected ledger row(s): ${sample(a.unexpected)}`);
+    if (a.unexpected.length > 0)
+      problems.push(`${a.kind}: ${a.unexpected.length} unexpected ledger row(s): ${sample(a.unexpected)}`);
     if (a.duplicated > 0) problems.push(`${a.kind}: ${a.duplicated} duplicated destination record(s)`);
     if (a.malformedNotFailed.length > 0) {
-      problems.push(`${a.kind}: ${a.malformedNotFailed.length} malformed row(s) not failed: ${sample(a.malformedNotFailed)}`);
+      problems.push(
+        `${a.kind}: ${a.malformedNotFailed.length} malformed row(s) not failed: ${sample(a.malformedNotFailed)}`,
+      );
     }
   }
   return problems;

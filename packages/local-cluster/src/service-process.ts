@@ -43,7 +43,13 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
   const log = createWriteStream(logPath, { flags: "a" });
   const child: ChildProcess = spawn(
     process.execPath,
-    ["--import", "tsx", "--conditions=@drover/source", join(REPO_ROOT, options.entry), ...(options.args ?? [])],
+    [
+      "--import",
+      "tsx",
+      "--conditions=@drover/source",
+      join(REPO_ROOT, options.entry),
+      ...(options.args ?? []),
+    ],
     {
       cwd: REPO_ROOT,
       env: { ...process.env, ...options.env },
@@ -60,7 +66,12 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
 
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`${options.name} did not become ready within ${options.readyTimeoutMs ?? 30_000} ms; see ${logPath}`)),
+      () =>
+        reject(
+          new Error(
+            `${options.name} did not become ready within ${options.readyTimeoutMs ?? 30_000} ms; see ${logPath}`,
+          ),
+        ),
       options.readyTimeoutMs ?? 30_000,
     );
     const lines = createInterface({ input: child.stdout! });

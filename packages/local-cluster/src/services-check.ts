@@ -26,7 +26,10 @@ export async function checkServices(databaseUrl: string, natsUrl: string): Promi
     const nc = await connect({ servers: natsUrl, timeout: 3_000, maxReconnectAttempts: 0 });
     const reply = await nc.request("$JS.API.INFO", "", { timeout: 3_000 });
     const info = JSON.parse(new TextDecoder().decode(reply.data)) as { error?: { description?: string } };
-    if (info.error) problems.push(`NATS at ${natsUrl} answers but JetStream is off (${info.error.description}); start nats-server with -js.`);
+    if (info.error)
+      problems.push(
+        `NATS at ${natsUrl} answers but JetStream is off (${info.error.description}); start nats-server with -js.`,
+      );
     await nc.close();
   } catch (err) {
     problems.push(

@@ -27,7 +27,12 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
         .insert(runs)
         .values({ ...input, status: "running", startedAt: new Date(), heartbeatAt: new Date() })
         .returning();
-      const seeds = await provider.seedPhase({ run: toRunInfo(run!), phase: 0, kinds: input.plan[0] ?? [], tx });
+      const seeds = await provider.seedPhase({
+        run: toRunInfo(run!),
+        phase: 0,
+        kinds: input.plan[0] ?? [],
+        tx,
+      });
       await insertTaskSeeds(tx, run!.id, 0, seeds);
       return run!;
     });

@@ -1,5 +1,12 @@
 import { ensureDatabase, migrateDatabase, openDatabase } from "@drover/db";
-import { addService, createHealthService, Health, RunService, startServer, WorkerService } from "@drover/proto";
+import {
+  addService,
+  createHealthService,
+  Health,
+  RunService,
+  startServer,
+  WorkerService,
+} from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
 import { ensureTaskQueue, taskQueueNames } from "@drover/task-queue";
@@ -30,12 +37,19 @@ export interface CoordinatorOptions {
   logger?: Logger;
 }
 
-export async function startCoordinator(config: CoordinatorConfig, options: CoordinatorOptions = {}): Promise<Coordinator> {
+export async function startCoordinator(
+  config: CoordinatorConfig,
+  options: CoordinatorOptions = {},
+): Promise<Coordinator> {
   const logger = options.logger ?? createLogger("coordinator");
   await ensureDatabase(config.DATABASE_URL);
   await migrateDatabase(config.DATABASE_URL);
   const database = openDatabase(config.DATABASE_URL, { max: 10, applicationName: "drover-coordinator" });
-  const nc = await connect({ servers: config.NATS_URL, name: "drover-coordinator", maxReconnectAttempts: -1 });
+  const nc = await connect({
+    servers: config.NATS_URL,
+    name: "drover-coordinator",
+    maxReconnectAttempts: -1,
+  });
   const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
   await ensureTaskQueue(await jetstreamManager(nc), names);
   const js = jetstream(nc);
@@ -45,19 +59,24 @@ export async function startCoordinator(config: CoordinatorConfig, options: Coord
     config,
     providers: options.providers ?? defaultProviders,
     logger,
-    topUp: (runId) => topUpRun({ db: database.db, js, names, maxInflight: 2 * config.DROVER_LANE_WIDTH }, runId),
+    topUp: (runId) =>
+      topUpRun({ db: database.db, js, names, maxInflight: 2 * config.DROVER_LANE_WIDTH }, runId),
   };
 
   const health = createHealthService();
   const server = await startServer({ address: config.DROVER_GRPC_ADDRESS });
   const serviceOptions = {
     // One span per RPC, continuing the caller's trace from its metadata.
-    interceptor: <T>(call: { method: string; metadata: Readonly<Record<string, string>> }, next: () => Promise<T>) =>
+    interceptor: <T>(
+      call: { method: string; metadata: Readonly<Record<string, string>> },
+      next: () => Promise<T>,
+    ) =>
       withSpan(call.method, { "rpc.system": "grpc", "rpc.method": call.method }, () => next(), {
         parent: extractTraceContext({ ...call.metadata }),
         kind: SpanKind.SERVER,
       }),
-    onUnexpectedError: (err: unknown, call: { method: string }) => logger.error({ err, method: call.method }, "RPC failed"),
+    onUnexpectedError: (err: unknown, call: { method: string }) =>
+      logger.error({ err, method: call.method }, "RPC failed"),
   };
   addService(server.server, RunService, runService(ctx), serviceOptions);
   addService(server.server, WorkerService, workerService(ctx), serviceOptions);
@@ -77,7 +96,8 @@ export async function startCoordinator(config: CoordinatorConfig, options: Coord
     }
     if (!wasLeader) logger.info("took the leader lease; running the reaper here");
     const report = await sweep(ctx);
-    if (report.released + report.failed + report.redispatched > 0) logger.info(report, "reaper repaired tasks");
+    if (report.released + report.failed + report.redispatched > 0)
+      logger.info(report, "reaper repaired tasks");
   };
   const timer = setInterval(() => {
     if (stopping) return;

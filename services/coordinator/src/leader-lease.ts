@@ -18,7 +18,11 @@ export interface LeaderLease {
  * refresh verifies the lock is held by this very backend, not merely that a query succeeded.
  */
 export function leaderLease(url: string): LeaderLease {
-  const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: "drover-leader" } });
+  const sql = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    connection: { application_name: "drover-leader" },
+  });
   let held = false;
   return {
     get held() {

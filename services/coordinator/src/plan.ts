@@ -11,5 +11,7 @@ export function providerKinds(provider: Provider): string[] {
  */
 export function buildPlan(provider: Provider, kinds: readonly string[]): string[][] {
   const wanted = new Set(kinds.length > 0 ? kinds : providerKinds(provider));
-  return provider.phases.map((group) => group.filter((k) => wanted.has(k))).filter((group) => group.length > 0);
+  return provider.phases
+    .map((group) => group.filter((k) => wanted.has(k)))
+    .filter((group) => group.length > 0);
 }

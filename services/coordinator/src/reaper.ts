@@ -32,7 +32,9 @@ export async function sweep(ctx: CoordinatorContext): Promise<ReaperReport> {
     update drover.tasks set dispatched_at = null
      where status = 'pending' and dispatched_at < now() - make_interval(secs => ${config.DROVER_REDISPATCH_AFTER_MS / 1000})
     returning id`);
-  const live = await db.execute<{ id: string }>(sql`select id from drover.runs where status in ('running', 'stopping')`);
+  const live = await db.execute<{ id: string }>(
+    sql`select id from drover.runs where status in ('running', 'stopping')`,
+  );
   for (const run of live) {
     try {
       await progressRun({ db, providers: ctx.providers, notesCap: config.DROVER_NOTES_CAP }, run.id);

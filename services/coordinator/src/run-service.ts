@@ -2,9 +2,9 @@ import { type Db, notes, pgErrorCode, type RunRow, runs } from "@drover/db";
 import { progressRun } from "@drover/engine";
 import {
   Code,
-  type Run,
   RpcError,
-  RunService,
+  type Run,
+  type RunService,
   type ServiceImplementation,
   timestampFromDate,
 } from "@drover/proto";
@@ -25,7 +25,10 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
 
   const provider = (name: string): Provider => {
     const p = ctx.providers.get(name);
-    if (!p) throw invalid(`unknown source "${name.slice(0, 64)}"; known sources: ${[...ctx.providers.keys()].join(", ")}`);
+    if (!p)
+      throw invalid(
+        `unknown source "${name.slice(0, 64)}"; known sources: ${[...ctx.providers.keys()].join(", ")}`,
+      );
     return p;
   };
 
@@ -35,7 +38,9 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
     return run;
   };
 
-  const respond = async (runId: string): Promise<{ run: Run }> => ({ run: await runView(db, (await loadRun(db, runId))!) });
+  const respond = async (runId: string): Promise<{ run: Run }> => ({
+    run: await runView(db, (await loadRun(db, runId))!),
+  });
 
   /** Moves the run on at once (barrier, stop settling) and publishes work, instead of waiting for the reaper. */
   const nudge = async (runId: string) => {
@@ -49,9 +54,13 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       const p = provider(requireText("source", req.source, 64));
       const sourceAccount = requireText("source_account", req.sourceAccount, 256);
       const known = providerKinds(p);
-      if (req.kinds.length > known.length) throw invalid(`kinds lists ${req.kinds.length} kinds; ${p.name} has ${known.length}`);
+      if (req.kinds.length > known.length)
+        throw invalid(`kinds lists ${req.kinds.length} kinds; ${p.name} has ${known.length}`);
       const unknown = req.kinds.filter((k) => !known.includes(k));
-      if (unknown.length > 0) throw invalid(`unknown kind(s) ${unknown.map((k) => `"${k.slice(0, 64)}"`).join(", ")} for source ${p.name}; known kinds: ${known.join(", ")}`);
+      if (unknown.length > 0)
+        throw invalid(
+          `unknown kind(s) ${unknown.map((k) => `"${k.slice(0, 64)}"`).join(", ")} for source ${p.name}; known kinds: ${known.join(", ")}`,
+        );
       const kinds = req.kinds.length > 0 ? [...new Set(req.kinds)] : known;
       const config = req.sourceConfig;
       const baseUrl = optionalText("source_config.base_url", config?.baseUrl ?? "", 2048);
@@ -79,7 +88,10 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
     async stopRun(req) {
       const run = await mustLoad(req.runId);
       if (run.status === "succeeded" || run.status === "failed") {
-        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} has already ${run.status}; only a running run can be stopped`);
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${run.id} has already ${run.status}; only a running run can be stopped`,
+        );
       }
       if (run.status === "pending" || run.status === "running") {
         await db.transaction(async (tx) => {
@@ -98,7 +110,10 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
     async resumeRun(req) {
       const run = await mustLoad(req.runId);
       if (run.status !== "stopped") {
-        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} is ${run.status}; only a stopped run can be resumed`);
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${run.id} is ${run.status}; only a stopped run can be resumed`,
+        );
       }
       await rearm(db, run, "cancelled", false);
       await nudge(run.id);
@@ -108,7 +123,10 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
     async retryRun(req) {
       const run = await mustLoad(req.runId);
       if (run.status !== "failed") {
-        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} is ${run.status}; only a failed run can be retried`);
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${run.id} is ${run.status}; only a failed run can be retried`,
+        );
       }
       await rearm(db, run, "failed", true);
       await nudge(run.id);
@@ -122,7 +140,8 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
 
     async listRuns(req) {
       const pageSize = req.pageSize === 0 ? 50 : req.pageSize;
-      if (pageSize < 0 || pageSize > MAX_PAGE_SIZE) throw invalid(`page_size must be between 1 and ${MAX_PAGE_SIZE}`);
+      if (pageSize < 0 || pageSize > MAX_PAGE_SIZE)
+        throw invalid(`page_size must be between 1 and ${MAX_PAGE_SIZE}`);
       const filters = [];
       if (req.tenantId) filters.push(eq(runs.tenantId, requireTenant(req.tenantId)));
       if (req.statuses.length > 0) {
@@ -171,14 +190,17 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       const run = await mustLoad(req.runId);
       const samples = req.samples === 0 ? 5 : req.samples;
       if (samples < 0 || samples > 100) throw invalid("samples must be between 1 and 100");
-      if (req.level && !["error", "warn", "info"].includes(req.level)) throw invalid('level must be "error", "warn" or "info"');
+      if (req.level && !["error", "warn", "info"].includes(req.level))
+        throw invalid('level must be "error", "warn" or "info"');
       const groups = await db
         .select({
           level: notes.level,
           kind: notes.kind,
           reason: notes.reason,
           count: sql<string>`count(*)`,
-          samples: sql<string[]>`(array_agg(${notes.subjectId} order by ${notes.id}) filter (where ${notes.subjectId} is not null))[1:${samples}]`,
+          samples: sql<
+            string[]
+          >`(array_agg(${notes.subjectId} order by ${notes.id}) filter (where ${notes.subjectId} is not null))[1:${samples}]`,
         })
         .from(notes)
         .where(
@@ -220,7 +242,13 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
         select action, record_type, record_id, run_id, task_id, reason, updated_at from drover.ledger
          where tenant_id = ${tenantId} and source = ${source} and source_account = ${sourceAccount}
            and kind = ${kind} and source_id = ${sourceId}`);
-      const related = await db.execute<{ level: string; reason: string; run_id: string; task_id: string | null; created_at: Date }>(sql`
+      const related = await db.execute<{
+        level: string;
+        reason: string;
+        run_id: string;
+        task_id: string | null;
+        created_at: Date;
+      }>(sql`
         select n.level, n.reason, n.run_id, n.task_id, n.created_at from drover.notes n
           join drover.runs r on r.id = n.run_id
          where r.tenant_id = ${tenantId} and r.source = ${source} and r.source_account = ${sourceAccount}

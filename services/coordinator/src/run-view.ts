@@ -27,7 +27,14 @@ export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined
  */
 export async function runView(q: Queryable, run: RunRow): Promise<Run> {
   const [progress, taskCounts] = await Promise.all([
-    q.execute<{ kind: string; created: string; matched: string; already_here: string; skipped: string; failed: string }>(sql`
+    q.execute<{
+      kind: string;
+      created: string;
+      matched: string;
+      already_here: string;
+      skipped: string;
+      failed: string;
+    }>(sql`
       select kind,
              coalesce(sum((stats ->> 'created')::bigint), 0) as created,
              coalesce(sum((stats ->> 'matched')::bigint), 0) as matched,

@@ -16,7 +16,9 @@ export function requireRunId(value: string): string {
 export function requireTenant(value: string): string {
   if (!value) throw invalid("tenant_id is required");
   if (!TENANT.test(value)) {
-    throw invalid("tenant_id must be 1-128 characters of letters, digits, '_', '.', ':' or '-', starting with a letter or digit");
+    throw invalid(
+      "tenant_id must be 1-128 characters of letters, digits, '_', '.', ':' or '-', starting with a letter or digit",
+    );
   }
   return value;
 }

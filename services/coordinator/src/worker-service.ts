@@ -11,7 +11,10 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
   return {
     async taskFinished(req) {
       const runId = requireRunId(req.runId);
-      await progressRun({ db: ctx.db, providers: ctx.providers, notesCap: ctx.config.DROVER_NOTES_CAP }, runId);
+      await progressRun(
+        { db: ctx.db, providers: ctx.providers, notesCap: ctx.config.DROVER_NOTES_CAP },
+        runId,
+      );
       await ctx.topUp(runId);
       return {};
     },

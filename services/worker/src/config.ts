@@ -24,4 +24,3 @@ export type WorkerConfig = z.infer<typeof schema>;
 export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   return parseEnv(schema, env);
 }
-

@@ -4,7 +4,15 @@ import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
 import { ensureTaskQueue, parseAssignment, startLane, taskQueueNames } from "@drover/task-queue";
-import { Attr, createLogger, extractTraceContext, injectTraceContext, type Logger, SpanKind, withSpan } from "@drover/telemetry";
+import {
+  Attr,
+  createLogger,
+  extractTraceContext,
+  injectTraceContext,
+  type Logger,
+  SpanKind,
+  withSpan,
+} from "@drover/telemetry";
 import type { JsMsg } from "@nats-io/jetstream";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -36,11 +44,20 @@ const REPORTED = new Set(["succeeded", "failed", "cancelled"]);
 export async function startWorker(config: WorkerConfig, options: WorkerOptions = {}): Promise<Worker> {
   const logger = (options.logger ?? createLogger("worker")).child({ worker_id: config.DROVER_WORKER_ID });
   // One connection per lane slot, plus room for lock refreshes and the stop polls between windows.
-  const database = openDatabase(config.DATABASE_URL, { max: config.DROVER_LANE_WIDTH + 2, applicationName: "drover-worker" });
-  const nc = await connect({ servers: config.NATS_URL, name: `drover-worker-${config.DROVER_WORKER_ID}`, maxReconnectAttempts: -1 });
+  const database = openDatabase(config.DATABASE_URL, {
+    max: config.DROVER_LANE_WIDTH + 2,
+    applicationName: "drover-worker",
+  });
+  const nc = await connect({
+    servers: config.NATS_URL,
+    name: `drover-worker-${config.DROVER_WORKER_ID}`,
+    maxReconnectAttempts: -1,
+  });
   const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
   await ensureTaskQueue(await jetstreamManager(nc), names);
-  const coordinator = createClient(WorkerService, config.DROVER_COORDINATOR_ADDRESS, { metadata: () => injectTraceContext() });
+  const coordinator = createClient(WorkerService, config.DROVER_COORDINATOR_ADDRESS, {
+    metadata: () => injectTraceContext(),
+  });
   const shutdown = new AbortController();
   const outcomes: AssignmentOutcome[] = [];
   let state: WorkerState = "running";
@@ -63,9 +80,17 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
       "task",
       { [Attr.taskId]: assignment.taskId, [Attr.runId]: assignment.runId },
       async (span) => {
-        const result = await runAssignment(deps, assignment.taskId, { shutdown: shutdown.signal, working: () => msg.working() });
+        const result = await runAssignment(deps, assignment.taskId, {
+          shutdown: shutdown.signal,
+          working: () => msg.working(),
+        });
         if (result.status !== "dropped") {
-          span.setAttributes({ [Attr.kind]: result.kind, [Attr.phase]: result.phase, [Attr.attempt]: result.attempt, "drover.outcome": result.status });
+          span.setAttributes({
+            [Attr.kind]: result.kind,
+            [Attr.phase]: result.phase,
+            [Attr.attempt]: result.attempt,
+            "drover.outcome": result.status,
+          });
         } else {
           span.setAttributes({ "drover.outcome": "dropped", "drover.reason": result.reason });
         }
@@ -77,14 +102,26 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     if (outcome.status === "handed_back") msg.nak();
     else msg.ack();
     if (outcome.status === "dropped") return;
-    const log = { task_id: outcome.taskId, run_id: outcome.runId, kind: outcome.kind, outcome: outcome.status, ...outcome.summary };
-    if (outcome.status === "failed" || outcome.status === "released") logger.warn({ ...log, error: outcome.error }, "task ended");
+    const log = {
+      task_id: outcome.taskId,
+      run_id: outcome.runId,
+      kind: outcome.kind,
+      outcome: outcome.status,
+      ...outcome.summary,
+    };
+    if (outcome.status === "failed" || outcome.status === "released")
+      logger.warn({ ...log, error: outcome.error }, "task ended");
     else logger.info(log, "task ended");
     if (REPORTED.has(outcome.status)) {
       // Best effort: the reaper finds the same facts if this never arrives.
       coordinator
         .taskFinished(
-          { taskId: String(outcome.taskId), runId: outcome.runId, outcome: outcome.status, phase: outcome.phase },
+          {
+            taskId: String(outcome.taskId),
+            runId: outcome.runId,
+            outcome: outcome.status,
+            phase: outcome.phase,
+          },
           { deadline: new Date(Date.now() + 5_000) },
         )
         .catch((err) => logger.debug({ err: String(err) }, "TaskFinished did not arrive"));
@@ -111,7 +148,9 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
         logger.info({ running: lane.running }, "draining");
         shutdown.abort(new Error("worker shutting down"));
         const drained = lane.drain();
-        const grace = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), config.DROVER_SHUTDOWN_GRACE_MS).unref());
+        const grace = new Promise<"timeout">((r) =>
+          setTimeout(() => r("timeout"), config.DROVER_SHUTDOWN_GRACE_MS).unref(),
+        );
         if ((await Promise.race([drained, grace])) === "timeout") {
           logger.warn({ running: lane.running }, "grace time over; leaving the rest to the reaper");
         }

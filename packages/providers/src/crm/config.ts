@@ -11,7 +11,12 @@ export interface CrmSettings {
   bodyConcurrency: number;
 }
 
-export const DEFAULT_SETTINGS: CrmSettings = { stripes: 4, pageSize: 500, dealsPerMailTask: 10, bodyConcurrency: 4 };
+export const DEFAULT_SETTINGS: CrmSettings = {
+  stripes: 4,
+  pageSize: 500,
+  dealsPerMailTask: 10,
+  bodyConcurrency: 4,
+};
 
 const LIMITS: Record<keyof CrmSettings, [number, number]> = {
   stripes: [1, 64],
@@ -27,7 +32,8 @@ export function parseSettings(raw: Record<string, string | number | undefined>):
     if (!(key in LIMITS)) return `unknown crm setting "${key}"; known: ${Object.keys(LIMITS).join(", ")}`;
     const [min, max] = LIMITS[key as keyof CrmSettings];
     const n = typeof value === "number" ? value : Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) return `crm setting ${key} must be an integer from ${min} to ${max}, got "${value}"`;
+    if (!Number.isInteger(n) || n < min || n > max)
+      return `crm setting ${key} must be an integer from ${min} to ${max}, got "${value}"`;
     out[key as keyof CrmSettings] = n;
   }
   return out;

@@ -94,7 +94,8 @@ export function primaryValue(row: Obj, field: string, kind: "email" | "phone"): 
   if (typeof v === "string") return checkContact(v, field, kind);
   if (!Array.isArray(v)) throw new RowError(`${field} is not a list`);
   const entries = v.filter((e): e is Obj => typeof e === "object" && e !== null);
-  const pick = entries.find((e) => e.primary === true && typeof e.value === "string" && e.value !== "") ??
+  const pick =
+    entries.find((e) => e.primary === true && typeof e.value === "string" && e.value !== "") ??
     entries.find((e) => typeof e.value === "string" && e.value !== "");
   return pick ? checkContact(pick.value as string, field, kind) : null;
 }
@@ -102,7 +103,8 @@ export function primaryValue(row: Obj, field: string, kind: "email" | "phone"): 
 function checkContact(value: string, field: string, kind: "email" | "phone"): string | null {
   const v = value.trim();
   if (v === "") return null;
-  if (kind === "email" && !EMAIL.test(v)) throw new RowError(`${field} "${v.slice(0, 60)}" is not an email address`);
+  if (kind === "email" && !EMAIL.test(v))
+    throw new RowError(`${field} "${v.slice(0, 60)}" is not an email address`);
   if (v.length > 320) throw new RowError(`${field} is too long`);
   return v;
 }

@@ -1,4 +1,10 @@
-import { PermanentError, type SourceClient, type SourceRow, type TaskContext, type TaskResult } from "@drover/provider-sdk";
+import {
+  PermanentError,
+  type SourceClient,
+  type SourceRow,
+  type TaskContext,
+  type TaskResult,
+} from "@drover/provider-sdk";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId } from "./fields.js";
@@ -38,7 +44,8 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
     ctx.working();
     const rows: SourceRow<unknown>[] = messages.map((raw, j) => {
       const id = sourceId(raw);
-      if (id === null) return { sourceId: `mail@deal${deal}#${j}`, data: { rowError: "the message has no usable id" } };
+      if (id === null)
+        return { sourceId: `mail@deal${deal}#${j}`, data: { rowError: "the message has no usable id" } };
       try {
         return { sourceId: id, data: parseEmail(raw, deal, bodies.get(id) ?? null) };
       } catch (err) {
@@ -52,11 +59,21 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   return {};
 }
 
-async function listMessages(client: SourceClient, deal: string, limit: number, signal: AbortSignal): Promise<unknown[]> {
+async function listMessages(
+  client: SourceClient,
+  deal: string,
+  limit: number,
+  signal: AbortSignal,
+): Promise<unknown[]> {
   const out: unknown[] = [];
   let start = 0;
   for (;;) {
-    const page = await client.getJson<V1List>(`/v1/deals/${encodeURIComponent(deal)}/mailMessages`, { start, limit }, "list", signal);
+    const page = await client.getJson<V1List>(
+      `/v1/deals/${encodeURIComponent(deal)}/mailMessages`,
+      { start, limit },
+      "list",
+      signal,
+    );
     const items = Array.isArray(page?.data) ? page.data : [];
     out.push(...items.map(unwrapMail));
     const pagination = page?.additional_data?.pagination;

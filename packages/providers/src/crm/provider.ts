@@ -1,5 +1,6 @@
 import type { Tx } from "@drover/db";
 import {
+  isRowErrorInfo,
   type ParentMap,
   type Provider,
   type RowResult,
@@ -34,12 +35,21 @@ interface ListKind<T> {
 
 /** Kinds read from v1 offset lists: pages are addressable, so a kind can be striped. */
 const LIST_KINDS: Record<string, ListKind<never>> = {
-  organizations: { path: "/v1/organizations", parse: parseCompany, write: (tx: Tx, t: string, r: never) => writeCompany(tx, t, r) },
+  organizations: {
+    path: "/v1/organizations",
+    parse: parseCompany,
+    write: (tx: Tx, t: string, r: never) => writeCompany(tx, t, r),
+  },
   persons: { path: "/v1/persons", parse: parsePerson, write: writePerson },
   deals: { path: "/v1/deals", parse: parseDeal, write: writeDeal },
   leads: { path: "/v1/leads", parse: parseLead, write: writeLead },
   // Without user_id=0 Pipedrive returns only the token owner's activities: a silent partial import.
-  activities: { path: "/v1/activities", params: { user_id: "0" }, parse: parseActivity, write: writeActivity },
+  activities: {
+    path: "/v1/activities",
+    params: { user_id: "0" },
+    parse: parseActivity,
+    write: writeActivity,
+  },
   notes: { path: "/v1/notes", parse: parseNote, write: writeNote },
 } as unknown as Record<string, ListKind<never>>;
 
@@ -98,13 +108,19 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const { baseUrl } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl);
   const start = cursor.page * cursor.limit;
-  const body = await client.getJson<V1Envelope>(kind.path, { ...kind.params, start, limit: cursor.limit }, "list", ctx.signal);
+  const body = await client.getJson<V1Envelope>(
+    kind.path,
+    { ...kind.params, start, limit: cursor.limit },
+    "list",
+    ctx.signal,
+  );
   // An empty v1 collection may come back as data: null, with or without additional_data.
   const items = Array.isArray(body?.data) ? body.data : [];
 
   const rows: SourceRow<unknown>[] = items.map((raw, i) => {
     const id = sourceId(raw);
-    if (id === null) return { sourceId: `${ctx.task.kind}@${start + i}`, data: { rowError: "the row has no usable id" } };
+    if (id === null)
+      return { sourceId: `${ctx.task.kind}@${start + i}`, data: { rowError: "the row has no usable id" } };
     try {
       return { sourceId: id, data: kind.parse(raw) };
     } catch (err) {
@@ -114,9 +130,11 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
 
   const wanted: Record<string, string[]> = {};
   for (const row of rows) {
-    if ("rowError" in (row.data as object)) continue;
+    if (isRowErrorInfo(row.data)) continue;
     for (const [parentKind, id] of Object.entries(parentRefs(ctx.task.kind, row.data))) {
-      if (id) (wanted[parentKind] ??= []).push(id);
+      if (!id) continue;
+      wanted[parentKind] ??= [];
+      wanted[parentKind].push(id);
     }
   }
   const parents = await ctx.resolveParents(wanted);
@@ -126,7 +144,9 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const more = body?.additional_data?.pagination?.more_items_in_collection === true;
   if (!more || items.length === 0) return {};
   const next: PageCursor = { ...cursor, page: cursor.page + cursor.stripes };
-  return { successors: [{ kind: ctx.task.kind, seedKey: `${ctx.task.kind}:page:${next.page}`, cursor: { ...next } }] };
+  return {
+    successors: [{ kind: ctx.task.kind, seedKey: `${ctx.task.kind}:page:${next.page}`, cursor: { ...next } }],
+  };
 }
 
 /**
@@ -144,7 +164,9 @@ async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> 
     select subject_id from drover.notes
      where run_id = ${ctx.run.id}::uuid and kind = 'deals' and level = 'error' and subject_id is not null
     order by 1`);
-  const ids = rows.map((r) => r.source_id).sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
+  const ids = rows
+    .map((r) => r.source_id)
+    .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
   const seeds: TaskSeed[] = [];
   for (let i = 0; i < ids.length; i += perTask) {
     const deals = ids.slice(i, i + perTask);

@@ -1,15 +1,5 @@
 import { type ParentMap, RowError } from "@drover/provider-sdk";
-import {
-  asObject,
-  bool,
-  customFields,
-  day,
-  number,
-  primaryValue,
-  ref,
-  text,
-  timestamp,
-} from "./fields.js";
+import { asObject, bool, customFields, day, number, primaryValue, ref, text, timestamp } from "./fields.js";
 
 /**
  * Source rows parsed into what the destination needs. Parsing happens before any transaction, so
@@ -91,7 +81,11 @@ function checkCommon(r: Record<string, unknown>): void {
 export function parseCompany(raw: unknown): Company {
   const r = asObject(raw);
   checkCommon(r);
-  return { name: text(r, "name", { required: true }), address: text(r, "address"), customFields: customFields(r) };
+  return {
+    name: text(r, "name", { required: true }),
+    address: text(r, "address"),
+    customFields: customFields(r),
+  };
 }
 
 export function parsePerson(raw: unknown): Person {
@@ -110,7 +104,8 @@ const CURRENCY = /^[A-Z]{3}$/;
 
 function currency(r: Record<string, unknown>, field: string): string | null {
   const c = text(r, field);
-  if (c !== null && !CURRENCY.test(c)) throw new RowError(`${field} "${c.slice(0, 10)}" is not a currency code`);
+  if (c !== null && !CURRENCY.test(c))
+    throw new RowError(`${field} "${c.slice(0, 10)}" is not a currency code`);
   return c;
 }
 
@@ -142,7 +137,12 @@ export function parseLead(raw: unknown): Lead {
 }
 
 function parents(r: Record<string, unknown>): Parents {
-  return { deal: ref(r, "deal_id"), person: ref(r, "person_id"), organization: ref(r, "org_id"), lead: ref(r, "lead_id") };
+  return {
+    deal: ref(r, "deal_id"),
+    person: ref(r, "person_id"),
+    organization: ref(r, "org_id"),
+    lead: ref(r, "lead_id"),
+  };
 }
 
 export function parseActivity(raw: unknown): Activity {
@@ -165,7 +165,12 @@ export function parseNote(raw: unknown): Note {
 
 /** A mail list item is wrapped as {object, timestamp, data}; tolerate the bare message too. */
 export function unwrapMail(raw: unknown): unknown {
-  if (typeof raw === "object" && raw !== null && "data" in raw && typeof (raw as { data: unknown }).data === "object") {
+  if (
+    typeof raw === "object" &&
+    raw !== null &&
+    "data" in raw &&
+    typeof (raw as { data: unknown }).data === "object"
+  ) {
     return (raw as { data: unknown }).data;
   }
   return raw;
@@ -204,7 +209,12 @@ export function parentRefs(kind: string, row: unknown): Record<string, string | 
       return { persons: p.person ?? null, organizations: p.organization ?? null };
     case "activities":
     case "notes":
-      return { deals: p.deal ?? null, persons: p.person ?? null, organizations: p.organization ?? null, leads: p.lead ?? null };
+      return {
+        deals: p.deal ?? null,
+        persons: p.person ?? null,
+        organizations: p.organization ?? null,
+        leads: p.lead ?? null,
+      };
     default:
       return {};
   }

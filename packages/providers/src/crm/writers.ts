@@ -1,7 +1,16 @@
 import { activities, companies, contacts, deals, emails, leads, productNotes, type Tx } from "@drover/db";
 import type { ParentMap, RowResult } from "@drover/provider-sdk";
 import { and, eq, sql } from "drizzle-orm";
-import { type Activity, type Company, type Deal, type Email, type Lead, linkedIds, type Note, type Person } from "./records.js";
+import {
+  type Activity,
+  type Company,
+  type Deal,
+  type Email,
+  type Lead,
+  linkedIds,
+  type Note,
+  type Person,
+} from "./records.js";
 
 /**
  * Destination writes, one per kind. Each runs inside the row's savepoint; the engine claims the
@@ -22,7 +31,12 @@ export async function writeCompany(tx: Tx, tenantId: string, c: Company): Promis
  * A person whose email already belongs to a contact of the tenant is matched to it, not created:
  * the customer's product may already know them.
  */
-export async function writePerson(tx: Tx, tenantId: string, p: Person, parents: ParentMap): Promise<RowResult> {
+export async function writePerson(
+  tx: Tx,
+  tenantId: string,
+  p: Person,
+  parents: ParentMap,
+): Promise<RowResult> {
   if (p.email) {
     const [existing] = await tx
       .select({ id: contacts.id })
@@ -34,7 +48,14 @@ export async function writePerson(tx: Tx, tenantId: string, p: Person, parents: 
   const companyId = parents.get("organizations", p.organization) ?? null;
   const [row] = await tx
     .insert(contacts)
-    .values({ tenantId, name: p.name, email: p.email, phone: p.phone, companyId, customFields: p.customFields })
+    .values({
+      tenantId,
+      name: p.name,
+      email: p.email,
+      phone: p.phone,
+      companyId,
+      customFields: p.customFields,
+    })
     .returning({ id: contacts.id });
   return {
     action: "created",
@@ -78,7 +99,12 @@ export async function writeLead(tx: Tx, tenantId: string, l: Lead, parents: Pare
 }
 
 /** Linked to every parent the ledger knows; skipped, as a placeholder, only when it knows none. */
-export async function writeActivity(tx: Tx, tenantId: string, a: Activity, parents: ParentMap): Promise<RowResult> {
+export async function writeActivity(
+  tx: Tx,
+  tenantId: string,
+  a: Activity,
+  parents: ParentMap,
+): Promise<RowResult> {
   const links = linkedIds(parents, a);
   if (!Object.values(links).some((v) => v !== null)) return { action: "skipped", reason: NOT_LINKED };
   const [row] = await tx
