@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import {
+  classifyError,
+  describeError,
+  PermanentError,
+  RateLimitedError,
+  RowError,
+  TransientError,
+} from "../src/index.js";
+
+function pgError(code: string, message = "boom") {
+  const driver = Object.assign(new Error(message), { code, name: "PostgresError" });
+  // drizzle wraps the driver's error and hides its code: classification must dig.
+  return Object.assign(new Error(`Failed query: insert ...`), { cause: driver });
+}
+
+describe("error taxonomy", () => {
+  it("keeps the class a typed error was thrown with", () => {
+    expect(classifyError(new TransientError("x"))).toBe("transient");
+    expect(classifyError(new RateLimitedError("x", new Date()))).toBe("rate_limited");
+    expect(classifyError(new PermanentError("x"))).toBe("permanent");
+    expect(classifyError(new RowError("x"))).toBe("row");
+  });
+
+  it("treats deadlocks, serialization failures and terminated backends as transient, through drizzle's wrapper", () => {
+    for (const code of ["40P01", "40001", "57P01", "08006"])
+      expect(classifyError(pgError(code))).toBe("transient");
+  });
+
+  it("treats constraint and data errors as the row's own", () => {
+    for (const code of ["23505", "23502", "23503", "22P02", "22001"])
+      expect(classifyError(pgError(code))).toBe("row");
+  });
+
+  it("treats a dropped connection and a failed fetch as transient", () => {
+    expect(classifyError(Object.assign(new Error("gone"), { code: "CONNECTION_CLOSED" }))).toBe("transient");
+    expect(
+      classifyError(
+        new TypeError("fetch failed", { cause: Object.assign(new Error(), { code: "ECONNREFUSED" }) }),
+      ),
+    ).toBe("transient");
+  });
+
+  it("treats an unknown error as permanent rather than retrying it forever", () => {
+    expect(classifyError(new Error("a bug"))).toBe("permanent");
+    expect(classifyError("a string")).toBe("permanent");
+  });
+
+  it("describes a database error by the driver's message and SQLSTATE, not the query", () => {
+    expect(describeError(pgError("23502", 'null value in column "name"'))).toBe(
+      'null value in column "name" (SQLSTATE 23502)',
+    );
+    expect(describeError(new Error("x".repeat(600)))).toHaveLength(500);
+  });
+});
