@@ -1,10 +1,16 @@
-import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { Consumer, JetStreamClient, JsMsg } from "@nats-io/jetstream";
 import type { TaskQueueNames } from "./names.js";
 import { ACK_WAIT_MS } from "./stream.js";
 
 export interface LaneOptions {
   /** How many tasks this process runs at once. */
   width: number;
+  /**
+   * Re-creates the stream and consumer. Called when fetching fails, so a worker outlives the
+   * stream being deleted or a broker losing its state: Postgres still knows every task, and the
+   * reaper publishes again what the broker lost.
+   */
+  ensure?(): Promise<void>;
   /** Runs one message. It must ack, nak or term it; a throw naks it after a short delay. */
   handle(msg: JsMsg): Promise<void>;
   onError?(err: unknown): void;
@@ -26,7 +32,7 @@ export async function startLane(
   names: TaskQueueNames,
   options: LaneOptions,
 ): Promise<Lane> {
-  const consumer = await js.consumers.get(names.stream, names.consumer);
+  let consumer: Consumer | undefined = await js.consumers.get(names.stream, names.consumer);
   const inFlight = new Set<Promise<void>>();
   let stopping = false;
   let wake: (() => void) | undefined;
@@ -59,6 +65,7 @@ export async function startLane(
         continue;
       }
       try {
+        consumer ??= await js.consumers.get(names.stream, names.consumer);
         const batch = await consumer.fetch({ max_messages: free, expires: 1_000 });
         for await (const msg of batch) {
           if (stopping) {
@@ -71,7 +78,9 @@ export async function startLane(
       } catch (err) {
         if (stopping) break;
         options.onError?.(err);
+        consumer = undefined;
         await new Promise((r) => setTimeout(r, 500));
+        await options.ensure?.().catch((e) => options.onError?.(e));
       }
     }
   })();

@@ -51,7 +51,8 @@ export async function startCoordinator(
     maxReconnectAttempts: -1,
   });
   const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
-  await ensureTaskQueue(await jetstreamManager(nc), names);
+  const jsm = await jetstreamManager(nc);
+  await ensureTaskQueue(jsm, names);
   const js = jetstream(nc);
 
   const ctx: CoordinatorContext = {
@@ -60,7 +61,16 @@ export async function startCoordinator(
     providers: options.providers ?? defaultProviders,
     logger,
     topUp: (runId) =>
-      topUpRun({ db: database.db, js, names, maxInflight: 2 * config.DROVER_LANE_WIDTH }, runId),
+      topUpRun(
+        {
+          db: database.db,
+          js,
+          names,
+          maxInflight: 2 * config.DROVER_LANE_WIDTH,
+          ensureQueue: () => ensureTaskQueue(jsm, names),
+        },
+        runId,
+      ),
   };
 
   const health = createHealthService();

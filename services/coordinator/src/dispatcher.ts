@@ -10,6 +10,8 @@ export interface DispatcherDeps {
   names: TaskQueueNames;
   /** Twice the lane width: enough queued that a worker finishing a task never waits on us. */
   maxInflight: number;
+  /** Re-creates the stream when publishing fails (someone deleted it, the broker lost it). */
+  ensureQueue(): Promise<void>;
 }
 
 /**
@@ -56,6 +58,7 @@ export async function topUpRun(deps: DispatcherDeps, runId: string): Promise<num
         }
       }
       if (failed.length > 0) {
+        await deps.ensureQueue().catch(() => {});
         await deps.db.execute(sql`
           update drover.tasks set dispatched_at = null
            where id = any(${sql.param(failed)}::bigint[]) and status = 'pending'`);

@@ -10,7 +10,7 @@ import {
 } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { injectTraceContext } from "@drover/telemetry";
-import { and, desc, eq, inArray, lt, or, sql } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, inArray, sql } from "drizzle-orm";
 import { admitRun, conflict } from "./admission.js";
 import type { CoordinatorContext } from "./context.js";
 import { buildPlan, providerKinds } from "./plan.js";
@@ -151,10 +151,12 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       }
       if (req.pageToken) {
         const [at, id] = decodePageToken(req.pageToken);
-        filters.push(or(lt(runs.createdAt, at), and(eq(runs.createdAt, at), lt(runs.id, id))));
+        // Compared at the database's microsecond precision: a JS Date would drop the microseconds and
+        // skip the rest of a page's millisecond (runs admitted in one millisecond, or one statement).
+        filters.push(sql`(${runs.createdAt}, ${runs.id}) < (${at}::timestamptz, ${id}::uuid)`);
       }
       const rows = await db
-        .select()
+        .select({ ...getTableColumns(runs), cursorAt: sql<string>`${CURSOR_AT}` })
         .from(runs)
         .where(filters.length > 0 ? and(...filters) : undefined)
         .orderBy(desc(runs.createdAt), desc(runs.id))
@@ -324,13 +326,22 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
   }
 }
 
-function encodePageToken(run: RunRow): string {
-  return Buffer.from(`${run.createdAt.toISOString()}|${run.id}`).toString("base64url");
+/** created_at to the microsecond, as the page token carries it. */
+const CURSOR_AT = sql`to_char(${runs.createdAt} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+function encodePageToken(run: { cursorAt: string; id: string }): string {
+  return Buffer.from(`${run.cursorAt}|${run.id}`).toString("base64url");
 }
 
-function decodePageToken(token: string): [Date, string] {
+function decodePageToken(token: string): [string, string] {
   const [at, id] = Buffer.from(token, "base64url").toString().split("|");
-  const date = new Date(at ?? "");
-  if (!id || Number.isNaN(date.getTime())) throw invalid("page_token is not a token this server issued");
-  return [date, requireRunId(id)];
+  if (
+    !id ||
+    !at ||
+    !/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$/.test(at) ||
+    Number.isNaN(new Date(at).getTime())
+  ) {
+    throw invalid("page_token is not a token this server issued");
+  }
+  return [at, requireRunId(id)];
 }

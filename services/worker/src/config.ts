@@ -15,6 +15,12 @@ const schema = z.object({
   /** Transient failures a task may have before it fails for good. */
   DROVER_MAX_ATTEMPTS: intVar(1, 100, 8),
   DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000),
+  /** A query returning one numeric `value`: the destination database's pressure. */
+  DROVER_PRESSURE_QUERY: z.string().optional(),
+  /** Above this value workers defer instead of claiming (default: 90 % of connections active). */
+  DROVER_PRESSURE_THRESHOLD: z.coerce.number({ message: "must be a number" }).default(0.9),
+  /** How long a deferred message waits before it is offered again. */
+  DROVER_PRESSURE_DEFER_MS: intVar(100, 600_000, 5_000),
   /** How long a SIGTERM waits for running tasks to commit their window and hand back. */
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000),
 });

@@ -10,6 +10,7 @@ import {
   extractTraceContext,
   injectTraceContext,
   type Logger,
+  metrics,
   SpanKind,
   withSpan,
 } from "@drover/telemetry";
@@ -17,6 +18,13 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import type { WorkerConfig } from "./config.js";
+import { ACTIVE_CONNECTIONS_RATIO, pressureGauge } from "./database-pressure.js";
+
+const deferrals = metrics.counter(
+  "drover_worker_deferrals_total",
+  "Task messages deferred because the database was under pressure",
+);
+const taskOutcomes = metrics.counter("drover_worker_tasks_total", "Task attempts by outcome", ["outcome"]);
 
 export type WorkerState = "running" | "draining" | "stopped";
 
@@ -54,7 +62,8 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     maxReconnectAttempts: -1,
   });
   const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
-  await ensureTaskQueue(await jetstreamManager(nc), names);
+  const jsm = await jetstreamManager(nc);
+  await ensureTaskQueue(jsm, names);
   const coordinator = createClient(WorkerService, config.DROVER_COORDINATOR_ADDRESS, {
     metadata: () => injectTraceContext(),
   });
@@ -70,10 +79,25 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     notesCap: config.DROVER_NOTES_CAP,
   };
 
+  const pressure = pressureGauge(database.db, {
+    query: config.DROVER_PRESSURE_QUERY ?? ACTIVE_CONNECTIONS_RATIO,
+    threshold: config.DROVER_PRESSURE_THRESHOLD,
+  });
+
   const handle = async (msg: JsMsg) => {
     const assignment = parseAssignment(msg.data);
     if (!assignment) {
       msg.term("not a task assignment");
+      return;
+    }
+    if (await pressure.underPressure()) {
+      // Before the claim, so nothing is held: the message comes back after the delay.
+      deferrals.inc({});
+      logger.info(
+        { task_id: assignment.taskId, pressure: pressure.lastValue },
+        "database under pressure; deferring",
+      );
+      msg.nak(config.DROVER_PRESSURE_DEFER_MS);
       return;
     }
     const outcome = await withSpan(
@@ -99,6 +123,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
       { parent: extractTraceContext(msg.headers ?? {}), kind: SpanKind.CONSUMER },
     );
     outcomes.push(outcome);
+    taskOutcomes.inc({ outcome: outcome.status });
     if (outcome.status === "handed_back") msg.nak();
     else msg.ack();
     if (outcome.status === "dropped") return;
@@ -131,6 +156,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   const lane = await startLane(jetstream(nc), names, {
     width: config.DROVER_LANE_WIDTH,
     handle,
+    ensure: () => ensureTaskQueue(jsm, names),
     onError: (err) => logger.error({ err }, "task handling failed; message will be redelivered"),
   });
   logger.info({ lane: config.DROVER_LANE_WIDTH, queue: names.stream }, "worker pulling");
