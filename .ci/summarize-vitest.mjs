@@ -13,7 +13,9 @@ for (const name of readdirSync(dir).filter((f) => f.endsWith(".json"))) {
   passed += report.numPassedTests ?? 0;
   failed += report.numFailedTests ?? 0;
   // A test file that failed to load has no failed tests but did fail.
-  const brokenFiles = (report.testResults ?? []).filter((r) => r.status === "failed" && (r.assertionResults ?? []).length === 0).length;
+  const brokenFiles = (report.testResults ?? []).filter(
+    (r) => r.status === "failed" && (r.assertionResults ?? []).length === 0,
+  ).length;
   failed += brokenFiles;
 }
 console.log(`${files} report(s)`);

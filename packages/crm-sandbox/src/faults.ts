@@ -28,7 +28,22 @@ const gatewayPage = (status: number, title: string): string =>
 export class Faults {
   private counter = 0;
 
-  constructor(private readonly settings: FaultSettings) {}
+  private readonly settings: FaultSettings;
+
+  constructor(settings: FaultSettings) {
+    this.settings = { ...settings };
+  }
+
+  /** Changes latency or the transient error rate while the server runs (tests turn an outage on and off). */
+  update(change: Partial<Omit<FaultSettings, "seed">>): FaultSettings {
+    for (const [k, v] of Object.entries(change)) {
+      if (v === undefined) continue;
+      if (!Number.isFinite(v) || v < 0 || (k === "transientErrorRate" && v > 1))
+        throw new Error(`${k} must be a number >= 0${k === "transientErrorRate" ? " and <= 1" : ""}`);
+      (this.settings as unknown as Record<string, number>)[k] = v;
+    }
+    return { ...this.settings };
+  }
 
   next(): FaultPlan {
     const n = this.counter++;

@@ -133,6 +133,18 @@ export class SandboxApp {
     if (method === "GET" && action === "stats") {
       return sendJson(res, 200, this.stats.snapshot(this.limiter.budgetRemaining));
     }
+    if (method === "POST" && action === "faults") {
+      const change: Record<string, number> = {};
+      for (const key of ["latencyMs", "latencyJitterMs", "transientErrorRate"]) {
+        const raw = query.get(key);
+        if (raw !== null) change[key] = Number(raw);
+      }
+      try {
+        return sendJson(res, 200, this.faults.update(change));
+      } catch (err) {
+        return sendJson(res, 400, { error: (err as Error).message });
+      }
+    }
     if (method === "POST" && action === "reset-stats") {
       this.stats.reset();
       return sendJson(res, 200, { ok: true });

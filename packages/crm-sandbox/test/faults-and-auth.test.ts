@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { startSandbox } from "../src/index.js";
 import { get, sandbox } from "./helpers.js";
 
 describe("authentication", () => {
@@ -61,5 +62,25 @@ describe("transient faults", () => {
     const reset = await fetch(`${s.url}/__sandbox/reset-stats`, { method: "POST" });
     expect(reset.status).toBe(200);
     expect(s.stats()).toMatchObject({ requests: 0, byStatus: {}, tokensSpent: 0 });
+  });
+});
+
+describe("faults at run time", () => {
+  it("an outage can be turned on and off while the server runs", async () => {
+    const sandbox = await startSandbox({ organizations: 5 });
+    try {
+      const get = () => fetch(`${sandbox.url}/v1/organizations`, { headers: { "x-api-token": "t" } });
+      expect((await get()).status).toBe(200);
+      const on = await fetch(`${sandbox.url}/__sandbox/faults?transientErrorRate=1`, { method: "POST" });
+      expect(((await on.json()) as { transientErrorRate: number }).transientErrorRate).toBe(1);
+      expect([502, 503]).toContain((await get()).status);
+      await fetch(`${sandbox.url}/__sandbox/faults?transientErrorRate=0`, { method: "POST" });
+      expect((await get()).status).toBe(200);
+      expect(
+        (await fetch(`${sandbox.url}/__sandbox/faults?transientErrorRate=7`, { method: "POST" })).status,
+      ).toBe(400);
+    } finally {
+      await sandbox.close();
+    }
   });
 });

@@ -1,0 +1,180 @@
+/**
+ * An in-process Drover for service tests: a fresh database, a queue prefix of its own, the CRM
+ * sandbox, one coordinator on a free port and as many workers as a test asks for. Real Postgres and
+ * real NATS JetStream; nothing shared with another test file.
+ */
+import { randomBytes } from "node:crypto";
+import { type Coordinator, loadCoordinatorConfig, startCoordinator } from "@drover/coordinator";
+import { type Sandbox, type SandboxOptions, startSandbox } from "@drover/crm-sandbox";
+import { type Database, openDatabase } from "@drover/db";
+import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
+import { taskQueueNames } from "@drover/task-queue";
+import { createLogger } from "@drover/telemetry";
+import { loadWorkerConfig, startWorker, type Worker } from "@drover/worker";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+
+const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
+const LOG_LEVEL = (process.env.TEST_LOG_LEVEL ?? "error") as "error";
+
+/** A small account: every run against it takes a few seconds. */
+export const SMALL_ACCOUNT: SandboxOptions = {
+  organizations: 60,
+  persons: 120,
+  deals: 80,
+  leads: 30,
+  activities: 100,
+  notes: 90,
+  mailPerDealMax: 3,
+};
+
+/** Small pages and two stripes, so even a small account is several tasks per kind. */
+export const SETTINGS = { pageSize: "50", stripes: "2" };
+export const API_TOKEN = `tok-${randomBytes(12).toString("hex")}`;
+
+export interface ClusterOptions {
+  sandbox?: SandboxOptions;
+  workers?: number;
+  /** Tasks per worker at once; the coordinator dispatches 2× this per run. */
+  laneWidth?: number;
+  /** Metadata for every call of `client`, e.g. the caller's trace context. */
+  clientMetadata?: () => Record<string, string>;
+}
+
+export interface Cluster {
+  testDb: TestDatabase;
+  /** A pool of the test's own, for assertions and fixtures. */
+  database: Database;
+  prefix: string;
+  sandbox: Sandbox;
+  coordinator: Coordinator;
+  client: Client<typeof RunService>;
+  workers: Worker[];
+  addWorker(): Promise<Worker>;
+  /** Starts a crm run against the sandbox with the test settings. */
+  start(tenantId: string, kinds?: string[], account?: string): Promise<Run>;
+  close(): Promise<void>;
+}
+
+export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
+  const laneWidth = String(options.laneWidth ?? 2);
+  const testDb = await createTestDatabase();
+  const database = openDatabase(testDb.url, { max: 4 });
+  const prefix = `t${randomBytes(5).toString("hex")}`;
+  const sandbox = await startSandbox({ ...SMALL_ACCOUNT, ...options.sandbox });
+  const coordinator = await startCoordinator(
+    loadCoordinatorConfig({
+      DATABASE_URL: testDb.url,
+      NATS_URL,
+      DROVER_GRPC_ADDRESS: "127.0.0.1:0",
+      DROVER_LANE_WIDTH: laneWidth,
+      DROVER_QUEUE_PREFIX: prefix,
+      DROVER_SWEEP_INTERVAL_MS: "300",
+      DROVER_SHUTDOWN_GRACE_MS: "1000",
+    }),
+    { logger: createLogger("coordinator", { level: LOG_LEVEL }) },
+  );
+  const client = createClient(
+    RunService,
+    coordinator.address,
+    options.clientMetadata ? { metadata: options.clientMetadata } : {},
+  );
+  const workers: Worker[] = [];
+  const addWorker = async () => {
+    const worker = await startWorker(
+      loadWorkerConfig({
+        DATABASE_URL: testDb.url,
+        NATS_URL,
+        DROVER_COORDINATOR_ADDRESS: coordinator.address,
+        DROVER_LANE_WIDTH: laneWidth,
+        DROVER_QUEUE_PREFIX: prefix,
+        DROVER_WORKER_ID: `${prefix}-w${workers.length}`,
+        DROVER_SHUTDOWN_GRACE_MS: "5000",
+      }),
+      { logger: createLogger("worker", { level: LOG_LEVEL }) },
+    );
+    workers.push(worker);
+    return worker;
+  };
+  for (let i = 0; i < (options.workers ?? 0); i++) await addWorker();
+
+  return {
+    testDb,
+    database,
+    prefix,
+    sandbox,
+    coordinator,
+    client,
+    workers,
+    addWorker,
+    async start(tenantId, kinds = [], account = "acct") {
+      const { run } = await client.startRun({
+        tenantId,
+        source: "crm",
+        sourceAccount: account,
+        kinds,
+        sourceConfig: { baseUrl: sandbox.url, apiToken: API_TOKEN, settings: SETTINGS },
+      });
+      return run!;
+    },
+    async close() {
+      await Promise.allSettled(workers.map((w) => w.stop()));
+      await coordinator.stop();
+      client.close();
+      const nc = await connect({ servers: NATS_URL });
+      try {
+        const jsm = await jetstreamManager(nc);
+        await jsm.streams.delete(taskQueueNames(prefix).stream).catch(() => false);
+      } finally {
+        await nc.close();
+      }
+      await database.close();
+      await testDb.drop();
+      await sandbox.close();
+    },
+  };
+}
+
+/** Polls `fn` until it returns something truthy, and returns that; fails with `what` after timeoutMs. */
+export async function until<T>(
+  fn: () => Promise<T> | T,
+  timeoutMs = 20_000,
+  what = "condition",
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  for (;;) {
+    last = await fn();
+    if (last) return last as NonNullable<T>;
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export const TERMINAL: readonly RunStatus[] = [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED];
+
+/** Waits until the run reaches a terminal status and returns it. */
+export async function untilFinished(cluster: Cluster, runId: string, timeoutMs = 40_000): Promise<Run> {
+  return until(
+    async () => {
+      const { run } = await cluster.client.getRun({ runId });
+      return TERMINAL.includes(run!.status) ? run! : undefined;
+    },
+    timeoutMs,
+    `run ${runId} to finish`,
+  );
+}
+
+/** The error a promise rejected with (fails if it resolved). */
+export async function rejection(
+  promise: Promise<unknown>,
+): Promise<Error & { code?: number; details?: Record<string, string> }> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error & { code?: number };
+  }
+  throw new Error("expected the call to fail, but it succeeded");
+}
