@@ -62,7 +62,11 @@ async function startRun(client = h.client): Promise<{ runId: string; tenantId: s
 async function expectAccounted(tenantId: string, since: Date, last: Run): Promise<void> {
   expect(last.status).toBe(RunStatus.SUCCEEDED);
   const truth = await h.truth();
-  const accounts = await accountFor(h.database.db, { tenantId, source: "crm", sourceAccount: "sandbox", since }, truth.kinds);
+  const accounts = await accountFor(
+    h.database.db,
+    { tenantId, source: "crm", sourceAccount: "sandbox", since },
+    truth.kinds,
+  );
   expect(accountingProblems(accounts)).toEqual([]);
   // A row committed once and written again would show as "already here": none may.
   expect(last.progress.map((p) => [p.kind, p.alreadyHere])).toEqual(last.progress.map((p) => [p.kind, 0n]));
@@ -128,7 +132,11 @@ describe("runs that survive", () => {
       await until("tasks running", async () => (await runningTasks(runId)).length > 0);
       leader.signal("SIGKILL");
       await leader.exited;
-      await until("the survivor to take the lease", async () => leaderLog(survivor.name).includes("took the leader lease"), 30_000);
+      await until(
+        "the survivor to take the lease",
+        async () => leaderLog(survivor.name).includes("took the leader lease"),
+        30_000,
+      );
       await expectAccounted(tenantId, since, await watchToEnd(client, runId));
     } finally {
       client.close();
@@ -142,7 +150,9 @@ describe("runs that survive", () => {
       await until("tasks running", async () => (await runningTasks(runId)).length > 0);
       const nc = await connect({ servers: NATS_URL });
       try {
-        await (await jetstreamManager(nc)).streams.delete(`${h.queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`);
+        await (await jetstreamManager(nc)).streams.delete(
+          `${h.queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`,
+        );
       } finally {
         await nc.close();
       }
@@ -157,7 +167,9 @@ describe("runs that survive", () => {
     try {
       await faults("latencyMs=150");
       const { runId, tenantId, since } = await startRun(live);
-      await until("tasks past a window", async () => (await runningTasks(runId)).some((t) => t.processed_offset > 0));
+      await until("tasks past a window", async () =>
+        (await runningTasks(runId)).some((t) => t.processed_offset > 0),
+      );
       const asked = Date.now();
       await live.stopRun({ runId });
       const stopped = await watchToEnd(live, runId);
@@ -197,7 +209,10 @@ describe("runs that survive", () => {
 /** A client to a coordinator that is still alive (an earlier test kills the leader). */
 async function liveClient() {
   for (const c of h.cluster.coordinators) {
-    const alive = await Promise.race([c.exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 10))]);
+    const alive = await Promise.race([
+      c.exited.then(() => false),
+      new Promise<boolean>((r) => setTimeout(() => r(true), 10)),
+    ]);
     if (alive) return createClient(RunService, String(c.ready.address));
   }
   throw new Error("no coordinator alive");
