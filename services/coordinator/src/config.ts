@@ -14,6 +14,11 @@ const schema = z.object({
   DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000),
   DROVER_MAX_ATTEMPTS: intVar(1, 100, 8),
   DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000),
+  /**
+   * Finished runs keep their tasks and notes this long; then the reaper freezes their counts on
+   * the run and deletes them. Pruned notes no longer explain failed rows: keep it long.
+   */
+  DROVER_RETENTION_DAYS: intVar(1, 3650, 90),
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 10_000),
 });
 

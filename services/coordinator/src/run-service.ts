@@ -345,3 +345,10 @@ function decodePageToken(token: string): [string, string] {
   }
   return [at, requireRunId(id)];
 }
+
+function prunedError(runId: string): RpcError {
+  return new RpcError(
+    Code.FAILED_PRECONDITION,
+    `run ${runId} is past retention and its tasks were pruned; start a new run (the ledger keeps what was imported)`,
+  );
+}

@@ -45,8 +45,21 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
     q.execute<{ status: string; n: string }>(sql`
       select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`),
   ]);
-  const byKind = new Map(progress.map((p) => [p.kind, p]));
-  const counts = Object.fromEntries(taskCounts.map((t) => [t.status, BigInt(t.n)]));
+  // A pruned run has no tasks left; its counts were frozen on the run when they were deleted.
+  const frozen = run.summary;
+  const byKind = frozen
+    ? new Map(
+        Object.entries(frozen.kinds).map(([kind, c]) => [
+          kind,
+          { kind, ...c } as unknown as (typeof progress)[number],
+        ]),
+      )
+    : new Map(progress.map((p) => [p.kind, p]));
+  const counts = Object.fromEntries(
+    frozen
+      ? Object.entries(frozen.tasks).map(([s, n]) => [s, BigInt(n)])
+      : taskCounts.map((t) => [t.status, BigInt(t.n)]),
+  );
   return create(RunSchema, {
     id: run.id,
     tenantId: run.tenantId,

@@ -46,6 +46,8 @@ export const runs = drover.table(
     traceContext: jsonb("trace_context").$type<Record<string, string>>(),
     error: text("error"),
     verification: jsonb("verification"),
+    /** Per-kind counts and task counts, frozen when the reaper prunes the run's tasks. */
+    summary: jsonb("summary").$type<RunSummary>(),
     heartbeatAt: timestamp("heartbeat_at", { withTimezone: true }),
     startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),
@@ -169,6 +171,11 @@ export const budgets = drover.table(
   },
   (t) => [uniqueIndex("budgets_account").on(t.source, t.sourceAccount)],
 );
+
+export interface RunSummary {
+  kinds: Record<string, Record<string, number>>;
+  tasks: Record<string, number>;
+}
 
 export type RunRow = typeof runs.$inferSelect;
 export type TaskRow = typeof tasks.$inferSelect;
