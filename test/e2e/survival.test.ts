@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { bearer } from "@drover/auth";
 import { accountFor, accountingProblems } from "@drover/local-cluster";
 import { createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -126,7 +127,9 @@ describe("runs that survive", () => {
       h.cluster.coordinators.find((c) => leaderLog(c.name).includes("took the leader lease")),
     );
     const survivor = h.cluster.coordinators.find((c) => c !== leader)!;
-    const client = createClient(RunService, String(survivor.ready.address));
+    const client = createClient(RunService, String(survivor.ready.address), {
+      metadata: () => bearer(h.cluster.adminToken),
+    });
     try {
       const { runId, tenantId, since } = await startRun(client);
       await until("tasks running", async () => (await runningTasks(runId)).length > 0);
@@ -213,7 +216,10 @@ async function liveClient() {
       c.exited.then(() => false),
       new Promise<boolean>((r) => setTimeout(() => r(true), 10)),
     ]);
-    if (alive) return createClient(RunService, String(c.ready.address));
+    if (alive)
+      return createClient(RunService, String(c.ready.address), {
+        metadata: () => bearer(h.cluster.adminToken),
+      });
   }
   throw new Error("no coordinator alive");
 }

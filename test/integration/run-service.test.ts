@@ -173,9 +173,11 @@ describe("RunService", { timeout: 60_000 }, () => {
       }
     });
 
-    it("VerifyRun answers UNIMPLEMENTED", async () => {
-      const err = await rejection(c.client.verifyRun({ runId: randomUUID() }));
-      expect(err.code).toBe(Code.UNIMPLEMENTED);
+    it("VerifyRun of an unknown run answers NOT_FOUND", async () => {
+      const runId = randomUUID();
+      const err = await rejection(c.client.verifyRun({ runId }));
+      expect(err.code).toBe(Code.NOT_FOUND);
+      expect(err.message).toContain(runId);
     });
   });
 
@@ -404,11 +406,17 @@ describe("RunService", { timeout: 60_000 }, () => {
         sourceConfig: { baseUrl: c.sandbox.url, apiToken: API_TOKEN, settings: SETTINGS },
       });
       started.push(run!.id);
-      // It is stored, for workers to use...
-      const [stored] = await c.database.db.execute<{ source_secret: string }>(
-        sql`select source_secret from drover.runs where id = ${run!.id}::uuid`,
+      // It is stored encrypted, for workers to use...
+      const [stored] = await c.database.db.execute<{
+        source_secret: string | null;
+        source_secret_ciphertext: string;
+        source_secret_key_id: string;
+      }>(
+        sql`select source_secret, source_secret_ciphertext, source_secret_key_id from drover.runs where id = ${run!.id}::uuid`,
       );
-      expect(stored!.source_secret).toBe(API_TOKEN);
+      expect(stored!.source_secret).toBeNull();
+      expect(stored!.source_secret_key_id).toBe("test");
+      expect(stored!.source_secret_ciphertext).not.toContain(API_TOKEN);
       // ...and never shown.
       const responses = [
         JSON.stringify(toJson(GetRunResponseSchema, await c.client.getRun({ runId: run!.id }))),

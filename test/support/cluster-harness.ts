@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { bearer } from "@drover/auth";
 import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { type Cluster, type ClusterOptions, startCluster } from "@drover/local-cluster";
@@ -20,13 +21,18 @@ export interface Harness {
 
 /** A fresh database, a private JetStream stream, and the services as separate processes. */
 export async function openClusterHarness(
-  options: Pick<ClusterOptions, "workers" | "laneWidth" | "sandbox" | "env" | "coordinators">,
+  options: Pick<ClusterOptions, "workers" | "laneWidth" | "sandbox" | "env" | "coordinators" | "logDir"> & {
+    /** A NATS server of the test's own (the chaos suite restarts it); default NATS_URL. */
+    natsUrl?: string;
+  },
 ): Promise<Harness> {
   const testDb = await createTestDatabase();
   const queuePrefix = `e2e-${randomBytes(4).toString("hex")}`;
   const cluster = await startCluster({ databaseUrl: testDb.url, natsUrl: NATS_URL, queuePrefix, ...options });
   const database = openDatabase(testDb.url, { max: 3 });
-  const client = createClient(RunService, cluster.coordinatorAddresses[0]!);
+  const client = createClient(RunService, cluster.coordinatorAddresses[0]!, {
+    metadata: () => bearer(cluster.adminToken),
+  });
   return {
     testDb,
     database,
@@ -38,7 +44,7 @@ export async function openClusterHarness(
       client.close();
       await cluster.stop();
       await database.close();
-      const nc = await connect({ servers: NATS_URL });
+      const nc = await connect({ servers: options.natsUrl ?? NATS_URL });
       const jsm = await jetstreamManager(nc);
       await jsm.streams.delete(`${queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`).catch(() => {});
       await nc.close();

@@ -4,13 +4,14 @@
  * real NATS JetStream; nothing shared with another test file.
  */
 import { randomBytes } from "node:crypto";
+import { bearer, formatApiKey, generateSecretKey, issueApiKey, parseScopes } from "@drover/auth";
 import { type Coordinator, loadCoordinatorConfig, startCoordinator } from "@drover/coordinator";
 import { type Sandbox, type SandboxOptions, startSandbox } from "@drover/crm-sandbox";
 import { type Database, openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { taskQueueNames } from "@drover/task-queue";
-import { createLogger } from "@drover/telemetry";
+import { createLogger, type Logger } from "@drover/telemetry";
 import { loadWorkerConfig, startWorker, type Worker } from "@drover/worker";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -40,6 +41,12 @@ export interface ClusterOptions {
   laneWidth?: number;
   /** Metadata for every call of `client`, e.g. the caller's trace context. */
   clientMetadata?: () => Record<string, string>;
+  /** More API keys, by name: `{ acme: "tenant:acme" }` puts a token in `tokens.acme`. */
+  apiKeys?: Record<string, string>;
+  /** More coordinator configuration, e.g. { DROVER_API_KEYS_REFRESH_MS: "100" }. */
+  coordinatorEnv?: Record<string, string>;
+  /** Loggers of the coordinator and the workers (default: createLogger at TEST_LOG_LEVEL or "error"). */
+  loggers?: { coordinator?: Logger; worker?: Logger };
 }
 
 export interface Cluster {
@@ -49,7 +56,14 @@ export interface Cluster {
   prefix: string;
   sandbox: Sandbox;
   coordinator: Coordinator;
+  /** Authenticated with `tokens.admin`. */
   client: Client<typeof RunService>;
+  /** Bearer tokens: `admin`, `worker`, and one per `apiKeys` entry. */
+  tokens: Record<string, string>;
+  /** DROVER_SECRET_KEYS of this cluster's coordinator and workers. */
+  secretKeys: string;
+  /** A RunService client sending `token` (none: no credential at all); closed with the cluster. */
+  clientWith(token: string | undefined): Client<typeof RunService>;
   workers: Worker[];
   addWorker(): Promise<Worker>;
   /** Starts a crm run against the sandbox with the test settings. */
@@ -63,6 +77,15 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const database = openDatabase(testDb.url, { max: 4 });
   const prefix = `t${randomBytes(5).toString("hex")}`;
   const sandbox = await startSandbox({ ...SMALL_ACCOUNT, ...options.sandbox });
+  // Authentication is on, as in production: keys of the cluster's own, hashes in DROVER_API_KEYS.
+  const issued = Object.entries({ admin: "admin", worker: "worker", ...options.apiKeys }).map(
+    ([name, scopes]) => ({
+      name,
+      ...issueApiKey(parseScopes(scopes), `${name}-key`),
+    }),
+  );
+  const tokens = Object.fromEntries(issued.map((k) => [k.name, k.token]));
+  const secretKeys = generateSecretKey("test");
   const coordinator = await startCoordinator(
     loadCoordinatorConfig({
       DATABASE_URL: testDb.url,
@@ -72,14 +95,21 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       DROVER_QUEUE_PREFIX: prefix,
       DROVER_SWEEP_INTERVAL_MS: "300",
       DROVER_SHUTDOWN_GRACE_MS: "1000",
+      DROVER_API_KEYS: issued.map((k) => formatApiKey(k.key)).join(","),
+      DROVER_SECRET_KEYS: secretKeys,
+      ...options.coordinatorEnv,
     }),
-    { logger: createLogger("coordinator", { level: LOG_LEVEL }) },
+    { logger: options.loggers?.coordinator ?? createLogger("coordinator", { level: LOG_LEVEL }) },
   );
-  const client = createClient(
-    RunService,
-    coordinator.address,
-    options.clientMetadata ? { metadata: options.clientMetadata } : {},
-  );
+  const clients: Client<typeof RunService>[] = [];
+  const clientWith = (token: string | undefined) => {
+    const c = createClient(RunService, coordinator.address, {
+      metadata: () => ({ ...(token === undefined ? {} : bearer(token)), ...options.clientMetadata?.() }),
+    });
+    clients.push(c);
+    return c;
+  };
+  const client = clientWith(tokens.admin);
   const workers: Worker[] = [];
   const addWorker = async () => {
     const worker = await startWorker(
@@ -91,8 +121,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         DROVER_QUEUE_PREFIX: prefix,
         DROVER_WORKER_ID: `${prefix}-w${workers.length}`,
         DROVER_SHUTDOWN_GRACE_MS: "5000",
+        DROVER_WORKER_TOKEN: tokens.worker,
+        DROVER_SECRET_KEYS: secretKeys,
       }),
-      { logger: createLogger("worker", { level: LOG_LEVEL }) },
+      { logger: options.loggers?.worker ?? createLogger("worker", { level: LOG_LEVEL }) },
     );
     workers.push(worker);
     return worker;
@@ -106,6 +138,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     sandbox,
     coordinator,
     client,
+    tokens,
+    secretKeys,
+    clientWith,
     workers,
     addWorker,
     async start(tenantId, kinds = [], account = "acct") {
@@ -121,7 +156,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     async close() {
       await Promise.allSettled(workers.map((w) => w.stop()));
       await coordinator.stop();
-      client.close();
+      for (const c of clients) c.close();
       const nc = await connect({ servers: NATS_URL });
       try {
         const jsm = await jetstreamManager(nc);

@@ -14,8 +14,19 @@ export interface Stats {
   tokensSpent: number;
   /** Remaining daily budget, null when the budget is unlimited. */
   dailyBudgetRemaining: number | null;
+  /**
+   * Epoch ms of the first and the last admitted API request since the last reset (every request
+   * that passed the rate limiter: not 401, 403 or 429); null before the first one. Taken when the
+   * answer is sent, so both include the configured latency: their difference, what benchmarks use
+   * to know how long work was queued against the burst window, does not when latency is constant.
+   */
+  firstRequestAt: number | null;
+  lastRequestAt: number | null;
   since: string;
 }
+
+/** Statuses of requests the rate limiter never admitted. */
+const NOT_ADMITTED = new Set([401, 403, 429]);
 
 export class StatsRecorder {
   private requests = 0;
@@ -23,7 +34,13 @@ export class StatsRecorder {
   private byCallType: Record<string, number> = {};
   private transientErrors = 0;
   private tokensSpent = 0;
-  private since = new Date().toISOString();
+  private firstRequestAt: number | null = null;
+  private lastRequestAt: number | null = null;
+  private since: string;
+
+  constructor(private readonly now: () => number = Date.now) {
+    this.since = new Date(now()).toISOString();
+  }
 
   record(status: number, callType: CallType | null, tokens: number, transient: boolean): void {
     this.requests++;
@@ -31,6 +48,11 @@ export class StatsRecorder {
     if (callType) this.byCallType[callType] = (this.byCallType[callType] ?? 0) + 1;
     if (transient) this.transientErrors++;
     this.tokensSpent += tokens;
+    if (!NOT_ADMITTED.has(status)) {
+      const at = this.now();
+      this.firstRequestAt ??= at;
+      this.lastRequestAt = Math.max(this.lastRequestAt ?? at, at);
+    }
   }
 
   snapshot(dailyBudgetRemaining: number | null): Stats {
@@ -43,6 +65,8 @@ export class StatsRecorder {
       transientErrors: this.transientErrors,
       tokensSpent: this.tokensSpent,
       dailyBudgetRemaining,
+      firstRequestAt: this.firstRequestAt,
+      lastRequestAt: this.lastRequestAt,
       since: this.since,
     };
   }
@@ -53,6 +77,8 @@ export class StatsRecorder {
     this.byCallType = {};
     this.transientErrors = 0;
     this.tokensSpent = 0;
-    this.since = new Date().toISOString();
+    this.firstRequestAt = null;
+    this.lastRequestAt = null;
+    this.since = new Date(this.now()).toISOString();
   }
 }

@@ -18,6 +18,8 @@ export interface DatabaseOptions {
   /** Pool size. A worker needs one per lane slot plus a few for heartbeats and reads. */
   max?: number;
   applicationName?: string;
+  /** Sees every statement sent (tests record transaction boundaries with it). */
+  debug?: (query: string) => void;
 }
 
 export function openDatabase(url: string, options: DatabaseOptions = {}): Database {
@@ -28,6 +30,7 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
     // A dead connection must surface as an error the task can retry, not hang a window forever.
     idle_timeout: 30,
     connect_timeout: 10,
+    ...(options.debug ? { debug: (_connection: number, query: string) => options.debug!(query) } : {}),
   });
   const db = drizzle(sql, { schema });
   let closing: Promise<void> | undefined;

@@ -42,7 +42,9 @@ async function main(): Promise<number> {
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
   });
   const database = openDatabase(DATABASE_URL, { max: 2 });
-  const client = createClient(RunService, cluster.coordinatorAddresses[0]!);
+  const client = createClient(RunService, cluster.coordinatorAddresses[0]!, {
+    metadata: () => ({ authorization: `Bearer ${cluster.adminToken}` }),
+  });
   const onSignal = () => {
     process.stdout.write("\ninterrupted: stopping the services\n");
     void cluster.stop().then(() => process.exit(130));

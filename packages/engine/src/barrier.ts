@@ -21,7 +21,9 @@ export async function advanceBarrier(q: Queryable, runId: string, phase: number)
 
 /**
  * Ends a run whose barrier passed its last phase: failed if any task failed, succeeded otherwise.
- * Fenced on the barrier being past the plan so it cannot end a run with work left.
+ * Fenced on the barrier being past the plan so it cannot end a run with work left. A verification
+ * of an earlier finish (before a retry or resume) no longer describes the run and is cleared; the
+ * leader verifies it again.
  */
 export async function finalizeRun(q: Queryable, runId: string): Promise<"succeeded" | "failed" | undefined> {
   const rows = await q.execute<{ status: "succeeded" | "failed" }>(sql`
@@ -30,7 +32,7 @@ export async function finalizeRun(q: Queryable, runId: string): Promise<"succeed
                          then 'failed' else 'succeeded' end,
            error = (select case when count(*) > 0 then count(*) || ' task(s) failed; first: ' || min(t.last_error) end
                       from drover.tasks t where t.run_id = r.id and t.status = 'failed'),
-           finished_at = now(), updated_at = now()
+           finished_at = now(), updated_at = now(), verification = null
      where r.id = ${runId}::uuid and r.status = 'running' and r.current_phase >= jsonb_array_length(r.plan)
     returning r.status`);
   return rows[0]?.status;
@@ -42,7 +44,7 @@ export async function finalizeRun(q: Queryable, runId: string): Promise<"succeed
  */
 export async function settleStoppingRun(q: Queryable, runId: string): Promise<boolean> {
   const rows = await q.execute(sql`
-    update drover.runs r set status = 'stopped', finished_at = now(), updated_at = now()
+    update drover.runs r set status = 'stopped', finished_at = now(), updated_at = now(), verification = null
      where r.id = ${runId}::uuid and r.status = 'stopping'
        and not exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = 'running')
     returning r.id`);

@@ -3,7 +3,7 @@ export { advanceBarrier, finalizeRun, settleStoppingRun } from "./barrier.js";
 export { type Checkpoint, LostClaimError, writeCheckpoint } from "./checkpoint.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
 export { appendNotes, type NoteInput } from "./notes.js";
-export { toRunInfo } from "./run-info.js";
+export { openSourceSecret, sourceSecretContext, toRunInfo } from "./run-info.js";
 export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
 export { claimTask } from "./task-claim.js";
 export {
@@ -12,6 +12,7 @@ export {
   finishTaskFailed,
   finishTaskSucceeded,
   handBackTask,
+  parkSiblings,
   parkTask,
   releaseTask,
   touchTask,
@@ -23,6 +24,12 @@ export {
   type TaskRunnerDeps,
 } from "./task-runner.js";
 export { insertTaskSeeds } from "./task-seed.js";
+export {
+  type KindVerificationResult,
+  type VerificationResult,
+  type VerifyRunOptions,
+  verifyRun,
+} from "./verify-run.js";
 export {
   addSummary,
   emptySummary,

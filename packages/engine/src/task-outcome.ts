@@ -128,3 +128,22 @@ export async function touchTask(q: Queryable, taskId: number, claimToken: string
     returning id`);
   return rows.length === 1;
 }
+
+/**
+ * Parks every pending task of every live run on the same source account until `retryAt`: a 429 or
+ * an exhausted daily allowance is the account's wall, and the dispatcher skips parked tasks until
+ * they are due. Attempts are untouched.
+ */
+export async function parkSiblings(
+  q: Queryable,
+  account: { source: string; sourceAccount: string },
+  retryAt: Date,
+): Promise<number> {
+  const rows = await q.execute(sql`
+    update drover.tasks t set available_at = ${retryAt.toISOString()}::timestamptz, dispatched_at = null, updated_at = now()
+      from drover.runs r
+     where r.id = t.run_id and r.source = ${account.source} and r.source_account = ${account.sourceAccount}
+       and r.status = 'running' and t.status = 'pending' and t.available_at < ${retryAt.toISOString()}::timestamptz
+    returning t.id`);
+  return rows.length;
+}

@@ -1,11 +1,14 @@
 import { randomUUID } from "node:crypto";
+import type { SecretKeyring } from "@drover/auth";
 import { type Db, runs, tasks } from "@drover/db";
 import { resolveParents } from "@drover/ledger";
 import {
   classifyError,
   describeError,
+  type Pacer,
   type Provider,
   RateLimitedError,
+  type RunInfo,
   type TaskContext,
   type TaskInfo,
   type WriteSummary,
@@ -13,7 +16,7 @@ import {
 import { eq, sql } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { LostClaimError } from "./checkpoint.js";
-import { toRunInfo } from "./run-info.js";
+import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { claimTask } from "./task-claim.js";
 import {
   cancelPendingTask,
@@ -21,6 +24,7 @@ import {
   finishTaskFailed,
   finishTaskSucceeded,
   handBackTask,
+  parkSiblings,
   parkTask,
   releaseTask,
   touchTask,
@@ -36,6 +40,10 @@ export interface TaskRunnerDeps {
   notesCap: number;
   /** How often, at most, a running task asks whether its run is stopping. */
   stopPollMs?: number;
+  /** The source account's shared budget, when the worker leases one. */
+  pacerFor?(run: RunInfo): Pacer;
+  /** Opens runs' source credentials for the provider; without it, providers get none. */
+  secrets?: SecretKeyring;
 }
 
 export interface AssignmentControls {
@@ -61,6 +69,13 @@ class ShutdownHandBack extends Error {}
 
 /** Between windows a run's stop flag is read at most this often; stop still lands in about a second. */
 const DEFAULT_STOP_POLL_MS = 1_000;
+/**
+ * "Every row failed" says something systematic (the source changed its format) only over a few
+ * rows: a task of one or two rows (a deal with one message, the last row of a list) that happen to
+ * be malformed fails them, noted with their reasons, and must not fail the task and the run with it
+ * — a retry would find the same rows malformed, and the run could never succeed.
+ */
+const EVERY_ROW_FAILED_MIN_ROWS = 3;
 const HEARTBEAT_EVERY_S = 30;
 /** Well inside the reaper's stale-lock threshold (90 s by default). */
 const TOUCH_EVERY_MS = 15_000;
@@ -111,7 +126,8 @@ export async function runAssignment(
     processedOffset: claimed.processedOffset,
     attempts: claimed.attempts,
   };
-  const runInfo = toRunInfo(run, true);
+  const runInfo = toRunInfo(run);
+  let secret: string | undefined;
   const total = emptySummary();
   const abort = new AbortController();
   const onShutdown = () => abort.abort(controls.shutdown.reason);
@@ -132,6 +148,7 @@ export async function runAssignment(
     task: info,
     signal: abort.signal,
     working: controls.working,
+    pacer: deps.pacerFor?.(runInfo),
     async writeRows(rows, writer, options) {
       const summary = await writeRows(
         { db, run: runInfo, task: info, claimToken, notesCap: deps.notesCap, stopRequested: interrupted },
@@ -155,8 +172,11 @@ export async function runAssignment(
     attempt: claimed.attempts,
   };
   try {
+    // Decrypted here and only here, and handed to the provider alone (not to the writer, notes or logs).
+    secret = openSourceSecret(run, deps.secrets);
+    ctx.run = { ...runInfo, secret };
     const result = await provider.runTask(ctx);
-    if (total.attempted > 0 && total.failed === total.attempted) {
+    if (total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {
       // Per-row isolation is right, but a task whose every row failed must not finish green.
       const error = `every row failed (${total.failed}); see the run's notes`;
       await finishTaskFailed(db, task.id, claimToken, error);
@@ -170,7 +190,14 @@ export async function runAssignment(
     return {
       ...base,
       summary: total,
-      ...(await endFailedAttempt(deps, claimed, claimToken, err, controls.shutdown)),
+      ...(await endFailedAttempt(
+        deps,
+        claimed,
+        claimToken,
+        scrubbed(err, secret),
+        controls.shutdown,
+        runInfo,
+      )),
     };
   } finally {
     clearInterval(touch);
@@ -185,6 +212,7 @@ async function endFailedAttempt(
   claimToken: string,
   err: unknown,
   shutdown: AbortSignal,
+  run: RunInfo,
 ): Promise<{ status: Exclude<AssignmentOutcome["status"], "dropped" | "succeeded">; error?: string }> {
   const { db } = deps;
   if (err instanceof LostClaimError) return { status: "lost" };
@@ -200,9 +228,10 @@ async function endFailedAttempt(
   const cls = classifyError(err);
   if (cls === "rate_limited") {
     const retryAt = err instanceof RateLimitedError ? err.retryAt : new Date(Date.now() + 60_000);
-    return (await parkTask(db, task.id, claimToken, retryAt, error))
-      ? { status: "parked", error }
-      : { status: "lost" };
+    const parked = await parkTask(db, task.id, claimToken, retryAt, error);
+    // The wall is the account's, not this task's: its pending siblings wait too instead of each hitting it.
+    await parkSiblings(db, run, retryAt);
+    return parked ? { status: "parked", error } : { status: "lost" };
   }
   if (cls === "transient" && task.attempts < deps.maxAttempts) {
     const ok = await releaseTask(db, task.id, claimToken, error, retryDelayMs(task.attempts));
@@ -212,6 +241,21 @@ async function endFailedAttempt(
   return (await finishTaskFailed(db, task.id, claimToken, reason))
     ? { status: "failed", error: reason }
     : { status: "lost" };
+}
+
+/** Shorter credentials are not scrubbed: replacing every "t" would only garble the message. */
+const MIN_SCRUBBED_SECRET = 8;
+
+/**
+ * The error without the credential in its text: a source that echoes the token it was sent (in a
+ * 4xx body, say) must not put it into the task's last error, the logs or the run's error.
+ */
+function scrubbed(err: unknown, secret: string | undefined): unknown {
+  if (!secret || secret.length < MIN_SCRUBBED_SECRET) return err;
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if (e.message.includes(secret)) e.message = e.message.replaceAll(secret, "[redacted]");
+  }
+  return typeof err === "string" ? err.replaceAll(secret, "[redacted]") : err;
 }
 
 /** The run's heartbeat tells the reaper a worker is alive; written at most every 30 s, not per task. */

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { formatApiKey, issueApiKey } from "@drover/auth";
 import { REPO_ROOT, type ServiceProcess, spawnService } from "./service-process.js";
 
 export interface ClusterOptions {
@@ -19,12 +20,23 @@ export interface ClusterOptions {
 export interface Cluster {
   sandboxUrl: string;
   coordinatorAddresses: string[];
+  /**
+   * A bearer token with the `admin` scope, made for this cluster (its hash is in the coordinators'
+   * DROVER_API_KEYS; the workers have a worker token of their own). Send it as
+   * `authorization: Bearer <token>`, e.g. `createClient(RunService, address, { metadata: () => bearer(adminToken) })`.
+   */
+  adminToken: string;
   sandbox: ServiceProcess;
   coordinators: ServiceProcess[];
   workers: ServiceProcess[];
   logDir: string;
   /** Starts one more worker (e.g. to replace a killed one). */
   addWorker(): Promise<ServiceProcess>;
+  /**
+   * Starts coordinator `index` again on the address it had (stopping it first if it still runs),
+   * so workers and clients pointed at it reconnect, e.g. after a test killed the leader.
+   */
+  restartCoordinator(index: number): Promise<ServiceProcess>;
   /** Stops workers, then coordinators, then the sandbox, each gracefully. */
   stop(): Promise<void>;
 }
@@ -43,7 +55,14 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     readyEvent: "listening",
     logDir,
   });
+  // Authentication is on, as in production: a key pair of the cluster's own. Source secrets use the
+  // keyring of the environment, else the development keyring of this checkout
+  // (.artifacts/dev-secret-keys), so runs left by an earlier cluster on the same database still open.
+  const admin = issueApiKey([{ kind: "admin" }], "cluster-admin");
+  const worker = issueApiKey([{ kind: "worker" }], "cluster-worker");
   const common = {
+    DROVER_API_KEYS: [admin.key, worker.key].map(formatApiKey).join(","),
+    DROVER_API_KEYS_FILE: "",
     DATABASE_URL: options.databaseUrl,
     NATS_URL: options.natsUrl,
     DROVER_QUEUE_PREFIX: options.queuePrefix,
@@ -76,6 +95,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       name: `worker-${workerCount}`,
       entry: "services/worker/src/main.ts",
       env: {
+        DROVER_WORKER_TOKEN: worker.token,
         ...common,
         DROVER_WORKER_ID: `worker-${workerCount}`,
         DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[(workerCount - 1) % coordinatorAddresses.length]!,
@@ -84,12 +104,20 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       logDir,
     });
   };
-  const workers = await Promise.all(Array.from({ length: options.workers }, () => addWorker()));
+  const started = await Promise.allSettled(Array.from({ length: options.workers }, () => addWorker()));
+  const workers = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) {
+    // Leave nothing running behind a failed start.
+    await Promise.all([...workers, ...coordinators, sandbox].map((p) => p.stop()));
+    throw failed.reason;
+  }
 
   let stopped: Promise<void> | undefined;
   const cluster: Cluster = {
     sandboxUrl: String(sandbox.ready.url),
     coordinatorAddresses,
+    adminToken: admin.token,
     sandbox,
     coordinators,
     workers,
@@ -98,6 +126,28 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const w = await addWorker();
       workers.push(w);
       return w;
+    },
+    async restartCoordinator(index) {
+      const previous = coordinators[index];
+      if (!previous) throw new Error(`the cluster has no coordinator ${index}`);
+      await previous.stop();
+      // The port was just freed by the exit: retry briefly if the kernel has not released it yet.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const next = await spawnService({
+            name: previous.name,
+            entry: "services/coordinator/src/main.ts",
+            env: { ...common, DROVER_GRPC_ADDRESS: coordinatorAddresses[index]! },
+            readyEvent: "listening",
+            logDir,
+          });
+          coordinators[index] = next;
+          return next;
+        } catch (err) {
+          if (attempt >= 5) throw err;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
     },
     stop() {
       stopped ??= (async () => {

@@ -1,3 +1,4 @@
 export * from "./errors.js";
 export * from "./provider.js";
 export * from "./source-client.js";
+export * from "./verify.js";

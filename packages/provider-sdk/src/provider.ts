@@ -1,4 +1,6 @@
 import type { Tx } from "@drover/db";
+import type { Pacer } from "./source-client.js";
+import type { ProviderVerifier } from "./verify.js";
 
 /** What a provider sees of the run. The secret is present only where a worker needs it. */
 export interface RunInfo {
@@ -107,6 +109,11 @@ export interface TaskContext {
   resolveParents(wanted: Readonly<Record<string, readonly string[]>>): Promise<ParentMap>;
   /** Tells JetStream the task is alive; call during long fetches. */
   working(): void;
+  /**
+   * The source account's budget as this worker sees it: leased from the coordinator, shared by
+   * every task of this process on the account. Absent when running without a coordinator.
+   */
+  pacer?: Pacer | undefined;
 }
 
 export interface ParentMap {
@@ -139,4 +146,6 @@ export interface Provider {
   }): string | undefined;
   seedPhase(ctx: SeedContext): Promise<TaskSeed[]>;
   runTask(ctx: TaskContext): Promise<TaskResult>;
+  /** Checks a finished run against the source (counts and a sample); VerifyRun needs it. */
+  readonly verifier?: ProviderVerifier;
 }

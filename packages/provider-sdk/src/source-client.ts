@@ -2,35 +2,44 @@ import { PermanentError, RateLimitedError, TransientError } from "./errors.js";
 
 export type CallType = "list" | "get" | "update" | "search";
 
+/** Pipedrive's token costs per call type, against the daily allowance. */
+export const TOKEN_COSTS: Readonly<Record<CallType, number>> = { list: 20, get: 2, update: 10, search: 40 };
+
 /**
- * Paces calls against the source's allowance. acquire() resolves when a call may be sent;
- * absorb() learns from the response's rate-limit headers. The default keeps the last reading in
- * memory; a leased, shared budget can take its place without touching the providers.
+ * Paces calls against the source's allowance. acquire() hands out slots: instants from which a
+ * request may be sent, each usable only until `graceMs` after it. absorb() learns from the
+ * response's rate-limit headers. The default paces one process by the last headers it saw; a
+ * leased budget shared through the coordinator takes its place without touching the providers.
  */
 export interface Pacer {
-  acquire(type: CallType, signal?: AbortSignal): Promise<void>;
-  absorb(headers: Headers, status: number): void;
+  /** Slot times (epoch ms), one per request, ascending. */
+  acquire(type: CallType, signal?: AbortSignal, count?: number): Promise<number[]>;
+  /** How late after its time a slot may still be used. */
+  readonly graceMs: number;
+  /** Learns from a response; `status` 0 means the request never got an answer. */
+  absorb(headers: Headers, status: number, type: CallType): void;
 }
 
 /** Stays under the burst window by reading x-ratelimit-remaining / x-ratelimit-reset. */
 export class HeaderPacer implements Pacer {
+  readonly graceMs = Number.POSITIVE_INFINITY;
   private remaining = Number.POSITIVE_INFINITY;
   private resetAt = 0;
   private inFlight = 0;
 
-  async acquire(_type: CallType, signal?: AbortSignal): Promise<void> {
+  async acquire(_type: CallType, signal?: AbortSignal, count = 1): Promise<number[]> {
     for (;;) {
       const now = Date.now();
       if (now >= this.resetAt) this.remaining = Number.POSITIVE_INFINITY;
-      if (this.remaining - this.inFlight > 0) {
-        this.inFlight++;
-        return;
+      if (this.remaining - this.inFlight >= count) {
+        this.inFlight += count;
+        return Array.from({ length: count }, () => now);
       }
       await sleep(Math.max(50, this.resetAt - now), signal);
     }
   }
 
-  absorb(headers: Headers, _status: number): void {
+  absorb(headers: Headers, _status: number, _type: CallType): void {
     this.inFlight = Math.max(0, this.inFlight - 1);
     const remaining = intHeader(headers, "x-ratelimit-remaining");
     const reset = intHeader(headers, "x-ratelimit-reset");
@@ -66,15 +75,35 @@ export class SourceClient {
     this.fetchImpl = options.fetch ?? fetch;
   }
 
+  /**
+   * Takes `count` slots at once, for requests about to go out in parallel: the task reserves them
+   * before its fetches start, then hands one to each getJson.
+   */
+  reserve(count: number, type: CallType, signal?: AbortSignal): Promise<number[]> {
+    return this.pacer.acquire(type, signal, count);
+  }
+
+  /** Waits for the slot's instant; a slot that went stale meanwhile is swapped for a fresh one. */
+  private async awaitSlot(slot: number | undefined, type: CallType, signal?: AbortSignal): Promise<void> {
+    let at = slot ?? (await this.pacer.acquire(type, signal, 1))[0]!;
+    for (;;) {
+      const wait = at - Date.now();
+      if (wait > 0) await sleep(wait, signal);
+      if (Date.now() - at <= this.pacer.graceMs) return;
+      at = (await this.pacer.acquire(type, signal, 1))[0]!;
+    }
+  }
+
   async getJson<T = unknown>(
     path: string,
     params: Record<string, string | number | undefined> = {},
     type: CallType = "list",
     signal?: AbortSignal,
+    options: { slot?: number } = {},
   ): Promise<T> {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, String(v));
-    await this.pacer.acquire(type, signal);
+    await this.awaitSlot(options.slot, type, signal);
     const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
     let response: Response;
     try {
@@ -83,10 +112,10 @@ export class SourceClient {
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
     } catch (err) {
-      this.pacer.absorb(new Headers(), 0);
+      this.pacer.absorb(new Headers(), 0, type);
       throw new TransientError(`${path}: ${(err as Error).message}`, { cause: err });
     }
-    this.pacer.absorb(response.headers, response.status);
+    this.pacer.absorb(response.headers, response.status, type);
     const body = await this.readBody(response, path);
     if (response.status === 429) {
       const reset = intHeader(response.headers, "x-ratelimit-reset") ?? 2;
@@ -124,9 +153,22 @@ export class SourceClient {
       throw new PermanentError(`${path}: response of ${declared} bytes exceeds the ${limit}-byte limit`);
     }
     try {
-      const text = await response.text();
-      if (text.length > limit) throw new PermanentError(`${path}: response exceeds the ${limit}-byte limit`);
-      return text;
+      // Counted as it arrives: a chunked body declares no length, and must not be buffered whole first.
+      const reader = response.body?.getReader();
+      if (!reader) return "";
+      const chunks: Uint8Array[] = [];
+      let size = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > limit) {
+          await reader.cancel().catch(() => {});
+          throw new PermanentError(`${path}: response exceeds the ${limit}-byte limit`);
+        }
+        chunks.push(value);
+      }
+      return Buffer.concat(chunks).toString("utf8");
     } catch (err) {
       if (err instanceof PermanentError) throw err;
       throw new TransientError(`${path}: reading the response failed: ${(err as Error).message}`, {

@@ -25,6 +25,10 @@ const REDACT_PATHS = [
   "*.authorization",
   "headers.authorization",
   "req.headers.authorization",
+  // A provider's view of a run carries the decrypted source credential as `secret`.
+  "secret",
+  "*.secret",
+  "ctx.run.secret",
 ];
 
 /**

@@ -49,6 +49,7 @@ describe("createLogger", () => {
         apiToken: "s3cret",
         source: { api_token: "s3cret", url: "https://git.example" },
         headers: { authorization: "Bearer s3cret" },
+        run: { id: "r1", secret: "s3cret" },
       },
       "configured",
     );
@@ -59,6 +60,7 @@ describe("createLogger", () => {
       apiToken: "[Redacted]",
       source: { api_token: "[Redacted]", url: "https://git.example" },
       headers: { authorization: "[Redacted]" },
+      run: { id: "r1", secret: "[Redacted]" },
     });
   });
 

@@ -5,13 +5,17 @@ import type { Provider } from "@drover/provider-sdk";
 import { and, eq, inArray } from "drizzle-orm";
 
 export interface NewRun {
+  /** Chosen before the insert: the source secret is sealed to it. */
+  id: string;
   tenantId: string;
   source: string;
   sourceAccount: string;
   kinds: string[];
   plan: string[][];
   sourceConfig: Record<string, unknown>;
-  sourceSecret: string;
+  /** The source credential, already encrypted (source-secrets.ts); never the plaintext. */
+  sourceSecretCiphertext: string | null;
+  sourceSecretKeyId: string | null;
   traceContext: Record<string, string>;
 }
 

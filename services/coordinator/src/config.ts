@@ -1,4 +1,5 @@
-import { address, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
+import { ApiKeyError, loadApiKeys, loadSecretKeyring, SecretKeyError, serverTlsProblems } from "@drover/auth";
+import { address, ConfigError, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
@@ -20,10 +21,80 @@ const schema = z.object({
    */
   DROVER_RETENTION_DAYS: intVar(1, 3650, 90),
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 10_000),
+  /**
+   * Rows per kind that verification fetches from the source again and compares field by field with
+   * their destination record (each costs a get call); 0 checks counts and ids only.
+   */
+  DROVER_VERIFY_SAMPLE_SIZE: intVar(0, 100_000, 200),
+  // Authentication and secrets (README, "Keys and secrets"). Kept as raw text here and checked by
+  // checkAuthConfig, whose messages never echo a key: parseEnv quotes the value it rejects.
+  /** `keyId:sha256hex:scope[+scope]`, comma-separated; combined with the keys in drover.api_keys. */
+  DROVER_API_KEYS: z.string().optional(),
+  /** A file of the same entries (one per line, `#` comments), instead of DROVER_API_KEYS. */
+  DROVER_API_KEYS_FILE: z.string().optional(),
+  /** How soon keys issued or revoked in drover.api_keys take effect. */
+  DROVER_API_KEYS_REFRESH_MS: intVar(100, 600_000, 5_000),
+  /** `keyId:base64key[,...]`: the first encrypts source secrets, every one decrypts. */
+  DROVER_SECRET_KEYS: z.string().optional(),
+  DROVER_SECRET_KEYS_FILE: z.string().optional(),
+  /** TLS for the gRPC server; with DROVER_TLS_CLIENT_CA_FILE, mutual TLS. */
+  DROVER_TLS_CERT_FILE: z.string().optional(),
+  DROVER_TLS_KEY_FILE: z.string().optional(),
+  DROVER_TLS_CLIENT_CA_FILE: z.string().optional(),
+  /** The CA other coordinators' certificates chain to, for forwarding budget calls to the leader. */
+  DROVER_TLS_CA_FILE: z.string().optional(),
+  /** `production` refuses the generated development keys and keyring. */
+  NODE_ENV: z.string().optional(),
 });
 
 export type CoordinatorConfig = z.infer<typeof schema>;
 
 export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): CoordinatorConfig {
-  return parseEnv(schema, env);
+  let config: CoordinatorConfig | undefined;
+  const problems: string[] = [];
+  try {
+    config = parseEnv(schema, env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(...err.problems);
+  }
+  problems.push(...checkAuthConfig(env));
+  if (problems.length > 0 || !config) throw new ConfigError(problems);
+  return config;
+}
+
+/** What is wrong with the key, secret and TLS variables, without quoting any of them. */
+function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {
+  const problems: string[] = [];
+  try {
+    loadApiKeys({ keys: env.DROVER_API_KEYS, file: env.DROVER_API_KEYS_FILE });
+  } catch (err) {
+    if (!(err instanceof ApiKeyError)) throw err;
+    problems.push(err.message);
+  }
+  if (
+    env.DROVER_SECRET_KEYS?.trim() ||
+    env.DROVER_SECRET_KEYS_FILE?.trim() ||
+    env.NODE_ENV === "production"
+  ) {
+    try {
+      // Configured keys only: the development keyring is made (or read) at start, not here.
+      loadSecretKeyring({
+        keys: env.DROVER_SECRET_KEYS,
+        file: env.DROVER_SECRET_KEYS_FILE,
+        production: env.NODE_ENV === "production",
+      });
+    } catch (err) {
+      if (!(err instanceof SecretKeyError)) throw err;
+      problems.push(err.message);
+    }
+  }
+  problems.push(
+    ...serverTlsProblems({
+      certFile: env.DROVER_TLS_CERT_FILE,
+      keyFile: env.DROVER_TLS_KEY_FILE,
+      clientCaFile: env.DROVER_TLS_CLIENT_CA_FILE,
+    }),
+  );
+  return problems;
 }

@@ -1,6 +1,8 @@
 import type { Db } from "@drover/db";
+import type { ClientOptions } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import type { Logger } from "@drover/telemetry";
+import type { BudgetKeeper } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
 
 /** What the coordinator's parts share; built once in coordinator.ts. */
@@ -11,4 +13,9 @@ export interface CoordinatorContext {
   logger: Logger;
   /** Publishes the run's deficit of tasks. */
   topUp(runId: string): Promise<number>;
+  /** Source budgets; authoritative only on the leader. */
+  budgets: BudgetKeeper;
+  isLeader(): boolean;
+  /** Transport credentials for calls to other coordinators (TLS when the server uses it). */
+  clientCredentials?: ClientOptions["credentials"];
 }

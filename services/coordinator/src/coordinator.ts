@@ -1,6 +1,8 @@
+import { hostname } from "node:os";
 import { ensureDatabase, migrateDatabase, openDatabase } from "@drover/db";
 import {
   addService,
+  type CallContext,
   createHealthService,
   Health,
   RunService,
@@ -13,12 +15,17 @@ import { ensureTaskQueue, taskQueueNames } from "@drover/task-queue";
 import { createLogger, extractTraceContext, type Logger, SpanKind, withSpan } from "@drover/telemetry";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
+import type { DevKeys } from "./api-key-store.js";
+import { authInterceptor } from "./auth.js";
+import { BudgetKeeper } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
 import type { CoordinatorContext } from "./context.js";
 import { topUpRun } from "./dispatcher.js";
-import { leaderLease } from "./leader-lease.js";
+import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { sweep } from "./reaper.js";
 import { runService } from "./run-service.js";
+import { prepareSecurity } from "./security.js";
+import { Verifications } from "./verification.js";
 import { workerService } from "./worker-service.js";
 
 export interface Coordinator {
@@ -26,6 +33,8 @@ export interface Coordinator {
   address: string;
   /** True while this replica holds the leader lease and runs the reaper. */
   isLeader(): boolean;
+  /** Budget rows this replica has written (benchmarks). */
+  budgetWrites(): number;
   /** Runs one reaper pass now (tests). */
   sweepNow(): Promise<void>;
   /** Stops taking RPCs, finishes those in flight up to the grace time, releases leadership. Idempotent. */
@@ -35,6 +44,12 @@ export interface Coordinator {
 export interface CoordinatorOptions {
   providers?: ReadonlyMap<string, Provider>;
   logger?: Logger;
+  /**
+   * Receives the development keys generated at a deployment's very first start (no key configured
+   * or stored), the only time their tokens exist. Default: one JSON line on stdout,
+   * `{"event":"dev-keys","admin":"...","worker":"..."}`.
+   */
+  onDevKeys?: (keys: DevKeys) => void;
 }
 
 export async function startCoordinator(
@@ -45,6 +60,13 @@ export async function startCoordinator(
   await ensureDatabase(config.DATABASE_URL);
   await migrateDatabase(config.DATABASE_URL);
   const database = openDatabase(config.DATABASE_URL, { max: 10, applicationName: "drover-coordinator" });
+  const security = await prepareSecurity(config, database.db, logger).catch(async (err) => {
+    await database.close();
+    throw err;
+  });
+  if (security.devKeys) {
+    (options.onDevKeys ?? printDevKeys)(security.devKeys);
+  }
   const nc = await connect({
     servers: config.NATS_URL,
     name: "drover-coordinator",
@@ -54,10 +76,15 @@ export async function startCoordinator(
   const jsm = await jetstreamManager(nc);
   await ensureTaskQueue(jsm, names);
   const js = jetstream(nc);
+  const budgets = new BudgetKeeper(database.db);
+  let lease: LeaderLease | undefined;
 
   const ctx: CoordinatorContext = {
+    budgets,
+    isLeader: () => lease?.held === true,
     db: database.db,
     config,
+    clientCredentials: security.clientCredentials,
     providers: options.providers ?? defaultProviders,
     logger,
     topUp: (runId) =>
@@ -74,53 +101,73 @@ export async function startCoordinator(
   };
 
   const health = createHealthService();
-  const server = await startServer({ address: config.DROVER_GRPC_ADDRESS });
+  const server = await startServer({
+    address: config.DROVER_GRPC_ADDRESS,
+    credentials: security.serverCredentials,
+  });
+  // Every RunService and WorkerService call is authenticated and checked against its scopes;
+  // the health service is registered without it and stays open.
+  const authorize = authInterceptor(security.authenticator, logger);
   const serviceOptions = {
     // One span per RPC, continuing the caller's trace from its metadata.
-    interceptor: <T>(
-      call: { method: string; metadata: Readonly<Record<string, string>> },
-      next: () => Promise<T>,
-    ) =>
-      withSpan(call.method, { "rpc.system": "grpc", "rpc.method": call.method }, () => next(), {
-        parent: extractTraceContext({ ...call.metadata }),
-        kind: SpanKind.SERVER,
-      }),
+    interceptor: <T>(call: CallContext, next: () => Promise<T>) =>
+      withSpan(
+        call.method,
+        { "rpc.system": "grpc", "rpc.method": call.method },
+        () => authorize(call, next),
+        {
+          parent: extractTraceContext({ ...call.metadata }),
+          kind: SpanKind.SERVER,
+        },
+      ),
     onUnexpectedError: (err: unknown, call: { method: string }) =>
       logger.error({ err, method: call.method }, "RPC failed"),
   };
-  addService(server.server, RunService, runService(ctx), serviceOptions);
+  // Finished runs are verified on the leader, in the background (kicked by the reaper pass) or on demand.
+  const verifications = new Verifications(ctx, security.secrets);
+  addService(server.server, RunService, runService(ctx, security.secrets, verifications), serviceOptions);
   addService(server.server, WorkerService, workerService(ctx), serviceOptions);
   addService(server.server, Health, health.implementation);
   health.setStatus("", "SERVING");
   health.setStatus(RunService.typeName, "SERVING");
   health.setStatus(WorkerService.typeName, "SERVING");
 
-  const lease = leaderLease(config.DATABASE_URL);
+  const address = `${config.DROVER_GRPC_ADDRESS.split(":")[0]}:${server.port}`;
+  const leader = leaderLease(config.DATABASE_URL, { holder: `${hostname()}-${process.pid}`, address });
+  lease = leader;
   let stopping = false;
   let sweeping: Promise<void> = Promise.resolve();
   const pass = async () => {
-    const wasLeader = lease.held;
-    if (!(await lease.refresh())) {
-      if (wasLeader) logger.warn("lost the leader lease");
+    const wasLeader = leader.held;
+    if (!(await leader.refresh())) {
+      if (wasLeader) {
+        logger.warn("lost the leader lease");
+        budgets.clear();
+      }
       return;
     }
-    if (!wasLeader) logger.info("took the leader lease; running the reaper here");
+    if (!wasLeader) {
+      logger.info("took the leader lease; running the reaper and keeping source budgets here");
+      budgets.clear();
+    }
+    await budgets.persist();
     const report = await sweep(ctx);
     if (report.released + report.failed + report.redispatched > 0)
       logger.info(report, "reaper repaired tasks");
+    verifications.kick();
   };
   const timer = setInterval(() => {
     if (stopping) return;
     sweeping = sweeping.then(pass).catch((err) => logger.error({ err }, "reaper pass failed"));
   }, config.DROVER_SWEEP_INTERVAL_MS);
 
-  const address = `${config.DROVER_GRPC_ADDRESS.split(":")[0]}:${server.port}`;
   logger.info({ address, queue: names.stream }, "coordinator listening");
 
   let stopped: Promise<void> | undefined;
   return {
     address,
-    isLeader: () => lease.held,
+    isLeader: () => leader.held,
+    budgetWrites: () => budgets.writes,
     sweepNow: async () => {
       sweeping = sweeping.then(pass);
       await sweeping;
@@ -132,7 +179,10 @@ export async function startCoordinator(
         health.setStatus("", "NOT_SERVING");
         await server.shutdown(config.DROVER_SHUTDOWN_GRACE_MS);
         await sweeping.catch(() => {});
-        await lease.release();
+        await verifications.stop();
+        if (leader.held)
+          await budgets.persist(true).catch((err) => logger.error({ err }, "persisting budgets failed"));
+        await leader.release();
         await nc.drain().catch(() => {});
         await database.close();
         logger.info("coordinator stopped");
@@ -140,4 +190,8 @@ export async function startCoordinator(
       return stopped;
     },
   };
+}
+
+function printDevKeys(keys: DevKeys): void {
+  process.stdout.write(`${JSON.stringify({ event: "dev-keys", admin: keys.admin, worker: keys.worker })}\n`);
 }

@@ -1,4 +1,5 @@
 export { type CoordinatorConfig, loadCoordinatorConfig } from "./config.js";
 export { type Coordinator, type CoordinatorOptions, startCoordinator } from "./coordinator.js";
+export { KEYS_USAGE, type KeysIo, keysCommand } from "./keys-command.js";
 export { buildPlan } from "./plan.js";
 export { sweep } from "./reaper.js";

@@ -1,3 +1,5 @@
+import type { Db } from "@drover/db";
+import { sql as dsql } from "drizzle-orm";
 import postgres from "postgres";
 
 /** Every coordinator agrees on this key; whoever holds the advisory lock is the leader. */
@@ -17,7 +19,7 @@ export interface LeaderLease {
  * sweep interval. A reconnect after a network blip gets a new backend without the lock, so every
  * refresh verifies the lock is held by this very backend, not merely that a query succeeded.
  */
-export function leaderLease(url: string): LeaderLease {
+export function leaderLease(url: string, self: { holder: string; address: string }): LeaderLease {
   const sql = postgres(url, {
     max: 1,
     onnotice: () => {},
@@ -35,7 +37,15 @@ export function leaderLease(url: string): LeaderLease {
             when exists (select 1 from pg_locks where locktype = 'advisory' and pid = pg_backend_pid()
                            and objid = ${LEADER_LOCK_KEY} and granted) then true
             else pg_try_advisory_lock(${LEADER_LOCK_KEY}) end as held`;
+        const was = held;
         held = row?.held === true;
+        if (held && !was) {
+          // Tell the other coordinators where budget leases go now.
+          await sql`
+            insert into drover.leadership (name, holder, address, updated_at)
+            values ('coordinator', ${self.holder}, ${self.address}, now())
+            on conflict (name) do update set holder = excluded.holder, address = excluded.address, updated_at = now()`;
+        }
       } catch {
         held = false;
       }
@@ -47,4 +57,12 @@ export function leaderLease(url: string): LeaderLease {
       await sql.end({ timeout: 5 });
     },
   };
+}
+
+/** Where the leader coordinator listens, as it last announced. */
+export async function leaderAddress(db: { execute: Db["execute"] }): Promise<string | undefined> {
+  const [row] = await db.execute<{ address: string }>(
+    dsql`select address from drover.leadership where name = 'coordinator'`,
+  );
+  return row?.address;
 }

@@ -1,6 +1,9 @@
+import { randomUUID } from "node:crypto";
+import type { SecretKeyring } from "@drover/auth";
 import { type Db, notes, pgErrorCode, type RunRow, runs } from "@drover/db";
 import { progressRun } from "@drover/engine";
 import {
+  type CallContext,
   Code,
   RpcError,
   type Run,
@@ -12,15 +15,34 @@ import type { Provider } from "@drover/provider-sdk";
 import { injectTraceContext } from "@drover/telemetry";
 import { and, desc, eq, getTableColumns, inArray, sql } from "drizzle-orm";
 import { admitRun, conflict } from "./admission.js";
+import { callerTenants, requireActsFor, requireVisibleTenant, visibleRun } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
 import { buildPlan, providerKinds } from "./plan.js";
 import { fromProtoStatus, loadRun, runView, TERMINAL_STATUSES } from "./run-view.js";
-import { invalid, optionalText, requireRunId, requireTenant, requireText } from "./validation.js";
+import { sealSourceSecret } from "./source-secrets.js";
+import {
+  invalid,
+  optionalText,
+  requireRunId,
+  requireSettings,
+  requireTenant,
+  requireText,
+  requireToken,
+} from "./validation.js";
+import { Verifications } from "./verification.js";
 
 const WATCH_POLL_MS = 500;
 const MAX_PAGE_SIZE = 500;
 
-export function runService(ctx: CoordinatorContext): ServiceImplementation<typeof RunService> {
+/**
+ * The public API. Every call arrives authenticated (auth.ts); a tenant-scoped caller sees and
+ * steers only its own tenants' runs, and another tenant's run is NOT_FOUND.
+ */
+export function runService(
+  ctx: CoordinatorContext,
+  secrets: SecretKeyring,
+  verifications: Verifications = new Verifications(ctx, secrets),
+): ServiceImplementation<typeof RunService> {
   const { db } = ctx;
 
   const provider = (name: string): Provider => {
@@ -32,11 +54,8 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
     return p;
   };
 
-  const mustLoad = async (runId: string): Promise<RunRow> => {
-    const run = await loadRun(db, requireRunId(runId));
-    if (!run) throw new RpcError(Code.NOT_FOUND, `run ${runId} does not exist`);
-    return run;
-  };
+  const mustLoad = async (runId: string, call: CallContext): Promise<RunRow> =>
+    visibleRun(call, await loadRun(db, requireRunId(runId)), runId);
 
   const respond = async (runId: string): Promise<{ run: Run }> => ({
     run: await runView(db, (await loadRun(db, runId))!),
@@ -49,8 +68,9 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
   };
 
   return {
-    async startRun(req) {
+    async startRun(req, call) {
       const tenantId = requireTenant(req.tenantId);
+      requireActsFor(call, tenantId);
       const p = provider(requireText("source", req.source, 64));
       const sourceAccount = requireText("source_account", req.sourceAccount, 256);
       const known = providerKinds(p);
@@ -64,20 +84,23 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       const kinds = req.kinds.length > 0 ? [...new Set(req.kinds)] : known;
       const config = req.sourceConfig;
       const baseUrl = optionalText("source_config.base_url", config?.baseUrl ?? "", 2048);
-      const apiToken = optionalText("source_config.api_token", config?.apiToken ?? "", 4096);
-      const settings = config?.settings ?? {};
-      if (Object.keys(settings).length > 32) throw invalid("source_config.settings has more than 32 entries");
+      const apiToken = requireToken("source_config.api_token", config?.apiToken ?? "", 4096);
+      const settings = requireSettings("source_config.settings", config?.settings ?? {});
       const problem = p.validateConfig({ baseUrl, apiToken, settings });
       if (problem) throw invalid(`source_config: ${problem}`);
 
+      const runId = randomUUID();
+      const sealed = apiToken ? sealSourceSecret(secrets, runId, apiToken) : undefined;
       const run = await admitRun(db, p, {
+        id: runId,
         tenantId,
         source: p.name,
         sourceAccount,
         kinds,
         plan: buildPlan(p, kinds),
         sourceConfig: { baseUrl, settings },
-        sourceSecret: apiToken,
+        sourceSecretCiphertext: sealed?.ciphertext ?? null,
+        sourceSecretKeyId: sealed?.keyId ?? null,
         traceContext: injectTraceContext(),
       });
       ctx.logger.info({ run_id: run.id, tenant_id: tenantId, source: p.name, kinds }, "run started");
@@ -85,8 +108,8 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       return { run: await runView(db, (await loadRun(db, run.id))!) };
     },
 
-    async stopRun(req) {
-      const run = await mustLoad(req.runId);
+    async stopRun(req, call) {
+      const run = await mustLoad(req.runId, call);
       if (run.status === "succeeded" || run.status === "failed") {
         throw new RpcError(
           Code.FAILED_PRECONDITION,
@@ -107,8 +130,8 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       return respond(run.id);
     },
 
-    async resumeRun(req) {
-      const run = await mustLoad(req.runId);
+    async resumeRun(req, call) {
+      const run = await mustLoad(req.runId, call);
       if (run.status !== "stopped") {
         throw new RpcError(
           Code.FAILED_PRECONDITION,
@@ -120,8 +143,8 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       return respond(run.id);
     },
 
-    async retryRun(req) {
-      const run = await mustLoad(req.runId);
+    async retryRun(req, call) {
+      const run = await mustLoad(req.runId, call);
       if (run.status !== "failed") {
         throw new RpcError(
           Code.FAILED_PRECONDITION,
@@ -133,17 +156,20 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       return respond(run.id);
     },
 
-    async getRun(req) {
-      const run = await mustLoad(req.runId);
+    async getRun(req, call) {
+      const run = await mustLoad(req.runId, call);
       return { run: await runView(db, run) };
     },
 
-    async listRuns(req) {
+    async listRuns(req, call) {
       const pageSize = req.pageSize === 0 ? 50 : req.pageSize;
       if (pageSize < 0 || pageSize > MAX_PAGE_SIZE)
         throw invalid(`page_size must be between 1 and ${MAX_PAGE_SIZE}`);
       const filters = [];
       if (req.tenantId) filters.push(eq(runs.tenantId, requireTenant(req.tenantId)));
+      // A tenant-scoped caller's listing holds its own tenants' runs and nothing else.
+      const tenants = callerTenants(call);
+      if (tenants) filters.push(inArray(runs.tenantId, [...tenants]));
       if (req.statuses.length > 0) {
         const statuses = req.statuses.map((s) => fromProtoStatus(s));
         if (statuses.some((s) => s === undefined)) throw invalid("statuses holds an unknown status");
@@ -170,7 +196,7 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
     },
 
     async *watchRun(req, call) {
-      const first = await mustLoad(req.runId);
+      const first = await mustLoad(req.runId, call);
       let previous = "";
       let run: RunRow | undefined = first;
       while (run && !call.signal.aborted) {
@@ -188,12 +214,13 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       }
     },
 
-    async listNotes(req) {
-      const run = await mustLoad(req.runId);
+    async listNotes(req, call) {
+      const run = await mustLoad(req.runId, call);
       const samples = req.samples === 0 ? 5 : req.samples;
       if (samples < 0 || samples > 100) throw invalid("samples must be between 1 and 100");
       if (req.level && !["error", "warn", "info"].includes(req.level))
         throw invalid('level must be "error", "warn" or "info"');
+      optionalText("kind", req.kind, 64);
       const groups = await db
         .select({
           level: notes.level,
@@ -226,8 +253,9 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
       };
     },
 
-    async explainRecord(req) {
+    async explainRecord(req, call) {
       const tenantId = requireTenant(req.tenantId);
+      requireVisibleTenant(call, tenantId);
       const source = requireText("source", req.source, 64);
       const sourceAccount = requireText("source_account", req.sourceAccount, 256);
       const kind = requireText("kind", req.kind, 64);
@@ -294,6 +322,18 @@ export function runService(ctx: CoordinatorContext): ServiceImplementation<typeo
             ? `${kind} ${sourceId} was skipped: ${entry.reason}`
             : `${kind} ${sourceId} was ${entry.action} as ${entry.record_type} ${entry.record_id} by run ${entry.run_id}`,
       };
+    },
+
+    async verifyRun(req, call) {
+      const run = await mustLoad(req.runId, call);
+      if (!TERMINAL_STATUSES.includes(run.status)) {
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${run.id} is ${run.status}; it is verified automatically when it finishes, or verify it then`,
+        );
+      }
+      if (run.summary) throw prunedError(run.id);
+      return { verification: await verifications.onDemand(run, call) };
     },
   };
 

@@ -1,6 +1,7 @@
 import { type Queryable, type RunRow, runs } from "@drover/db";
 import { create, type Run, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
 import { eq, sql } from "drizzle-orm";
+import { storedVerification } from "./verification.js";
 
 const STATUS: Record<RunRow["status"], RunStatus> = {
   pending: RunStatus.PENDING,
@@ -55,6 +56,7 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
         ]),
       )
     : new Map(progress.map((p) => [p.kind, p]));
+  const verification = storedVerification(run.verification);
   const counts = Object.fromEntries(
     frozen
       ? Object.entries(frozen.tasks).map(([s, n]) => [s, BigInt(n)])
@@ -92,6 +94,8 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
     updatedAt: timestampFromDate(run.updatedAt),
     ...(run.startedAt ? { startedAt: timestampFromDate(run.startedAt) } : {}),
     ...(run.finishedAt ? { finishedAt: timestampFromDate(run.finishedAt) } : {}),
+    // Only a finished run's verification describes it; a re-armed run is verified when it ends again.
+    ...(TERMINAL_STATUSES.includes(run.status) && verification ? { verification } : {}),
   });
 }
 

@@ -2,6 +2,9 @@ import { Code, RpcError } from "@drover/proto";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+// C0 controls and DEL: never meaningful in a name, and NUL is refused by Postgres itself.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: that is the point
+const CONTROL = /[\u0000-\u001f\u007f]/;
 
 function invalid(message: string): RpcError {
   return new RpcError(Code.INVALID_ARGUMENT, message);
@@ -25,13 +28,36 @@ export function requireTenant(value: string): string {
 
 export function requireText(field: string, value: string, max: number): string {
   if (!value.trim()) throw invalid(`${field} is required`);
-  if (value.length > max) throw invalid(`${field} is longer than ${max} characters`);
-  return value;
+  return optionalText(field, value, max);
 }
 
 export function optionalText(field: string, value: string, max: number): string {
   if (value.length > max) throw invalid(`${field} is longer than ${max} characters`);
+  if (CONTROL.test(value)) throw invalid(`${field} holds control characters`);
   return value;
+}
+
+/**
+ * A credential: bounded, printable, and never quoted back, not even in part (the message names the
+ * field only). Control characters would also let it smuggle headers into the source request.
+ */
+export function requireToken(field: string, value: string, max: number): string {
+  if (value.length > max) throw invalid(`${field} is longer than ${max} characters`);
+  if (CONTROL.test(value)) throw invalid(`${field} holds control characters`);
+  return value;
+}
+
+const MAX_SETTINGS = 32;
+
+/** A string map from the caller: a bounded number of short keys and values. */
+export function requireSettings(field: string, settings: Record<string, string>): Record<string, string> {
+  const entries = Object.entries(settings);
+  if (entries.length > MAX_SETTINGS) throw invalid(`${field} has more than ${MAX_SETTINGS} entries`);
+  for (const [key, value] of entries) {
+    requireText(`${field} key`, key, 64);
+    optionalText(`${field}.${key.slice(0, 64)}`, value, 1024);
+  }
+  return settings;
 }
 
 export { invalid };

@@ -1,13 +1,27 @@
 import { progressRun } from "@drover/engine";
-import type { ServiceImplementation, WorkerService } from "@drover/proto";
+import {
+  type Client,
+  Code,
+  createClient,
+  RpcError,
+  type ServiceImplementation,
+  timestampDate,
+  timestampFromDate,
+  WorkerService,
+} from "@drover/proto";
+import { forwardedCredentials } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
-import { requireRunId } from "./validation.js";
+import { leaderAddress } from "./leader-lease.js";
+import { invalid, requireRunId, requireText } from "./validation.js";
 
 /**
- * What workers tell the coordinator. Only a shortcut: the reaper would find the same facts in the
- * database a few seconds later, so nothing is lost when a call never arrives.
+ * What workers tell the coordinator, and the source budget they lease from it.
+ * TaskFinished is only a shortcut: the reaper finds the same facts in the database a few seconds
+ * later, so nothing is lost when a call never arrives. Budgets live in the leader's memory; a
+ * coordinator that does not lead forwards budget calls to the one that does.
  */
 export function workerService(ctx: CoordinatorContext): ServiceImplementation<typeof WorkerService> {
+  const forward = leaderForwarder(ctx);
   return {
     async taskFinished(req) {
       const runId = requireRunId(req.runId);
@@ -18,5 +32,76 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
       await ctx.topUp(runId);
       return {};
     },
+
+    async leaseBudget(req, call) {
+      const source = requireText("source", req.source, 64);
+      const account = requireText("source_account", req.sourceAccount, 256);
+      if (req.want < 1 || req.want > 1_000) throw invalid("want must be between 1 and 1000");
+      if (req.tokensPerSlot < 0 || req.tokensPerSlot > 10_000)
+        throw invalid("tokens_per_slot must be between 0 and 10000");
+      if (!ctx.isLeader())
+        return (await forward()).leaseBudget(req, {
+          signal: call.signal,
+          deadline: new Date(Date.now() + 5_000),
+          // The leader checks the worker's own credential.
+          metadata: forwardedCredentials(call),
+        });
+      const result = await ctx.budgets.lease(source, account, req.want, req.tokensPerSlot);
+      if (result.kind === "exhausted") {
+        throw new RpcError(
+          Code.RESOURCE_EXHAUSTED,
+          `the daily allowance of ${source}:${account} is used up until ${new Date(result.retryAt).toISOString()}`,
+          {
+            retry_at: new Date(result.retryAt).toISOString(),
+          },
+        );
+      }
+      if (result.kind === "wait") return { granted: 0, retryAt: timestampFromDate(new Date(result.retryAt)) };
+      return {
+        granted: result.granted,
+        firstSlotAt: timestampFromDate(new Date(result.firstSlotAt)),
+        intervalMs: result.intervalMs,
+      };
+    },
+
+    async reportBudget(req, call) {
+      const source = requireText("source", req.source, 64);
+      const account = requireText("source_account", req.sourceAccount, 256);
+      if (req.spent < 0n) throw invalid("spent is an increment and cannot be negative");
+      if (!ctx.isLeader())
+        return (await forward()).reportBudget(req, {
+          signal: call.signal,
+          deadline: new Date(Date.now() + 5_000),
+          // The leader checks the worker's own credential.
+          metadata: forwardedCredentials(call),
+        });
+      await ctx.budgets.report(source, account, {
+        burstCapacity: req.burstCapacity,
+        dailyRemaining: req.dailyRemaining,
+        dailyResetAt: req.dailyResetAt ? timestampDate(req.dailyResetAt) : undefined,
+        blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,
+        spent: Number(req.spent),
+      });
+      return {};
+    },
+  };
+}
+
+/** A client to the current leader, re-read at most every two seconds. */
+function leaderForwarder(ctx: CoordinatorContext): () => Promise<Client<typeof WorkerService>> {
+  let cached: { address: string; client: Client<typeof WorkerService>; at: number } | undefined;
+  return async () => {
+    if (cached && Date.now() - cached.at < 2_000) return cached.client;
+    const address = await leaderAddress(ctx.db);
+    if (!address) throw new RpcError(Code.UNAVAILABLE, "no coordinator leads yet; retry shortly");
+    if (cached?.address !== address) {
+      cached?.client.close();
+      cached = {
+        address,
+        client: createClient(WorkerService, address, { credentials: ctx.clientCredentials }),
+        at: Date.now(),
+      };
+    } else cached.at = Date.now();
+    return cached.client;
   };
 }

@@ -5,6 +5,7 @@ import { providers } from "@drover/providers";
 import { createLogger } from "@drover/telemetry";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BudgetKeeper } from "../src/budget-keeper.js";
 import { loadCoordinatorConfig } from "../src/config.js";
 import type { CoordinatorContext } from "../src/context.js";
 import { sweep } from "../src/reaper.js";
@@ -19,6 +20,8 @@ beforeAll(async () => {
   testDb = await createTestDatabase();
   database = openDatabase(testDb.url, { max: 4 });
   ctx = {
+    budgets: new BudgetKeeper(database.db),
+    isLeader: () => true,
     db: database.db,
     config: loadCoordinatorConfig({
       DROVER_STALE_TASK_MS: "60000",

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
-import { address, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
+import { clientTlsProblems, loadSecretKeyring, MAX_TOKEN_LENGTH, SecretKeyError } from "@drover/auth";
+import { address, ConfigError, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
@@ -23,10 +24,69 @@ const schema = z.object({
   DROVER_PRESSURE_DEFER_MS: intVar(100, 600_000, 5_000),
   /** How long a SIGTERM waits for running tasks to commit their window and hand back. */
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000),
+  // Credentials (README, "Keys and secrets"); checked by checkAuthConfig, which never quotes them.
+  /** The worker-scoped bearer token sent on every WorkerService call. Required. */
+  DROVER_WORKER_TOKEN: z.string().optional(),
+  /** `keyId:base64key[,...]`, the coordinators' keyring: opens the runs' source secrets. */
+  DROVER_SECRET_KEYS: z.string().optional(),
+  DROVER_SECRET_KEYS_FILE: z.string().optional(),
+  /** TLS to the coordinator: its CA; with a client certificate and key, mutual TLS. */
+  DROVER_TLS_CA_FILE: z.string().optional(),
+  DROVER_TLS_CLIENT_CERT_FILE: z.string().optional(),
+  DROVER_TLS_CLIENT_KEY_FILE: z.string().optional(),
+  NODE_ENV: z.string().optional(),
 });
 
-export type WorkerConfig = z.infer<typeof schema>;
+export type WorkerConfig = z.infer<typeof schema> & { DROVER_WORKER_TOKEN: string };
 
 export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
-  return parseEnv(schema, env);
+  let config: z.infer<typeof schema> | undefined;
+  const problems: string[] = [];
+  try {
+    config = parseEnv(schema, env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(...err.problems);
+  }
+  problems.push(...checkAuthConfig(env));
+  if (problems.length > 0 || !config?.DROVER_WORKER_TOKEN) throw new ConfigError(problems);
+  return { ...config, DROVER_WORKER_TOKEN: config.DROVER_WORKER_TOKEN.trim() };
+}
+
+function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {
+  const problems: string[] = [];
+  const token = env.DROVER_WORKER_TOKEN?.trim() ?? "";
+  if (!token) {
+    problems.push(
+      "DROVER_WORKER_TOKEN: required: a worker-scoped token, as printed by the coordinator's first start (dev-keys) or issued with `pnpm --filter @drover/coordinator keys issue --scope worker`",
+    );
+  } else if (token.length > MAX_TOKEN_LENGTH || /\s/.test(token)) {
+    problems.push(
+      `DROVER_WORKER_TOKEN: must be one token of at most ${MAX_TOKEN_LENGTH} characters, without spaces`,
+    );
+  }
+  if (
+    env.DROVER_SECRET_KEYS?.trim() ||
+    env.DROVER_SECRET_KEYS_FILE?.trim() ||
+    env.NODE_ENV === "production"
+  ) {
+    try {
+      loadSecretKeyring({
+        keys: env.DROVER_SECRET_KEYS,
+        file: env.DROVER_SECRET_KEYS_FILE,
+        production: env.NODE_ENV === "production",
+      });
+    } catch (err) {
+      if (!(err instanceof SecretKeyError)) throw err;
+      problems.push(err.message);
+    }
+  }
+  problems.push(
+    ...clientTlsProblems({
+      caFile: env.DROVER_TLS_CA_FILE,
+      certFile: env.DROVER_TLS_CLIENT_CERT_FILE,
+      keyFile: env.DROVER_TLS_CLIENT_KEY_FILE,
+    }),
+  );
+  return problems;
 }

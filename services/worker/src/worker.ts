@@ -1,3 +1,4 @@
+import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
 import { openDatabase } from "@drover/db";
 import { type AssignmentOutcome, runAssignment } from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
@@ -18,7 +19,9 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import type { WorkerConfig } from "./config.js";
+import { CoordinatorLink } from "./coordinator-link.js";
 import { ACTIVE_CONNECTIONS_RATIO, pressureGauge } from "./database-pressure.js";
+import { SourceBudgets } from "./source-budget.js";
 
 const deferrals = metrics.counter(
   "drover_worker_deferrals_total",
@@ -51,6 +54,12 @@ const REPORTED = new Set(["succeeded", "failed", "cancelled"]);
 
 export async function startWorker(config: WorkerConfig, options: WorkerOptions = {}): Promise<Worker> {
   const logger = (options.logger ?? createLogger("worker")).child({ worker_id: config.DROVER_WORKER_ID });
+  // Opens the runs' source secrets in the task runner, and nowhere else.
+  const { keyring: secrets } = loadSecretKeyring({
+    keys: config.DROVER_SECRET_KEYS,
+    file: config.DROVER_SECRET_KEYS_FILE,
+    production: config.NODE_ENV === "production",
+  });
   // One connection per lane slot, plus room for lock refreshes and the stop polls between windows.
   const database = openDatabase(config.DATABASE_URL, {
     max: config.DROVER_LANE_WIDTH + 2,
@@ -64,19 +73,31 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
   const jsm = await jetstreamManager(nc);
   await ensureTaskQueue(jsm, names);
-  const coordinator = createClient(WorkerService, config.DROVER_COORDINATOR_ADDRESS, {
-    metadata: () => injectTraceContext(),
+  const credentials = channelCredentials({
+    caFile: config.DROVER_TLS_CA_FILE,
+    certFile: config.DROVER_TLS_CLIENT_CERT_FILE,
+    keyFile: config.DROVER_TLS_CLIENT_KEY_FILE,
   });
+  const coordinator = new CoordinatorLink(config.DROVER_COORDINATOR_ADDRESS, database.db, (address) =>
+    createClient(WorkerService, address, {
+      // Every WorkerService call carries the worker's credential.
+      metadata: () => ({ ...injectTraceContext(), ...bearer(config.DROVER_WORKER_TOKEN) }),
+      credentials,
+    }),
+  );
   const shutdown = new AbortController();
   const outcomes: AssignmentOutcome[] = [];
   let state: WorkerState = "running";
 
+  const budgets = new SourceBudgets(coordinator, config.DROVER_WORKER_ID);
   const deps = {
+    pacerFor: (run: { source: string; sourceAccount: string }) => budgets.for(run.source, run.sourceAccount),
     db: database.db,
     providers: options.providers ?? defaultProviders,
     workerId: config.DROVER_WORKER_ID,
     maxAttempts: config.DROVER_MAX_ATTEMPTS,
     notesCap: config.DROVER_NOTES_CAP,
+    secrets,
   };
 
   const pressure = pressureGauge(database.db, {
@@ -180,6 +201,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
         if ((await Promise.race([drained, grace])) === "timeout") {
           logger.warn({ running: lane.running }, "grace time over; leaving the rest to the reaper");
         }
+        await budgets.flush();
         coordinator.close();
         await nc.drain().catch(() => {});
         await database.close();

@@ -40,8 +40,18 @@ export const runs = drover.table(
     status: text("status", { enum: RUN_STATUSES }).notNull().default("pending"),
     /** Non-secret source settings (base url, stripes, ...). */
     sourceConfig: jsonb("source_config").$type<Record<string, unknown>>().notNull().default({}),
-    /** The source credential. Never returned by any RPC. */
-    sourceSecret: text("source_secret"),
+    /**
+     * Plaintext credential written before secrets were encrypted. Nothing writes it any more: the
+     * coordinator encrypts what it finds here at start and clears it.
+     */
+    legacySourceSecret: text("source_secret"),
+    /**
+     * The source credential, AES-256-GCM under the key named beside it (@drover/auth SecretKeyring,
+     * the run id bound as associated data). Opened only by the worker's task runner; never returned
+     * by any RPC.
+     */
+    sourceSecretCiphertext: text("source_secret_ciphertext"),
+    sourceSecretKeyId: text("source_secret_key_id"),
     /** W3C trace context of the StartRun call, so tasks dispatched later join its trace. */
     traceContext: jsonb("trace_context").$type<Record<string, string>>(),
     error: text("error"),
@@ -63,6 +73,10 @@ export const runs = drover.table(
     uniqueIndex("runs_one_live_per_source")
       .on(t.tenantId, t.source, t.sourceAccount)
       .where(sql`status in ('pending','running','stopping')`),
+    check(
+      "runs_source_secret_sealed",
+      sql`(${t.sourceSecretCiphertext} is null) = (${t.sourceSecretKeyId} is null)`,
+    ),
     index("runs_tenant_created").on(t.tenantId, t.createdAt),
     index("runs_status").on(t.status),
   ],
@@ -186,3 +200,36 @@ export type RunStatus = (typeof RUN_STATUSES)[number];
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 export type LedgerAction = (typeof LEDGER_ACTIONS)[number];
 export type NoteLevel = (typeof NOTE_LEVELS)[number];
+
+/**
+ * Who leads, and where to reach them: non-leader coordinators forward budget leases to the leader,
+ * which keeps each account's schedule in memory.
+ */
+export const leadership = drover.table("leadership", {
+  name: text("name").primaryKey(),
+  holder: text("holder").notNull(),
+  address: text("address").notNull(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * API keys issued at run time (`pnpm --filter @drover/coordinator keys issue`), alongside those
+ * configured in DROVER_API_KEYS. Only the SHA-256 of each token is kept; a revoked key stays as a
+ * record of who had access.
+ */
+export const apiKeys = drover.table(
+  "api_keys",
+  {
+    keyId: text("key_id").primaryKey(),
+    /** Lowercase hex SHA-256 of the bearer token. */
+    tokenHash: text("token_hash").notNull(),
+    /** `admin`, `worker` or `tenant:<id>`. */
+    scopes: text("scopes").array().notNull(),
+    note: text("note"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [uniqueIndex("api_keys_token_hash").on(t.tokenHash)],
+);
+
+export type ApiKeyRow = typeof apiKeys.$inferSelect;

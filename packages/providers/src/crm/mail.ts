@@ -22,44 +22,95 @@ interface V1List {
   additional_data?: { pagination?: { more_items_in_collection?: boolean; next_start?: number } } | null;
 }
 
+/** Bodies held in memory at once: deals are written in groups of about this many messages. */
+const MESSAGES_PER_GROUP = 200;
+
 /**
- * A mail task walks its deals in order. Per deal: list the messages, fetch the bodies not yet
- * committed (in parallel, holding no database connection), and only then write — the window
- * transactions open after every fetch has returned. The cursor moves to the next deal in the same
- * transaction as the deal's last window.
+ * A mail task walks its deals in order. It fetches first: the message lists of its remaining deals,
+ * then every body not yet committed, with `bodyConcurrency` requests in flight across deals, holding
+ * no database connection. Only then does it write, deal by deal, each deal's last window moving the
+ * cursor to the next deal in the same transaction.
  */
 export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const { baseUrl, settings } = runSettings(ctx.run);
-  const client = clientFor(ctx.run, baseUrl);
+  const client = clientFor(ctx.run, baseUrl, ctx.pacer);
   const cursor = ctx.task.cursor as unknown as MailCursor;
   const parents = await ctx.resolveParents({ deals: cursor.deals });
   const tenantId = ctx.run.tenantId;
+  const deals = cursor.deals.slice(cursor.index);
+  const lists = await pooled(deals, settings.bodyConcurrency, (deal) =>
+    listMessages(client, deal, settings.pageSize, ctx.signal),
+  );
+  ctx.working();
 
-  for (let i = cursor.index; i < cursor.deals.length; i = (ctx.task.cursor as unknown as MailCursor).index) {
-    const deal = cursor.deals[i]!;
-    const messages = await listMessages(client, deal, settings.pageSize, ctx.signal);
-    ctx.working();
-    const pending = messages.slice(ctx.task.processedOffset);
-    const bodies = await fetchBodies(client, pending, settings.bodyConcurrency, ctx.signal);
-    ctx.working();
-    const rows: SourceRow<unknown>[] = messages.map((raw, j) => {
-      const id = sourceId(raw);
-      if (id === null)
-        return { sourceId: `mail@deal${deal}#${j}`, data: { rowError: "the message has no usable id" } };
-      try {
-        return { sourceId: id, data: parseEmail(raw, deal, bodies.get(id) ?? null) };
-      } catch (err) {
-        return { sourceId: id, data: { rowError: (err as Error).message } };
+  for (let g = 0; g < deals.length; ) {
+    // A group of deals whose messages fit in memory together (always at least one deal).
+    let end = g + 1;
+    let size = lists[g]!.length;
+    while (end < deals.length && size + lists[end]!.length <= MESSAGES_PER_GROUP)
+      size += lists[end++]!.length;
+
+    const wanted: string[] = [];
+    for (let k = g; k < end; k++) {
+      const committed = k === 0 ? ctx.task.processedOffset : 0;
+      for (const raw of lists[k]!.slice(committed)) {
+        const id = sourceId(raw);
+        if (id !== null) wanted.push(id);
       }
-    });
-    await ctx.writeRows(rows, (tx, email) => writeEmail(tx, tenantId, email as never, parents), {
-      nextCursor: { deals: cursor.deals, index: i + 1 },
-    });
+    }
+    const bodies = await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal);
+    ctx.working();
+
+    for (let k = g; k < end; k++) {
+      const deal = deals[k]!;
+      const rows: SourceRow<unknown>[] = lists[k]!.map((raw, j) => {
+        const id = sourceId(raw);
+        if (id === null)
+          return { sourceId: `mail@deal${deal}#${j}`, data: { rowError: "the message has no usable id" } };
+        try {
+          return { sourceId: id, data: parseEmail(raw, deal, bodies.get(id) ?? null) };
+        } catch (err) {
+          return { sourceId: id, data: { rowError: (err as Error).message } };
+        }
+      });
+      await ctx.writeRows(rows, (tx, email) => writeEmail(tx, tenantId, email as never, parents), {
+        nextCursor: { deals: cursor.deals, index: cursor.index + k + 1 },
+      });
+    }
+    g = end;
   }
   return {};
 }
 
-async function listMessages(
+/**
+ * Runs `fn` over `items` with at most `concurrency` in flight, keeping results in order. On a
+ * failure it starts nothing new, joins everything in flight, then throws the first error: no
+ * request is abandoned mid-flight.
+ */
+export async function pooled<T, R>(
+  items: readonly T[],
+  concurrency: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const lane = async () => {
+    while (!failure && next < items.length) {
+      const i = next++;
+      try {
+        results[i] = await fn(items[i]!);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, lane));
+  if (failure) throw failure.error;
+  return results;
+}
+
+export async function listMessages(
   client: SourceClient,
   deal: string,
   limit: number,
@@ -83,40 +134,30 @@ async function listMessages(
 }
 
 /**
- * Fetches message bodies with `concurrency` requests in flight. Every fetch is joined even when one
- * fails, then the first error surfaces, so no request is abandoned mid-flight. A body the token
- * cannot see (a permanent 4xx) is null: the message still imports with its headers and snippet.
+ * Fetches message bodies with `concurrency` requests in flight (each takes its budget slot just
+ * before it goes; no database connection is held). A body the token cannot see (a permanent 4xx)
+ * is null: the message still imports with its headers and snippet.
  */
 export async function fetchBodies(
   client: SourceClient,
-  messages: readonly unknown[],
+  ids: readonly string[],
   concurrency: number,
   signal: AbortSignal,
 ): Promise<Map<string, string | null>> {
-  const bodies = new Map<string, string | null>();
-  const ids = messages.map(sourceId).filter((id): id is string => id !== null);
-  for (let i = 0; i < ids.length; i += concurrency) {
-    const slice = ids.slice(i, i + concurrency);
-    const results = await Promise.allSettled(
-      slice.map(async (id) => {
-        try {
-          const res = await client.getJson<{ data?: { body?: unknown } | null }>(
-            `/v1/mailbox/mailMessages/${encodeURIComponent(id)}`,
-            { include_body: 1 },
-            "get",
-            signal,
-          );
-          const body = res?.data?.body;
-          return [id, typeof body === "string" && body !== "" ? body : null] as const;
-        } catch (err) {
-          if (err instanceof PermanentError) return [id, null] as const;
-          throw err;
-        }
-      }),
-    );
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
-    if (failed) throw failed.reason;
-    for (const r of results) if (r.status === "fulfilled") bodies.set(r.value[0], r.value[1]);
-  }
-  return bodies;
+  const fetched = await pooled(ids, concurrency, async (id) => {
+    try {
+      const res = await client.getJson<{ data?: { body?: unknown } | null }>(
+        `/v1/mailbox/mailMessages/${encodeURIComponent(id)}`,
+        { include_body: 1 },
+        "get",
+        signal,
+      );
+      const body = res?.data?.body;
+      return [id, typeof body === "string" && body !== "" ? body : null] as const;
+    } catch (err) {
+      if (err instanceof PermanentError) return [id, null] as const;
+      throw err;
+    }
+  });
+  return new Map(fetched);
 }

@@ -24,6 +24,7 @@ import {
   parseNote,
   parsePerson,
 } from "./records.js";
+import { crmVerifier } from "./verify.js";
 import { writeActivity, writeCompany, writeDeal, writeLead, writeNote, writePerson } from "./writers.js";
 
 interface ListKind<T> {
@@ -69,6 +70,7 @@ export const crmProvider: Provider = {
   name: "crm",
   phases: [["organizations", "persons"], ["deals", "leads"], ["activities", "notes"], ["mail"]],
   deferredLinks: [{ kind: "persons", ref: "organizations", table: "app.contacts", column: "company_id" }],
+  verifier: crmVerifier,
 
   validateConfig({ baseUrl, apiToken, settings }) {
     const urlProblem = validateBaseUrl(baseUrl);
@@ -106,7 +108,7 @@ export const crmProvider: Provider = {
 async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskResult> {
   const cursor = ctx.task.cursor as unknown as PageCursor;
   const { baseUrl } = runSettings(ctx.run);
-  const client = clientFor(ctx.run, baseUrl);
+  const client = clientFor(ctx.run, baseUrl, ctx.pacer);
   const start = cursor.page * cursor.limit;
   const body = await client.getJson<V1Envelope>(
     kind.path,

@@ -38,6 +38,13 @@ export async function writePerson(
   parents: ParentMap,
 ): Promise<RowResult> {
   if (p.email) {
+    // Two persons sharing an email, written at once by two tasks, would each find no contact and
+    // each create one. A transaction lock on (tenant, email) makes the second wait for the first's
+    // window to commit, then match its contact. Lock order across windows is arbitrary, so a rare
+    // deadlock is possible; Postgres breaks it and the window retries as transient.
+    await tx.execute(
+      sql`select pg_advisory_xact_lock(hashtextextended(${tenantId} || ':' || lower(${p.email}), 0))`,
+    );
     const [existing] = await tx
       .select({ id: contacts.id })
       .from(contacts)

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/run.proto.
  */
 export const file_drover_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJInYKDEtpbmRQcm9ncmVzcxIMCgRraW5kGAEgASgJEhAKCGltcG9ydGVkGAIgASgDEg8KB21hdGNoZWQYAyABKAMSFAoMYWxyZWFkeV9oZXJlGAQgASgDEg8KB3NraXBwZWQYBSABKAMSDgoGZmFpbGVkGAYgASgDImQKClRhc2tDb3VudHMSDwoHcGVuZGluZxgBIAEoAxIPCgdydW5uaW5nGAIgASgDEhEKCXN1Y2NlZWRlZBgDIAEoAxIOCgZmYWlsZWQYBCABKAMSEQoJY2FuY2VsbGVkGAUgASgDItsDCgNSdW4SCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg4KBnNvdXJjZRgDIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgEIAEoCRINCgVraW5kcxgFIAMoCRIkCgZzdGF0dXMYBiABKA4yFC5kcm92ZXIudjEuUnVuU3RhdHVzEiAKBnBoYXNlcxgHIAMoCzIQLmRyb3Zlci52MS5QaGFzZRIVCg1jdXJyZW50X3BoYXNlGAggASgFEikKCHByb2dyZXNzGAkgAygLMhcuZHJvdmVyLnYxLktpbmRQcm9ncmVzcxIkCgV0YXNrcxgKIAEoCzIVLmRyb3Zlci52MS5UYXNrQ291bnRzEg0KBWVycm9yGAsgASgJEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJjCglOb3RlR3JvdXASDQoFbGV2ZWwYASABKAkSDAoEa2luZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSDQoFY291bnQYBCABKAMSGgoSc2FtcGxlX3N1YmplY3RfaWRzGAUgAygJIsgBCgtMZWRnZXJFbnRyeRIMCgRraW5kGAEgASgJEhEKCXNvdXJjZV9pZBgCIAEoCRIOCgZhY3Rpb24YAyABKAkSEwoLcmVjb3JkX3R5cGUYBCABKAkSEQoJcmVjb3JkX2lkGAUgASgJEg4KBnJ1bl9pZBgGIAEoCRIPCgd0YXNrX2lkGAcgASgJEg4KBnJlYXNvbhgIIAEoCRIvCgtyZWNvcmRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimAEKBE5vdGUSDQoFbGV2ZWwYASABKAkSDAoEa2luZBgCIAEoCRISCgpzdWJqZWN0X2lkGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIOCgZydW5faWQYBSABKAkSDwoHdGFza19pZBgGIAEoCRIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKHAQoQS2luZFZlcmlmaWNhdGlvbhIMCgRraW5kGAEgASgJEhQKDHNvdXJjZV9jb3VudBgCIAEoAxIUCgxsZWRnZXJfY291bnQYAyABKAMSFAoMZmFpbGVkX2NvdW50GAQgASgDEg8KB3NhbXBsZWQYBSABKAMSEgoKbWlzbWF0Y2hlcxgGIAMoCSJ3CgxWZXJpZmljYXRpb24SCgoCb2sYASABKAgSKgoFa2luZHMYAiADKAsyGy5kcm92ZXIudjEuS2luZFZlcmlmaWNhdGlvbhIvCgt2ZXJpZmllZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAquQEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19QRU5ESU5HEAESFgoSUlVOX1NUQVRVU19SVU5OSU5HEAISFwoTUlVOX1NUQVRVU19TVE9QUElORxADEhYKElJVTl9TVEFUVVNfU1RPUFBFRBAEEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAUSFQoRUlVOX1NUQVRVU19GQUlMRUQQBmIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJInYKDEtpbmRQcm9ncmVzcxIMCgRraW5kGAEgASgJEhAKCGltcG9ydGVkGAIgASgDEg8KB21hdGNoZWQYAyABKAMSFAoMYWxyZWFkeV9oZXJlGAQgASgDEg8KB3NraXBwZWQYBSABKAMSDgoGZmFpbGVkGAYgASgDImQKClRhc2tDb3VudHMSDwoHcGVuZGluZxgBIAEoAxIPCgdydW5uaW5nGAIgASgDEhEKCXN1Y2NlZWRlZBgDIAEoAxIOCgZmYWlsZWQYBCABKAMSEQoJY2FuY2VsbGVkGAUgASgDIooECgNSdW4SCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg4KBnNvdXJjZRgDIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgEIAEoCRINCgVraW5kcxgFIAMoCRIkCgZzdGF0dXMYBiABKA4yFC5kcm92ZXIudjEuUnVuU3RhdHVzEiAKBnBoYXNlcxgHIAMoCzIQLmRyb3Zlci52MS5QaGFzZRIVCg1jdXJyZW50X3BoYXNlGAggASgFEikKCHByb2dyZXNzGAkgAygLMhcuZHJvdmVyLnYxLktpbmRQcm9ncmVzcxIkCgV0YXNrcxgKIAEoCzIVLmRyb3Zlci52MS5UYXNrQ291bnRzEg0KBWVycm9yGAsgASgJEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgx2ZXJpZmljYXRpb24YECABKAsyFy5kcm92ZXIudjEuVmVyaWZpY2F0aW9uImMKCU5vdGVHcm91cBINCgVsZXZlbBgBIAEoCRIMCgRraW5kGAIgASgJEg4KBnJlYXNvbhgDIAEoCRINCgVjb3VudBgEIAEoAxIaChJzYW1wbGVfc3ViamVjdF9pZHMYBSADKAkiyAEKC0xlZGdlckVudHJ5EgwKBGtpbmQYASABKAkSEQoJc291cmNlX2lkGAIgASgJEg4KBmFjdGlvbhgDIAEoCRITCgtyZWNvcmRfdHlwZRgEIAEoCRIRCglyZWNvcmRfaWQYBSABKAkSDgoGcnVuX2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSDgoGcmVhc29uGAggASgJEi8KC3JlY29yZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKYAQoETm90ZRINCgVsZXZlbBgBIAEoCRIMCgRraW5kGAIgASgJEhIKCnN1YmplY3RfaWQYAyABKAkSDgoGcmVhc29uGAQgASgJEg4KBnJ1bl9pZBgFIAEoCRIPCgd0YXNrX2lkGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIocBChBLaW5kVmVyaWZpY2F0aW9uEgwKBGtpbmQYASABKAkSFAoMc291cmNlX2NvdW50GAIgASgDEhQKDGxlZGdlcl9jb3VudBgDIAEoAxIUCgxmYWlsZWRfY291bnQYBCABKAMSDwoHc2FtcGxlZBgFIAEoAxISCgptaXNtYXRjaGVzGAYgAygJIoYBCgxWZXJpZmljYXRpb24SCgoCb2sYASABKAgSKgoFa2luZHMYAiADKAsyGy5kcm92ZXIudjEuS2luZFZlcmlmaWNhdGlvbhIvCgt2ZXJpZmllZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZXJyb3IYBCABKAkquQEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19QRU5ESU5HEAESFgoSUlVOX1NUQVRVU19SVU5OSU5HEAISFwoTUlVOX1NUQVRVU19TVE9QUElORxADEhYKElJVTl9TVEFUVVNfU1RPUFBFRBAEEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAUSFQoRUlVOX1NUQVRVU19GQUlMRUQQBmIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * How the source is reached. The api_token is write-only: no response ever carries it.
@@ -233,6 +233,13 @@ export type Run = Message<"drover.v1.Run"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 15;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * The check of the finished run against its source; absent until it has been verified.
+   *
+   * @generated from field: drover.v1.Verification verification = 16;
+   */
+  verification?: Verification | undefined;
 };
 
 /**
@@ -384,6 +391,8 @@ export const NoteSchema: GenMessage<Note> = /*@__PURE__*/
   messageDesc(file_drover_v1_run, 7);
 
 /**
+ * One kind of a verified run: the source's rows against the ledger, and a sample compared field by field.
+ *
  * @generated from message drover.v1.KindVerification
  */
 export type KindVerification = Message<"drover.v1.KindVerification"> & {
@@ -393,26 +402,36 @@ export type KindVerification = Message<"drover.v1.KindVerification"> & {
   kind: string;
 
   /**
+   * Rows the source lists now.
+   *
    * @generated from field: int64 source_count = 2;
    */
   sourceCount: bigint;
 
   /**
+   * Ledger rows of the tenant and source account: created + matched + skipped.
+   *
    * @generated from field: int64 ledger_count = 3;
    */
   ledgerCount: bigint;
 
   /**
+   * Source rows with no ledger row and an error note from this run: failed, with a reason.
+   *
    * @generated from field: int64 failed_count = 4;
    */
   failedCount: bigint;
 
   /**
+   * Ledger rows fetched again from the source and compared with their destination record.
+   *
    * @generated from field: int64 sampled = 5;
    */
   sampled: bigint;
 
   /**
+   * Every discrepancy, each naming the source id (and the destination record) it is about.
+   *
    * @generated from field: repeated string mismatches = 6;
    */
   mismatches: string[];
@@ -430,6 +449,8 @@ export const KindVerificationSchema: GenMessage<KindVerification> = /*@__PURE__*
  */
 export type Verification = Message<"drover.v1.Verification"> & {
   /**
+   * True when every kind's counts agree and no mismatch was found.
+   *
    * @generated from field: bool ok = 1;
    */
   ok: boolean;
@@ -443,6 +464,13 @@ export type Verification = Message<"drover.v1.Verification"> & {
    * @generated from field: google.protobuf.Timestamp verified_at = 3;
    */
   verifiedAt?: Timestamp | undefined;
+
+  /**
+   * Set when the verification could not finish (e.g. the source was unreachable); ok is then false.
+   *
+   * @generated from field: string error = 4;
+   */
+  error: string;
 };
 
 /**

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/worker_service.proto.
  */
 export const file_drover_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5kcm92ZXIvdjEvd29ya2VyX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSJdChJMZWFzZUJ1ZGdldFJlcXVlc3QSDgoGc291cmNlGAEgASgJEhYKDnNvdXJjZV9hY2NvdW50GAIgASgJEgwKBHdhbnQYAyABKAUSEQoJd29ya2VyX2lkGAQgASgJIlQKE0xlYXNlQnVkZ2V0UmVzcG9uc2USDwoHZ3JhbnRlZBgBIAEoBRIsCghyZXRyeV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAigQMKE1JlcG9ydEJ1ZGdldFJlcXVlc3QSDgoGc291cmNlGAEgASgJEhYKDnNvdXJjZV9hY2NvdW50GAIgASgJEhEKCXdvcmtlcl9pZBgDIAEoCRIbCg5idXJzdF9jYXBhY2l0eRgEIAEoBUgAiAEBEhcKCmJ1cnN0X3VzZWQYBSABKAVIAYgBARI3Cg5idXJzdF9yZXNldF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBARIcCg9kYWlseV9yZW1haW5pbmcYByABKANIA4gBARI3Cg5kYWlseV9yZXNldF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIBIgBARINCgVzcGVudBgJIAEoA0IRCg9fYnVyc3RfY2FwYWNpdHlCDQoLX2J1cnN0X3VzZWRCEQoPX2J1cnN0X3Jlc2V0X2F0QhIKEF9kYWlseV9yZW1haW5pbmdCEQoPX2RhaWx5X3Jlc2V0X2F0IhYKFFJlcG9ydEJ1ZGdldFJlc3BvbnNlIlYKE1Rhc2tGaW5pc2hlZFJlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSDwoHb3V0Y29tZRgDIAEoCRINCgVwaGFzZRgEIAEoBSIWChRUYXNrRmluaXNoZWRSZXNwb25zZTL/AQoNV29ya2VyU2VydmljZRJMCgtMZWFzZUJ1ZGdldBIdLmRyb3Zlci52MS5MZWFzZUJ1ZGdldFJlcXVlc3QaHi5kcm92ZXIudjEuTGVhc2VCdWRnZXRSZXNwb25zZRJPCgxSZXBvcnRCdWRnZXQSHi5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVxdWVzdBofLmRyb3Zlci52MS5SZXBvcnRCdWRnZXRSZXNwb25zZRJPCgxUYXNrRmluaXNoZWQSHi5kcm92ZXIudjEuVGFza0ZpbmlzaGVkUmVxdWVzdBofLmRyb3Zlci52MS5UYXNrRmluaXNoZWRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Ch5kcm92ZXIvdjEvd29ya2VyX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSJ2ChJMZWFzZUJ1ZGdldFJlcXVlc3QSDgoGc291cmNlGAEgASgJEhYKDnNvdXJjZV9hY2NvdW50GAIgASgJEgwKBHdhbnQYAyABKAUSEQoJd29ya2VyX2lkGAQgASgJEhcKD3Rva2Vuc19wZXJfc2xvdBgFIAEoBSKcAQoTTGVhc2VCdWRnZXRSZXNwb25zZRIPCgdncmFudGVkGAEgASgFEiwKCHJldHJ5X2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1maXJzdF9zbG90X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpbnRlcnZhbF9tcxgEIAEoASLLAwoTUmVwb3J0QnVkZ2V0UmVxdWVzdBIOCgZzb3VyY2UYASABKAkSFgoOc291cmNlX2FjY291bnQYAiABKAkSEQoJd29ya2VyX2lkGAMgASgJEhsKDmJ1cnN0X2NhcGFjaXR5GAQgASgFSACIAQESFwoKYnVyc3RfdXNlZBgFIAEoBUgBiAEBEjcKDmJ1cnN0X3Jlc2V0X2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBEhwKD2RhaWx5X3JlbWFpbmluZxgHIAEoA0gDiAEBEjcKDmRhaWx5X3Jlc2V0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEg0KBXNwZW50GAkgASgDEjYKDWJsb2NrZWRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQFCEQoPX2J1cnN0X2NhcGFjaXR5Qg0KC19idXJzdF91c2VkQhEKD19idXJzdF9yZXNldF9hdEISChBfZGFpbHlfcmVtYWluaW5nQhEKD19kYWlseV9yZXNldF9hdEIQCg5fYmxvY2tlZF91bnRpbCIWChRSZXBvcnRCdWRnZXRSZXNwb25zZSJWChNUYXNrRmluaXNoZWRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB291dGNvbWUYAyABKAkSDQoFcGhhc2UYBCABKAUiFgoUVGFza0ZpbmlzaGVkUmVzcG9uc2Uy/wEKDVdvcmtlclNlcnZpY2USTAoLTGVhc2VCdWRnZXQSHS5kcm92ZXIudjEuTGVhc2VCdWRnZXRSZXF1ZXN0Gh4uZHJvdmVyLnYxLkxlYXNlQnVkZ2V0UmVzcG9uc2USTwoMUmVwb3J0QnVkZ2V0Eh4uZHJvdmVyLnYxLlJlcG9ydEJ1ZGdldFJlcXVlc3QaHy5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVzcG9uc2USTwoMVGFza0ZpbmlzaGVkEh4uZHJvdmVyLnYxLlRhc2tGaW5pc2hlZFJlcXVlc3QaHy5kcm92ZXIudjEuVGFza0ZpbmlzaGVkUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message drover.v1.LeaseBudgetRequest
@@ -29,6 +29,8 @@ export type LeaseBudgetRequest = Message<"drover.v1.LeaseBudgetRequest"> & {
   sourceAccount: string;
 
   /**
+   * Requests the worker is about to send.
+   *
    * @generated from field: int32 want = 3;
    */
   want: number;
@@ -37,6 +39,13 @@ export type LeaseBudgetRequest = Message<"drover.v1.LeaseBudgetRequest"> & {
    * @generated from field: string worker_id = 4;
    */
   workerId: string;
+
+  /**
+   * Token units each request is expected to cost against the daily allowance (list 20, get 2).
+   *
+   * @generated from field: int32 tokens_per_slot = 5;
+   */
+  tokensPerSlot: number;
 };
 
 /**
@@ -47,6 +56,9 @@ export const LeaseBudgetRequestSchema: GenMessage<LeaseBudgetRequest> = /*@__PUR
   messageDesc(file_drover_v1_worker_service, 0);
 
 /**
+ * A grant is a schedule: slot i may be used from first_slot_at + i * interval_ms, and only
+ * shortly after; together, every worker's slots never exceed the source's burst window.
+ *
  * @generated from message drover.v1.LeaseBudgetResponse
  */
 export type LeaseBudgetResponse = Message<"drover.v1.LeaseBudgetResponse"> & {
@@ -56,11 +68,21 @@ export type LeaseBudgetResponse = Message<"drover.v1.LeaseBudgetResponse"> & {
   granted: number;
 
   /**
-   * Set when nothing was granted: when the window resets.
+   * Set when nothing was granted: when to ask again.
    *
    * @generated from field: google.protobuf.Timestamp retry_at = 2;
    */
   retryAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp first_slot_at = 3;
+   */
+  firstSlotAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: double interval_ms = 4;
+   */
+  intervalMs: number;
 };
 
 /**
@@ -122,6 +144,13 @@ export type ReportBudgetRequest = Message<"drover.v1.ReportBudgetRequest"> & {
    * @generated from field: int64 spent = 9;
    */
   spent: bigint;
+
+  /**
+   * The source answered 429: nothing may be sent to this account before this instant.
+   *
+   * @generated from field: optional google.protobuf.Timestamp blocked_until = 10;
+   */
+  blockedUntil?: Timestamp | undefined;
 };
 
 /**

@@ -1,0 +1,55 @@
+// Who may call Drover, and the secrets it keeps: API keys, their scopes, encryption at rest, TLS.
+
+export {
+  type ApiKey,
+  ApiKeyError,
+  ApiKeyring,
+  bearer,
+  bearerToken,
+  formatApiKey,
+  generateToken,
+  hashToken,
+  issueApiKey,
+  KEY_ID,
+  loadApiKeys,
+  MAX_TOKEN_LENGTH,
+  parseApiKeys,
+  principalOf,
+} from "./api-keys.js";
+export {
+  formatScope,
+  formatScopes,
+  isAdmin,
+  mayAccessTenant,
+  mayUseRunService,
+  mayUseWorkerService,
+  type Principal,
+  parseScope,
+  parseScopes,
+  type Scope,
+  ScopeError,
+  visibleTenants,
+} from "./scopes.js";
+export {
+  DEV_SECRET_KEYS_FILE,
+  generateSecretKey,
+  loadSecretKeyring,
+  parseSecretKeys,
+  type SealedSecret,
+  type SecretKey,
+  SecretKeyError,
+  SecretKeyMissingError,
+  SecretKeyring,
+  type SecretKeyringSource,
+  SecretTamperedError,
+} from "./secret-box.js";
+export {
+  type ClientTlsFiles,
+  channelCredentials,
+  clientTlsProblems,
+  isServerTls,
+  type ServerTlsFiles,
+  serverCredentials,
+  serverTlsProblems,
+  TlsConfigError,
+} from "./tls.js";

@@ -1,0 +1,299 @@
+import { parseArgs } from "node:util";
+import {
+  type Client,
+  Code,
+  isRpcError,
+  type Run,
+  RunSchema,
+  type RunService,
+  RunStatus,
+  toJson,
+} from "@drover/proto";
+import { isTerminal, progressBlock, runSummary, statusName, table } from "./render.js";
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+  isTty: boolean;
+}
+
+export class UsageError extends Error {}
+
+export const USAGE = `usage: drover <command> [options]            (global: --address host:port, --token T, --json)
+
+  start    --tenant T --source crm --account A --base-url URL [--api-token T] [--kinds a,b] [--setting k=v ...]
+  stop     RUN_ID          cancel pending tasks; running ones commit their window and end
+  resume   RUN_ID          re-arm a stopped run
+  retry    RUN_ID          re-arm a failed run's failed tasks
+  status   RUN_ID          phase, tasks and per-kind counts
+  runs     [--tenant T] [--status running,failed,...] [--limit N]
+  notes    RUN_ID [--kind K] [--level error|warn|info] [--samples N]
+  explain  --tenant T --source crm --account A --kind K SOURCE_ID
+  verify   RUN_ID
+  watch    RUN_ID          live progress until the run ends; exits 1 if it failed, 3 if stopped
+
+Environment: DROVER_ADDRESS (default 127.0.0.1:50051), DROVER_TOKEN (bearer token), DROVER_SOURCE_TOKEN (the
+source's API token for start, so it stays out of shell history).`;
+
+const STATUS_BY_NAME: Record<string, RunStatus> = {
+  pending: RunStatus.PENDING,
+  running: RunStatus.RUNNING,
+  stopping: RunStatus.STOPPING,
+  stopped: RunStatus.STOPPED,
+  succeeded: RunStatus.SUCCEEDED,
+  failed: RunStatus.FAILED,
+};
+
+type Flags = Record<string, string | boolean | string[] | undefined>;
+
+function runJson(run: Run | undefined): unknown {
+  return run ? toJson(RunSchema, run) : null;
+}
+
+function one(positionals: string[], what: string): string {
+  if (positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
+  return positionals[0]!;
+}
+
+function need(flags: Flags, name: string): string {
+  const v = flags[name];
+  if (typeof v !== "string" || v === "") throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+/** Runs one command. Returns the process exit code. */
+export async function runCommand(
+  command: string,
+  argv: string[],
+  client: Client<typeof RunService>,
+  io: Io,
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
+  const { values: flags, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      json: { type: "boolean", default: false },
+      tenant: { type: "string" },
+      source: { type: "string" },
+      account: { type: "string" },
+      kinds: { type: "string" },
+      kind: { type: "string" },
+      level: { type: "string" },
+      samples: { type: "string" },
+      status: { type: "string" },
+      limit: { type: "string" },
+      "base-url": { type: "string" },
+      "api-token": { type: "string" },
+      setting: { type: "string", multiple: true },
+      address: { type: "string" },
+      token: { type: "string" },
+    },
+  });
+  const json = flags.json === true;
+  const print = (human: string, machine: unknown) => io.out(json ? JSON.stringify(machine, null, 2) : human);
+
+  switch (command) {
+    case "start": {
+      const settings: Record<string, string> = {};
+      for (const s of (flags.setting as string[] | undefined) ?? []) {
+        const eq = s.indexOf("=");
+        if (eq <= 0) throw new UsageError(`--setting takes key=value, got "${s}"`);
+        settings[s.slice(0, eq)] = s.slice(eq + 1);
+      }
+      const { run } = await client.startRun({
+        tenantId: need(flags, "tenant"),
+        source: (flags.source as string | undefined) ?? "crm",
+        sourceAccount: need(flags, "account"),
+        kinds: typeof flags.kinds === "string" ? flags.kinds.split(",").filter(Boolean) : [],
+        sourceConfig: {
+          baseUrl: need(flags, "base-url"),
+          apiToken: (flags["api-token"] as string | undefined) ?? env.DROVER_SOURCE_TOKEN ?? "",
+          settings,
+        },
+      });
+      print(
+        `started run ${run!.id} (${statusName(run!.status)})\nfollow it with: drover watch ${run!.id}`,
+        runJson(run),
+      );
+      return 0;
+    }
+    case "stop":
+    case "resume":
+    case "retry": {
+      const runId = one(positionals, "run id");
+      const call =
+        command === "stop" ? client.stopRun : command === "resume" ? client.resumeRun : client.retryRun;
+      const { run } = await call({ runId });
+      print(`run ${runId} is ${statusName(run!.status)}`, runJson(run));
+      return 0;
+    }
+    case "status": {
+      const { run } = await client.getRun({ runId: one(positionals, "run id") });
+      print(runSummary(run!), runJson(run));
+      return 0;
+    }
+    case "runs": {
+      const statuses = typeof flags.status === "string" ? flags.status.split(",").filter(Boolean) : [];
+      const unknown = statuses.filter((s) => !(s in STATUS_BY_NAME));
+      if (unknown.length > 0)
+        throw new UsageError(
+          `unknown status ${unknown.join(", ")}; use ${Object.keys(STATUS_BY_NAME).join(", ")}`,
+        );
+      const limit = typeof flags.limit === "string" ? Number(flags.limit) : 20;
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+        throw new UsageError("--limit must be a whole number from 1 to 500");
+      const { runs } = await client.listRuns({
+        tenantId: (flags.tenant as string | undefined) ?? "",
+        statuses: statuses.map((s) => STATUS_BY_NAME[s]!),
+        pageSize: limit,
+      });
+      print(
+        runs.length === 0
+          ? "no runs"
+          : table(
+              ["run", "tenant", "source", "status", "phase", "rows", "created"],
+              runs.map((r) => [
+                r.id,
+                r.tenantId,
+                `${r.source}:${r.sourceAccount}`,
+                statusName(r.status),
+                `${Math.min(r.currentPhase + 1, r.phases.length)}/${r.phases.length}`,
+                String(
+                  r.progress.reduce(
+                    (n, p) => n + p.imported + p.matched + p.alreadyHere + p.skipped + p.failed,
+                    0n,
+                  ),
+                ),
+                r.createdAt
+                  ? new Date(Number(r.createdAt.seconds) * 1000).toISOString().replace("T", " ").slice(0, 19)
+                  : "",
+              ]),
+            ),
+        runs.map(runJson),
+      );
+      return 0;
+    }
+    case "notes": {
+      const { groups } = await client.listNotes({
+        runId: one(positionals, "run id"),
+        kind: (flags.kind as string | undefined) ?? "",
+        level: (flags.level as string | undefined) ?? "",
+        samples: typeof flags.samples === "string" ? Number(flags.samples) : 0,
+      });
+      print(
+        groups.length === 0
+          ? "no notes: nothing was skipped or failed"
+          : table(
+              ["count", "level", "kind", "reason", "e.g. source ids"],
+              groups.map((g) => [String(g.count), g.level, g.kind, g.reason, g.sampleSubjectIds.join(", ")]),
+            ),
+        groups.map((g) => ({ ...g, count: Number(g.count) })),
+      );
+      return 0;
+    }
+    case "explain": {
+      const sourceId = one(positionals, "source id");
+      const res = await client.explainRecord({
+        tenantId: need(flags, "tenant"),
+        source: (flags.source as string | undefined) ?? "crm",
+        sourceAccount: need(flags, "account"),
+        kind: need(flags, "kind"),
+        sourceId,
+      });
+      const lines = [res.explanation];
+      if (res.entry) {
+        lines.push(
+          `ledger: ${res.entry.action} ${res.entry.recordType} ${res.entry.recordId} (run ${res.entry.runId}, task ${res.entry.taskId})`,
+        );
+      }
+      for (const n of res.notes) lines.push(`note: ${n.level} ${n.reason} (run ${n.runId})`);
+      print(lines.join("\n"), {
+        found: res.found,
+        explanation: res.explanation,
+        entry: res.entry ?? null,
+        notes: res.notes,
+      });
+      return 0;
+    }
+    case "verify": {
+      const { verification } = await client.verifyRun({ runId: one(positionals, "run id") });
+      const v = verification;
+      print(
+        v
+          ? [
+              v.ok ? "verification passed" : "verification found problems",
+              table(
+                ["kind", "source", "ledger", "failed", "sampled", "mismatches"],
+                v.kinds.map((k) => [
+                  k.kind,
+                  String(k.sourceCount),
+                  String(k.ledgerCount),
+                  String(k.failedCount),
+                  String(k.sampled),
+                  String(k.mismatches.length),
+                ]),
+              ),
+              ...v.kinds.flatMap((k) => k.mismatches.map((m) => `  ${k.kind}: ${m}`)),
+            ].join("\n")
+          : "no verification result",
+        v ?? null,
+      );
+      return v && !v.ok ? 1 : 0;
+    }
+    case "watch": {
+      const runId = one(positionals, "run id");
+      const started = Date.now();
+      let last: Run | undefined;
+      let drawn = 0;
+      for await (const update of client.watchRun({ runId })) {
+        last = update.run!;
+        if (json) {
+          io.out(JSON.stringify(runJson(last)));
+          continue;
+        }
+        const block = progressBlock(last, Date.now() - started);
+        if (io.isTty && drawn > 0) io.out(`\x1b[${drawn}A${block.map((l) => `\x1b[2K${l}`).join("\n")}`);
+        else io.out(block.join("\n"));
+        drawn = block.length;
+      }
+      if (!last) return 1;
+      if (!json) io.out(`\n${runSummary(last)}`);
+      if (!isTerminal(last.status)) return 1;
+      return last.status === RunStatus.SUCCEEDED ? 0 : last.status === RunStatus.STOPPED ? 3 : 1;
+    }
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+/** Server errors as sentences, with an exit code per kind of problem. */
+export function describeFailure(err: unknown): { message: string; code: number } {
+  if (err instanceof UsageError) return { message: `${err.message}\n\n${USAGE}`, code: 2 };
+  if (err instanceof TypeError && /parseArgs|option/i.test(err.message))
+    return { message: `${err.message}\n\n${USAGE}`, code: 2 };
+  if (isRpcError(err)) {
+    switch (err.code) {
+      case Code.UNAVAILABLE:
+        return {
+          message: `cannot reach the coordinator: ${err.message}. Is it running, and is DROVER_ADDRESS right?`,
+          code: 69,
+        };
+      case Code.UNAUTHENTICATED:
+        return { message: `the coordinator wants credentials: set DROVER_TOKEN (${err.message})`, code: 77 };
+      case Code.PERMISSION_DENIED:
+        return { message: `this token may not do that: ${err.message}`, code: 77 };
+      case Code.NOT_FOUND:
+        return { message: err.message, code: 4 };
+      case Code.INVALID_ARGUMENT:
+        return { message: `the request was refused: ${err.message}`, code: 2 };
+      case Code.ALREADY_EXISTS:
+      case Code.FAILED_PRECONDITION:
+        return { message: err.message, code: 5 };
+      default:
+        return { message: `the coordinator answered ${Code[err.code]}: ${err.message}`, code: 1 };
+    }
+  }
+  return { message: `unexpected error: ${(err as Error).message ?? String(err)}`, code: 1 };
+}

@@ -1,0 +1,113 @@
+import { type Run, RunStatus } from "@drover/proto";
+
+const STATUS_NAMES: Record<number, string> = {
+  [RunStatus.PENDING]: "pending",
+  [RunStatus.RUNNING]: "running",
+  [RunStatus.STOPPING]: "stopping",
+  [RunStatus.STOPPED]: "stopped",
+  [RunStatus.SUCCEEDED]: "succeeded",
+  [RunStatus.FAILED]: "failed",
+};
+
+export function statusName(status: RunStatus): string {
+  return STATUS_NAMES[status] ?? "unknown";
+}
+
+export function isTerminal(status: RunStatus): boolean {
+  return status === RunStatus.STOPPED || status === RunStatus.SUCCEEDED || status === RunStatus.FAILED;
+}
+
+export function kindDone(p: Run["progress"][number]): number {
+  return Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed);
+}
+
+export function rowsDone(run: Run): number {
+  return run.progress.reduce((n, p) => n + kindDone(p), 0);
+}
+
+export function phaseLabel(run: Run): string {
+  const phase = run.phases[run.currentPhase];
+  const n = Math.min(run.currentPhase + 1, run.phases.length);
+  return `phase ${n}/${run.phases.length}${phase ? ` [${phase.kinds.join(", ")}]` : ""}`;
+}
+
+function bar(ratio: number, width = 20): string {
+  const filled = Math.round(Math.max(0, Math.min(1, ratio)) * width);
+  return `${"█".repeat(filled)}${"░".repeat(width - filled)}`;
+}
+
+/** A plain table: first column left-aligned, the rest right-aligned. */
+export function table(head: string[], rows: string[][]): string {
+  const all = [head, ...rows];
+  const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? "").length)));
+  const fmt = (r: string[]) =>
+    r
+      .map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  return [fmt(head), widths.map((w) => "─".repeat(w)).join("  "), ...rows.map(fmt)].join("\n");
+}
+
+/** The per-kind outcome table operators read at the end of a run. */
+export function countsTable(run: Run): string {
+  return table(
+    ["kind", "imported", "already here", "skipped", "failed"],
+    run.progress.map((p) => [
+      p.kind,
+      String(p.imported),
+      String(p.matched + p.alreadyHere),
+      String(p.skipped),
+      String(p.failed),
+    ]),
+  );
+}
+
+export function runSummary(run: Run): string {
+  const t = run.tasks;
+  return [
+    `run ${run.id}  ${statusName(run.status)}  tenant ${run.tenantId}  ${run.source}:${run.sourceAccount}`,
+    `${phaseLabel(run)}  tasks: ${t?.running ?? 0} running, ${t?.pending ?? 0} pending, ${t?.succeeded ?? 0} done, ${t?.failed ?? 0} failed, ${t?.cancelled ?? 0} cancelled`,
+    ...(run.error ? [`error: ${run.error}`] : []),
+    "",
+    countsTable(run),
+  ].join("\n");
+}
+
+/**
+ * Progress of a live run. Rows have no known total until verification, so bars show each kind's
+ * share of the rows done so far within the phase plan, and the ETA comes from tasks: elapsed time
+ * × tasks left ÷ tasks done. It is rough early and honest late.
+ */
+export function progressBlock(run: Run, elapsedMs: number): string[] {
+  const done = rowsDone(run);
+  const seconds = Math.max(0.001, elapsedMs / 1000);
+  const rate = done / seconds;
+  const t = run.tasks;
+  const finished = Number((t?.succeeded ?? 0n) + (t?.failed ?? 0n) + (t?.cancelled ?? 0n));
+  const left = Number((t?.pending ?? 0n) + (t?.running ?? 0n));
+  const phasesLeft = Math.max(0, run.phases.length - run.currentPhase - 1);
+  const eta =
+    isTerminal(run.status) || finished === 0
+      ? undefined
+      : (seconds * (left + phasesLeft * Math.max(1, left))) / Math.max(1, finished);
+  const header = `${statusName(run.status)} · ${phaseLabel(run)} · ${done} rows · ${rate.toFixed(0)} rows/s${
+    eta === undefined ? "" : ` · ETA ~${formatDuration(eta)}`
+  }`;
+  const phaseOf = new Map(run.phases.flatMap((p, i) => p.kinds.map((k) => [k, i] as const)));
+  const rows = run.progress.map((p) => {
+    const phase = phaseOf.get(p.kind) ?? 0;
+    const state =
+      phase < run.currentPhase || isTerminal(run.status) ? 1 : phase === run.currentPhase ? 0.5 : 0;
+    const label = state === 1 ? "done" : state === 0.5 ? "importing" : "waiting";
+    return `  ${p.kind.padEnd(14)} ${bar(state)} ${String(kindDone(p)).padStart(8)}  ${label.padEnd(9)} imported ${p.imported}, already here ${p.matched + p.alreadyHere}, skipped ${p.skipped}, failed ${p.failed}`;
+  });
+  return [header, ...rows];
+}
+
+export function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds)) return "?";
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}

@@ -1,0 +1,167 @@
+import type { Queryable, RunRow } from "@drover/db";
+import { type Pacer, PermanentError, type Provider, type SampleEntry } from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
+import { toRunInfo } from "./run-info.js";
+
+export interface KindVerificationResult {
+  kind: string;
+  /** Rows the source lists now. */
+  sourceCount: number;
+  /** Ledger rows of the tenant and source account for the kind: created + matched + skipped. */
+  ledgerCount: number;
+  /** Source ids with an error note from this run and no ledger row. */
+  failedCount: number;
+  /** Ledger rows fetched from the source again and compared with their destination record. */
+  sampled: number;
+  /** Every discrepancy, each starting with the source id it concerns. */
+  mismatches: string[];
+}
+
+export interface VerificationResult {
+  ok: boolean;
+  verifiedAt: Date;
+  kinds: KindVerificationResult[];
+  /** Set when the verification could not finish; ok is then false. */
+  error?: string;
+}
+
+export interface VerifyRunOptions {
+  /** Ledger rows per kind compared field by field with the source. */
+  sampleSize: number;
+  /** The source account's shared budget. */
+  pacer?: Pacer | undefined;
+  /** The run's source credential, opened by the caller (openSourceSecret). */
+  secret?: string | undefined;
+  signal?: AbortSignal;
+}
+
+/**
+ * Checks a finished run against its source, kind by kind:
+ * - the source's rows (the provider lists them, spending source budget) against the ledger plus the
+ *   rows this run noted as failed: every source id is in one of them (nothing lost), every ledger
+ *   row's id is in the source (nothing unexpected), and the counts agree;
+ * - a sample of the ledger's created and matched rows, fetched from the source again and compared
+ *   field by field with the destination record the ledger points to.
+ * Every mismatch is listed, with its ids. Throws when the source cannot be read (the caller decides
+ * whether to try again); never writes.
+ */
+export async function verifyRun(
+  db: Queryable,
+  provider: Provider,
+  run: RunRow,
+  options: VerifyRunOptions,
+): Promise<VerificationResult> {
+  const secret = options.secret;
+  try {
+    const result = await verifyKinds(db, provider, run, options);
+    for (const k of result.kinds) k.mismatches = k.mismatches.map((m) => scrub(m, secret));
+    return result;
+  } catch (err) {
+    // A source that echoes the token (in a 4xx body, say) must not put it into what is stored or logged.
+    for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+      e.message = scrub(e.message, secret);
+    }
+    throw err;
+  }
+}
+
+/** Shorter credentials are not scrubbed, as in the task runner: it would only garble the text. */
+const MIN_SCRUBBED_SECRET = 8;
+
+function scrub(text: string, secret: string | undefined): string {
+  return secret && secret.length >= MIN_SCRUBBED_SECRET ? text.replaceAll(secret, "[redacted]") : text;
+}
+
+async function verifyKinds(
+  db: Queryable,
+  provider: Provider,
+  run: RunRow,
+  options: VerifyRunOptions,
+): Promise<VerificationResult> {
+  const verifier = provider.verifier;
+  if (!verifier) throw new PermanentError(`source "${provider.name}" cannot be verified`);
+  const signal = options.signal ?? new AbortController().signal;
+  const ctx = {
+    run: { ...toRunInfo(run), secret: options.secret },
+    signal,
+    pacer: options.pacer,
+    db,
+    memo: new Map<string, unknown>(),
+  };
+  const kinds: KindVerificationResult[] = [];
+  for (const kind of run.plan.flat()) {
+    signal.throwIfAborted();
+    const sourceIds = new Set(await verifier.sourceIds(ctx, kind));
+    const ledger = await db.execute<{
+      source_id: string;
+      action: string;
+      record_type: string | null;
+      record_id: string | null;
+    }>(sql`
+      select source_id, action, record_type, record_id::text as record_id from drover.ledger
+       where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
+         and kind = ${kind}`);
+    const failed = await db.execute<{ subject_id: string }>(sql`
+      select distinct n.subject_id from drover.notes n
+       where n.run_id = ${run.id}::uuid and n.kind = ${kind} and n.level = 'error' and n.subject_id is not null
+         and not exists (select 1 from drover.ledger l
+                          where l.tenant_id = ${run.tenantId} and l.source = ${run.source}
+                            and l.source_account = ${run.sourceAccount} and l.kind = ${kind}
+                            and l.source_id = n.subject_id)`);
+    const inLedger = new Set(ledger.map((l) => l.source_id));
+    const failedIds = new Set(failed.map((f) => f.subject_id));
+    const mismatches: string[] = [];
+    const accounted = ledger.length + failedIds.size;
+    if (sourceIds.size !== accounted) {
+      mismatches.push(
+        `the source lists ${sourceIds.size} ${kind}; the ledger holds ${ledger.length} and ${failedIds.size} failed with a reason (${accounted})`,
+      );
+    }
+    for (const id of sourceIds) {
+      if (!inLedger.has(id) && !failedIds.has(id))
+        mismatches.push(`${id}: in the source, but neither in the ledger nor noted as failed (lost)`);
+    }
+    for (const l of ledger) {
+      if (sourceIds.has(l.source_id)) continue;
+      const what = l.action === "skipped" ? "skipped" : `${l.action} as ${l.record_type} ${l.record_id}`;
+      mismatches.push(`${l.source_id}: in the ledger (${what}), but not in the source (unexpected)`);
+    }
+    for (const id of failedIds) {
+      if (!sourceIds.has(id)) mismatches.push(`${id}: noted as failed, but not in the source (unexpected)`);
+    }
+
+    let sampled = 0;
+    if (options.sampleSize > 0) {
+      // A fixed order per run: verifying the same run twice compares the same rows.
+      const sample = await db.execute<{
+        source_id: string;
+        action: "created" | "matched";
+        record_type: string;
+        record_id: string;
+      }>(sql`
+        select source_id, action, record_type, record_id::text as record_id from drover.ledger
+         where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
+           and kind = ${kind} and action in ('created', 'matched') and record_id is not null
+         order by md5(${run.id} || source_id)
+         limit ${options.sampleSize}`);
+      const entries: SampleEntry[] = sample.map((s) => ({
+        sourceId: s.source_id,
+        action: s.action,
+        recordType: s.record_type,
+        recordId: Number(s.record_id),
+      }));
+      sampled = entries.length;
+      for (const m of await verifier.compareSample(ctx, kind, entries))
+        mismatches.push(`${m.sourceId}: ${m.problem}`);
+    }
+    kinds.push({
+      kind,
+      sourceCount: sourceIds.size,
+      ledgerCount: ledger.length,
+      failedCount: failedIds.size,
+      sampled,
+      mismatches,
+    });
+  }
+  return { ok: kinds.every((k) => k.mismatches.length === 0), verifiedAt: new Date(), kinds };
+}

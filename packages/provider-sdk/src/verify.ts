@@ -1,0 +1,81 @@
+import type { Queryable } from "@drover/db";
+import { RateLimitedError, TransientError } from "./errors.js";
+import type { RunInfo } from "./provider.js";
+import { type Pacer, sleep } from "./source-client.js";
+
+/**
+ * What a provider needs to check a finished run against its source: the run (with its secret), the
+ * source account's budget, and a read-only view of the destination.
+ */
+export interface VerifyContext {
+  run: RunInfo;
+  signal: AbortSignal;
+  /**
+   * The source account's shared budget. Verification spends it like any other call: build the
+   * SourceClient the way runTask does, with this pacer.
+   */
+  pacer?: Pacer | undefined;
+  /** Reads the ledger and the destination's tables; verification never writes through it. */
+  db: Queryable;
+  /** Scratch space shared by one verification's calls, e.g. a listing one kind needs for another. */
+  memo: Map<string, unknown>;
+}
+
+/** A ledger row picked for the sample, and the destination record it points to. */
+export interface SampleEntry {
+  sourceId: string;
+  action: "created" | "matched";
+  recordType: string;
+  recordId: number;
+}
+
+export interface SampleMismatch {
+  sourceId: string;
+  /** A sentence naming the field and both values, e.g. `email is "a@x.io" in the source but "b@x.io" in contact 7`. */
+  problem: string;
+}
+
+/** Optional on a Provider: without it, runs of that source cannot be verified. */
+export interface ProviderVerifier {
+  /**
+   * Every id the source lists for `kind` now, in the form the ledger keys it. A row without a
+   * usable id is named the way the import notes it, so the two can be compared. Costs source calls
+   * like an import does (a source without a count endpoint is counted by walking its lists).
+   */
+  sourceIds(ctx: VerifyContext, kind: string): Promise<string[]>;
+  /**
+   * Fetches each entry's row from the source again and compares every field the destination keeps
+   * (and the parent links) with the record the ledger points to. Returns one mismatch per field
+   * that differs, or per row that is gone or no longer parses.
+   */
+  compareSample(ctx: VerifyContext, kind: string, entries: readonly SampleEntry[]): Promise<SampleMismatch[]>;
+}
+
+/**
+ * Runs one source call outside any task, with the task's taxonomy: a transient failure is retried
+ * with growing backoff (a task would be released and retried), a rate limit waits for its reset
+ * when that is near. Anything else, and the last failure, is thrown.
+ */
+export async function withRetries<T>(
+  call: () => Promise<T>,
+  options: { signal?: AbortSignal; attempts?: number; maxWaitMs?: number } = {},
+): Promise<T> {
+  const attempts = options.attempts ?? 6;
+  const maxWaitMs = options.maxWaitMs ?? 60_000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (err) {
+      if (options.signal?.aborted || attempt >= attempts) throw err;
+      if (err instanceof RateLimitedError) {
+        const wait = err.retryAt.getTime() - Date.now();
+        if (wait > maxWaitMs) throw err;
+        await sleep(Math.max(wait, 100), options.signal);
+      } else if (err instanceof TransientError) {
+        await sleep(Math.min(200 * 2 ** (attempt - 1), 5_000), options.signal);
+      } else {
+        throw err;
+      }
+    }
+  }
+}

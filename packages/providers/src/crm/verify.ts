@@ -1,0 +1,471 @@
+import {
+  PermanentError,
+  type ProviderVerifier,
+  RowError,
+  type SampleEntry,
+  type SampleMismatch,
+  type SourceClient,
+  type VerifyContext,
+  withRetries,
+} from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
+import { clientFor } from "./client.js";
+import { runSettings } from "./config.js";
+import { ref, sourceId } from "./fields.js";
+import { listMessages } from "./mail.js";
+import {
+  parseActivity,
+  parseCompany,
+  parseDeal,
+  parseEmail,
+  parseLead,
+  parseNote,
+  parsePerson,
+  unwrapMail,
+} from "./records.js";
+
+/**
+ * Verification for the crm source: how many rows the source holds, and whether a sample of what was
+ * imported still matches it field by field.
+ *
+ * Pipedrive's v1 API has no count endpoint, so a kind is counted by walking its list pages with
+ * the same SourceClient and pacer an import uses: every page costs a list call (20 tokens) against
+ * the account's budget, like any other call. Mail has no account-wide list at all: it is counted
+ * per deal, one list call per deal of the source — as costly as the import's own mail listing.
+ * Sampled rows are fetched one by one (`GET /v1/<kind>/:id`, a get call, 2 tokens each).
+ */
+
+/** The lists walkPage reads (provider.ts), with the same parameters: activities need user_id=0. */
+const LISTS: Record<string, { path: string; params?: Record<string, string> }> = {
+  organizations: { path: "/v1/organizations" },
+  persons: { path: "/v1/persons" },
+  deals: { path: "/v1/deals" },
+  leads: { path: "/v1/leads" },
+  activities: { path: "/v1/activities", params: { user_id: "0" } },
+  notes: { path: "/v1/notes" },
+};
+
+const PAGE_LIMIT = 500;
+/** List pages fetched side by side once a kind has more than one. */
+const PAGES_AT_ONCE = 4;
+/**
+ * Deals whose mail is listed, and sampled rows fetched, side by side. The budget decides the pace;
+ * this only keeps enough calls waiting that each lease of slots serves several.
+ */
+const LIST_CONCURRENCY = 16;
+const GET_CONCURRENCY = 16;
+
+interface V1List {
+  data?: unknown[] | null;
+  additional_data?: { pagination?: { more_items_in_collection?: boolean } } | null;
+}
+
+type Obj = Record<string, unknown>;
+
+/** One compared field: its value as the source has it (parsed as the import parses it) and the destination column. */
+interface Field {
+  name: string;
+  source(row: Obj): unknown;
+  column: string;
+}
+
+/** A parent reference the destination keeps as a link column, resolved through the ledger. */
+interface Link {
+  name: string;
+  kind: string;
+  ref(row: Obj): string | null;
+  column: string;
+}
+
+interface KindCheck {
+  table: string;
+  /** What the destination record is called in messages (the ledger's record_type). */
+  select: string;
+  fetch(id: string): { path: string; params?: Record<string, string | number> };
+  parse(raw: unknown): Obj;
+  /** Compared for a record this run (or an earlier one) created. */
+  fields: Field[];
+  /** Compared when the row was matched to a record that already existed: only what the match was on. */
+  matchedFields: Field[];
+  links: Link[];
+}
+
+const text = (name: string, column = name): Field => ({ name, column, source: (r) => r[name] ?? null });
+const money = (name: string, column: string): Field => ({
+  name,
+  column,
+  source: (r) => (typeof r[name] === "number" ? (r[name] as number).toFixed(2) : null),
+});
+const link = (name: string, kind: string, column: string): Link => ({
+  name,
+  kind,
+  column,
+  ref: (r) => (r[name] as string | null) ?? null,
+});
+const parentLinks = [
+  link("deal", "deals", "deal_id"),
+  link("person", "persons", "contact_id"),
+  link("organization", "organizations", "company_id"),
+  link("lead", "leads", "lead_id"),
+];
+const row = (kind: string) => (id: string) => ({ path: `/v1/${kind}/${encodeURIComponent(id)}` });
+
+/** The comparable fields per kind: what the writers (writers.ts) store, column by column. */
+export const COMPARED: Readonly<Record<string, KindCheck>> = {
+  organizations: {
+    table: "companies",
+    select: "name, address, custom_fields",
+    fetch: row("organizations"),
+    parse: (raw) => parseCompany(raw) as unknown as Obj,
+    fields: [text("name"), text("address"), text("customFields", "custom_fields")],
+    matchedFields: [],
+    links: [],
+  },
+  persons: {
+    table: "contacts",
+    select: "name, email, phone, custom_fields, company_id",
+    fetch: row("persons"),
+    parse: (raw) => parsePerson(raw) as unknown as Obj,
+    fields: [text("name"), text("email"), text("phone"), text("customFields", "custom_fields")],
+    // A person matched to a contact the product already had is the same person by email only.
+    matchedFields: [
+      { name: "email", column: "email", source: (r) => (r.email as string | null)?.toLowerCase() ?? null },
+    ],
+    links: [link("organization", "organizations", "company_id")],
+  },
+  deals: {
+    table: "deals",
+    select: "title, value::text as value, currency, status, custom_fields, contact_id, company_id",
+    fetch: row("deals"),
+    parse: (raw) => parseDeal(raw) as unknown as Obj,
+    fields: [
+      text("title"),
+      money("value", "value"),
+      text("currency"),
+      text("status"),
+      text("customFields", "custom_fields"),
+    ],
+    matchedFields: [],
+    links: [link("person", "persons", "contact_id"), link("organization", "organizations", "company_id")],
+  },
+  leads: {
+    table: "leads",
+    select: "title, value_amount::text as value_amount, value_currency, contact_id, company_id",
+    fetch: row("leads"),
+    parse: (raw) => parseLead(raw) as unknown as Obj,
+    fields: [text("title"), money("amount", "value_amount"), text("currency", "value_currency")],
+    matchedFields: [],
+    links: [link("person", "persons", "contact_id"), link("organization", "organizations", "company_id")],
+  },
+  activities: {
+    table: "activities",
+    select: "subject, type, due_date::text as due_date, done, deal_id, contact_id, company_id, lead_id",
+    fetch: row("activities"),
+    parse: (raw) => parseActivity(raw) as unknown as Obj,
+    fields: [text("subject"), text("type"), text("dueDate", "due_date"), text("done")],
+    matchedFields: [],
+    links: parentLinks,
+  },
+  notes: {
+    table: "notes",
+    select: "content, deal_id, contact_id, company_id, lead_id",
+    fetch: row("notes"),
+    parse: (raw) => parseNote(raw) as unknown as Obj,
+    fields: [text("content")],
+    matchedFields: [],
+    links: parentLinks,
+  },
+  mail: {
+    table: "emails",
+    select:
+      "subject, snippet, from_address, to_addresses, body, (extract(epoch from sent_at) * 1000)::bigint::text as sent_at_ms, deal_id",
+    fetch: (id) => ({
+      path: `/v1/mailbox/mailMessages/${encodeURIComponent(id)}`,
+      params: { include_body: 1 },
+    }),
+    parse: (raw) => {
+      // The message as the import stores it: the body from the same include_body fetch, "" as none.
+      const data = unwrapMail(raw) as Obj;
+      const deal = ref(data, "deal_id");
+      if (deal === null) throw new RowError("deal_id is missing");
+      const body = typeof data.body === "string" && data.body !== "" ? data.body : null;
+      return parseEmail(data, deal, body) as unknown as Obj;
+    },
+    fields: [
+      text("subject"),
+      text("snippet"),
+      text("from", "from_address"),
+      text("to", "to_addresses"),
+      text("body"),
+      { name: "sentAt", column: "sent_at_ms", source: (r) => (r.sentAt as Date | null)?.getTime() ?? null },
+    ],
+    matchedFields: [],
+    links: [link("deal", "deals", "deal_id")],
+  },
+};
+
+export const crmVerifier: ProviderVerifier = {
+  async sourceIds(ctx, kind) {
+    const memoKey = `ids:${kind}`;
+    const known = ctx.memo.get(memoKey) as string[] | undefined;
+    if (known) return known;
+    const client = verifyClient(ctx);
+    let ids: string[];
+    if (kind === "mail") {
+      const deals = (await crmVerifier.sourceIds(ctx, "deals")).filter((id) => sourceIdPattern.test(id));
+      ids = await mailIds(ctx, client, deals);
+    } else {
+      const list = LISTS[kind];
+      if (!list) throw new PermanentError(`crm provider has no kind "${kind}"`);
+      ids = await listIds(ctx, client, kind, list);
+    }
+    ctx.memo.set(memoKey, ids);
+    return ids;
+  },
+
+  async compareSample(ctx, kind, entries) {
+    const check = COMPARED[kind];
+    if (!check) throw new PermanentError(`crm provider has no kind "${kind}"`);
+    if (entries.length === 0) return [];
+    const client = verifyClient(ctx);
+    const fetched = await fetchRows(ctx, client, check, entries);
+    const records = await destinationRecords(ctx, check, entries);
+    const parents = await resolveParents(ctx, check, fetched);
+    const out: SampleMismatch[] = [];
+    for (const entry of entries) {
+      const what = `${entry.recordType} ${entry.recordId}`;
+      const got = fetched.get(entry.sourceId)!;
+      if ("problem" in got) {
+        out.push({ sourceId: entry.sourceId, problem: `${got.problem}, but the ledger has it as ${what}` });
+        continue;
+      }
+      const record = records.get(String(entry.recordId));
+      if (!record) {
+        out.push({
+          sourceId: entry.sourceId,
+          problem: `the ledger points at ${what}, which does not exist for this tenant`,
+        });
+        continue;
+      }
+      const fields = entry.action === "matched" ? check.matchedFields : check.fields;
+      for (const field of fields) {
+        const want = normalize(field.source(got.row));
+        const have = normalize(
+          entry.action === "matched" && typeof record[field.column] === "string"
+            ? (record[field.column] as string).toLowerCase()
+            : record[field.column],
+        );
+        if (want !== have) {
+          out.push({
+            sourceId: entry.sourceId,
+            problem: `${field.name} is ${show(want)} in the source but ${show(have)} in ${what}`,
+          });
+        }
+      }
+      // A matched record is the product's own: its links are not ours to check.
+      if (entry.action === "matched") continue;
+      for (const l of check.links) {
+        const refId = l.ref(got.row);
+        const want = refId === null ? null : (parents.get(`${l.kind}\u0000${refId}`) ?? null);
+        const have =
+          record[l.column] === null || record[l.column] === undefined ? null : String(record[l.column]);
+        if (want !== have) {
+          out.push({
+            sourceId: entry.sourceId,
+            problem: `${l.name} link is ${have ?? "empty"} in ${what} but should be ${want ?? "empty"} (${
+              refId === null ? "the source row has none" : `source ${l.kind} ${refId}`
+            })`,
+          });
+        }
+      }
+    }
+    return out;
+  },
+};
+
+const sourceIdPattern = /^[1-9]\d{0,18}$/;
+
+function verifyClient(ctx: VerifyContext): SourceClient {
+  const { baseUrl } = runSettings(ctx.run);
+  return clientFor(ctx.run, baseUrl, ctx.pacer);
+}
+
+/**
+ * Walks a v1 list: the first page alone (most kinds fit in one page of 500), then PAGES_AT_ONCE
+ * pages side by side until a page says there is no more — at most PAGES_AT_ONCE - 1 list calls
+ * past the end.
+ */
+async function listIds(
+  ctx: VerifyContext,
+  client: SourceClient,
+  kind: string,
+  list: { path: string; params?: Record<string, string> },
+): Promise<string[]> {
+  const page = async (index: number) => {
+    const start = index * PAGE_LIMIT;
+    const body = await withRetries(
+      () =>
+        client.getJson<V1List>(list.path, { ...list.params, start, limit: PAGE_LIMIT }, "list", ctx.signal),
+      { signal: ctx.signal },
+    );
+    const items = Array.isArray(body?.data) ? body.data : [];
+    const more = body?.additional_data?.pagination?.more_items_in_collection === true;
+    // Named as walkPage names a row without a usable id, so the two compare.
+    return { ids: items.map((raw, j) => sourceId(raw) ?? `${kind}@${start + j}`), more };
+  };
+  const first = await page(0);
+  const ids = [...first.ids];
+  if (!first.more || first.ids.length === 0) return ids;
+  for (let next = 1; ; next += PAGES_AT_ONCE) {
+    const pages = await Promise.all(Array.from({ length: PAGES_AT_ONCE }, (_, i) => page(next + i)));
+    for (const p of pages) {
+      ids.push(...p.ids);
+      if (!p.more || p.ids.length === 0) return ids;
+    }
+  }
+}
+
+/** Every message of every deal, one deal's list at a time per lane. */
+async function mailIds(
+  ctx: VerifyContext,
+  client: SourceClient,
+  deals: readonly string[],
+): Promise<string[]> {
+  const perDeal: string[][] = new Array(deals.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < deals.length) {
+      const i = next++;
+      const deal = deals[i]!;
+      let messages: unknown[];
+      try {
+        messages = await withRetries(() => listMessages(client, deal, PAGE_LIMIT, ctx.signal), {
+          signal: ctx.signal,
+        });
+      } catch (err) {
+        // A deal gone since it was listed has no mail to count.
+        if (err instanceof PermanentError && / 404\b/.test(err.message)) messages = [];
+        else throw err;
+      }
+      // Named as walkMail names a message without a usable id.
+      perDeal[i] = messages.map((raw, j) => sourceId(raw) ?? `mail@deal${deal}#${j}`);
+    }
+  };
+  await Promise.all(Array.from({ length: LIST_CONCURRENCY }, lane));
+  return perDeal.flat();
+}
+
+type Fetched = { row: Obj } | { problem: string };
+
+/** Each sampled row, fetched again and parsed the way the import parses it, GET_CONCURRENCY at a time. */
+async function fetchRows(
+  ctx: VerifyContext,
+  client: SourceClient,
+  check: KindCheck,
+  entries: readonly SampleEntry[],
+): Promise<Map<string, Fetched>> {
+  const out = new Map<string, Fetched>();
+  let next = 0;
+  const lane = async () => {
+    while (next < entries.length) {
+      const entry = entries[next++]!;
+      out.set(entry.sourceId, await fetchRow(ctx, client, check, entry.sourceId));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(GET_CONCURRENCY, entries.length) }, lane));
+  return out;
+}
+
+async function fetchRow(
+  ctx: VerifyContext,
+  client: SourceClient,
+  check: KindCheck,
+  id: string,
+): Promise<Fetched> {
+  const { path, params } = check.fetch(id);
+  let body: { data?: unknown } | null;
+  try {
+    body = await withRetries(() => client.getJson<{ data?: unknown }>(path, params, "get", ctx.signal), {
+      signal: ctx.signal,
+    });
+  } catch (err) {
+    if (err instanceof PermanentError && / 404\b/.test(err.message))
+      return { problem: "no longer in the source (404)" };
+    throw err;
+  }
+  if (typeof body?.data !== "object" || body.data === null)
+    return { problem: "the source answered without the row" };
+  try {
+    return { row: check.parse(body.data) };
+  } catch (err) {
+    if (!(err instanceof RowError)) throw err;
+    return { problem: `the source row no longer parses (${err.message})` };
+  }
+}
+
+/** The destination records the sample's ledger rows point to, in one query. */
+async function destinationRecords(
+  ctx: VerifyContext,
+  check: KindCheck,
+  entries: readonly SampleEntry[],
+): Promise<Map<string, Obj>> {
+  const ids = entries.map((e) => String(e.recordId));
+  const rows = await ctx.db.execute<Obj>(sql`
+    select id::text as id, ${sql.raw(check.select)}
+      from ${sql.identifier("app")}.${sql.identifier(check.table)}
+     where tenant_id = ${ctx.run.tenantId} and id = any(${sql.param(ids)}::bigint[])`);
+  return new Map(rows.map((r) => [String(r.id), r]));
+}
+
+/** Source id of a parent -> the local id the ledger gives it (created or matched), in one query. */
+async function resolveParents(
+  ctx: VerifyContext,
+  check: KindCheck,
+  fetched: ReadonlyMap<string, Fetched>,
+): Promise<Map<string, string>> {
+  const kinds: string[] = [];
+  const ids: string[] = [];
+  for (const got of fetched.values()) {
+    if (!("row" in got)) continue;
+    for (const l of check.links) {
+      const id = l.ref(got.row);
+      if (id === null) continue;
+      kinds.push(l.kind);
+      ids.push(id);
+    }
+  }
+  if (ids.length === 0) return new Map();
+  const rows = await ctx.db.execute<{ kind: string; source_id: string; record_id: string }>(sql`
+    select l.kind, l.source_id, l.record_id::text as record_id
+      from drover.ledger l
+      join unnest(${sql.param(kinds)}::text[], ${sql.param(ids)}::text[]) as w(kind, source_id)
+        on l.kind = w.kind and l.source_id = w.source_id
+     where l.tenant_id = ${ctx.run.tenantId} and l.source = ${ctx.run.source}
+       and l.source_account = ${ctx.run.sourceAccount} and l.action in ('created', 'matched')`);
+  return new Map(rows.map((r) => [`${r.kind}\u0000${r.source_id}`, r.record_id]));
+}
+
+/** One comparable form for both sides: text, numbers as text, objects as canonical JSON, null. */
+function normalize(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "string") return value;
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint")
+    return String(value);
+  if (value instanceof Date) return String(value.getTime());
+  return canonicalJson(value);
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const entries = Object.entries(value as Obj).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+function show(value: string | null): string {
+  if (value === null) return "empty";
+  const quoted = JSON.stringify(value);
+  return quoted.length > 80 ? `${quoted.slice(0, 77)}..."` : quoted;
+}

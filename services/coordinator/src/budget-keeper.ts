@@ -1,0 +1,245 @@
+import { budgets, type Db } from "@drover/db";
+import { metrics } from "@drover/telemetry";
+import { and, eq, sql } from "drizzle-orm";
+
+/**
+ * The source accounts' allowances, kept by the leader coordinator in memory and written to the
+ * budgets row only now and then: the row was the hottest in the database when every response and
+ * every lease wrote it (seed 004). Grants are schedules, not counts:
+ *
+ * Every slot granted for an account is spaced `interval` apart on one timeline, and a worker may
+ * use slot i from its time until `graceMs` after it. Any rolling window of `windowMs` then holds at
+ * most floor((windowMs + graceMs) / interval) + 1 requests, so with
+ * interval = (windowMs + graceMs) / (capacity - 1) the source's burst window is never exceeded,
+ * however many workers share the account, and a saturated account runs at
+ * (capacity - 1) / capacity × windowMs / (windowMs + graceMs) of its allowance.
+ */
+
+export interface BudgetOptions {
+  /** How late after its time a slot may still be used (covers timer and event-loop delay). */
+  graceMs: number;
+  /** How far ahead of now a lease may place slots. */
+  horizonMs: number;
+  /**
+   * The earliest a slot is placed after now: the grant still has to travel to the worker, and a
+   * slot that arrives already past its grace is wasted.
+   */
+  leadMs: number;
+  /** At most one row write per account this often, unless the daily counter moved. */
+  persistEveryMs: number;
+  /** Used until the source's own headers say otherwise (Pipedrive's lowest plan: 20 per 2 s). */
+  defaultCapacity: number;
+  windowMs: number;
+}
+
+export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
+  graceMs: 40,
+  horizonMs: 1_000,
+  leadMs: 25,
+  persistEveryMs: 60_000,
+  defaultCapacity: 20,
+  windowMs: 2_000,
+};
+
+export type LeaseResult =
+  | { kind: "granted"; granted: number; firstSlotAt: number; intervalMs: number }
+  | { kind: "wait"; retryAt: number }
+  | { kind: "exhausted"; retryAt: number };
+
+export interface BudgetReading {
+  burstCapacity?: number | undefined;
+  dailyRemaining?: bigint | number | undefined;
+  dailyResetAt?: Date | undefined;
+  blockedUntil?: Date | undefined;
+  spent: number;
+}
+
+interface AccountState {
+  id: number;
+  capacity: number;
+  nextSlotAt: number;
+  blockedUntil: number;
+  dailyRemaining: number | null;
+  dailyResetAt: number | null;
+  spentDelta: number;
+  dirty: boolean;
+  dailyMoved: boolean;
+  persistedAt: number;
+}
+
+const remainingGauge = metrics.gauge(
+  "drover_budget_daily_remaining",
+  "Token units left in the source account's daily allowance",
+  ["account"],
+);
+const grantedCounter = metrics.counter(
+  "drover_budget_slots_granted_total",
+  "Request slots granted to workers",
+  ["account"],
+);
+const waitsCounter = metrics.counter(
+  "drover_budget_lease_waits_total",
+  "Leases answered with a time to come back",
+  ["account"],
+);
+
+export class BudgetKeeper {
+  private readonly accounts = new Map<string, Promise<AccountState>>();
+  /** When this process began granting: a previous leader's grants reach at most a horizon past it. */
+  private grantingSince: number;
+  /** Rows written (inserted or updated) since start: the benchmark's budget_writes figure. */
+  writes = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: BudgetOptions = DEFAULT_BUDGET_OPTIONS,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.grantingSince = now();
+  }
+
+  intervalMs(capacity: number): number {
+    const { windowMs, graceMs } = this.options;
+    return capacity > 1 ? (windowMs + graceMs) / (capacity - 1) : windowMs + graceMs;
+  }
+
+  async lease(source: string, account: string, want: number, tokensPerSlot: number): Promise<LeaseResult> {
+    const a = await this.account(source, account);
+    const now = this.now();
+    if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
+      if (a.dailyResetAt !== null && a.dailyResetAt > now)
+        return { kind: "exhausted", retryAt: a.dailyResetAt };
+      // The reset passed: the allowance is back until the source says otherwise.
+      a.dailyRemaining = null;
+    }
+    const interval = this.intervalMs(a.capacity);
+    const start = Math.max(now + this.options.leadMs, a.nextSlotAt, a.blockedUntil);
+    const reach = now + this.options.leadMs + this.options.horizonMs;
+    if (start > reach) {
+      waitsCounter.inc({ account });
+      return { kind: "wait", retryAt: start - this.options.leadMs - this.options.horizonMs };
+    }
+    let granted = Math.min(Math.max(1, want), Math.floor((reach - start) / interval) + 1);
+    if (a.dailyRemaining !== null && tokensPerSlot > 0) {
+      granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
+      a.dailyRemaining -= granted * tokensPerSlot;
+    }
+    a.nextSlotAt = start + granted * interval;
+    grantedCounter.inc({ account }, granted);
+    return { kind: "granted", granted, firstSlotAt: start, intervalMs: interval };
+  }
+
+  /** What a worker read from the source's headers: only the readings it changed, spent as an increment. */
+  async report(source: string, account: string, r: BudgetReading): Promise<void> {
+    const a = await this.account(source, account);
+    if (r.burstCapacity !== undefined && r.burstCapacity > 0 && r.burstCapacity !== a.capacity) {
+      a.capacity = r.burstCapacity;
+      a.dirty = true;
+      // Written at the next pass, like a moved daily counter: workers report a capacity only when it
+      // changes, so a successor leader that read the default from the row would pace by it for good.
+      a.dailyMoved = true;
+    }
+    if (r.dailyRemaining !== undefined) {
+      const value = Number(r.dailyRemaining);
+      if (value !== a.dailyRemaining) a.dailyMoved = true;
+      a.dailyRemaining = value;
+      a.dirty = true;
+      remainingGauge.set({ account }, value);
+    }
+    if (r.dailyResetAt) a.dailyResetAt = r.dailyResetAt.getTime();
+    if (r.blockedUntil && r.blockedUntil.getTime() > a.blockedUntil) {
+      // A 429: nothing more is scheduled before the source's reset.
+      a.blockedUntil = r.blockedUntil.getTime();
+      a.nextSlotAt = Math.max(a.nextSlotAt, a.blockedUntil);
+      a.dirty = true;
+    }
+    if (r.spent > 0) {
+      a.spentDelta += r.spent;
+      a.dirty = true;
+    }
+  }
+
+  /**
+   * Writes the accounts whose state changed, at most once per persistEveryMs each, or at once
+   * when the daily counter moved (another coordinator taking over must not believe in tokens that
+   * are gone). Only this process writes the row while it leads.
+   */
+  async persist(force = false): Promise<number> {
+    let written = 0;
+    for (const pending of this.accounts.values()) {
+      const a = await pending.catch(() => undefined);
+      if (!a?.dirty) continue;
+      if (!force && !a.dailyMoved && this.now() - a.persistedAt < this.options.persistEveryMs) continue;
+      const delta = a.spentDelta;
+      a.spentDelta = 0;
+      a.dirty = false;
+      a.dailyMoved = false;
+      a.persistedAt = this.now();
+      await this.db
+        .update(budgets)
+        .set({
+          burstCapacity: a.capacity,
+          burstResetAt: a.blockedUntil > 0 ? new Date(a.blockedUntil) : null,
+          dailyRemaining: a.dailyRemaining,
+          dailyResetAt: a.dailyResetAt === null ? null : new Date(a.dailyResetAt),
+          exhaustedAt: a.dailyRemaining !== null && a.dailyRemaining <= 0 ? new Date() : null,
+          spent: sql`${budgets.spent} + ${delta}`,
+          updatedAt: new Date(),
+        })
+        .where(eq(budgets.id, a.id));
+      this.writes++;
+      written++;
+    }
+    return written;
+  }
+
+  /** Forgets everything: leadership changed hands, and the rows are read afresh. */
+  clear(): void {
+    this.accounts.clear();
+    this.grantingSince = this.now();
+  }
+
+  private account(source: string, account: string): Promise<AccountState> {
+    const key = `${source}\u0000${account}`;
+    let state = this.accounts.get(key);
+    if (!state) {
+      state = this.load(source, account);
+      this.accounts.set(key, state);
+      state.catch(() => this.accounts.delete(key));
+    }
+    return state;
+  }
+
+  private async load(source: string, account: string): Promise<AccountState> {
+    let [row] = await this.db
+      .select()
+      .from(budgets)
+      .where(and(eq(budgets.source, source), eq(budgets.sourceAccount, account)));
+    if (!row) {
+      await this.db
+        .insert(budgets)
+        .values({ source, sourceAccount: account, burstCapacity: this.options.defaultCapacity })
+        .onConflictDoNothing();
+      this.writes++;
+      [row] = await this.db
+        .select()
+        .from(budgets)
+        .where(and(eq(budgets.source, source), eq(budgets.sourceAccount, account)));
+    }
+    const now = this.now();
+    const blocked = row!.burstResetAt?.getTime() ?? 0;
+    return {
+      id: row!.id,
+      capacity: row!.burstCapacity,
+      // A new leader does not know what the last one scheduled, at most a horizon past its own start.
+      nextSlotAt: Math.max(now, this.grantingSince + this.options.horizonMs),
+      blockedUntil: blocked > now ? blocked : 0,
+      dailyRemaining: row!.dailyRemaining,
+      dailyResetAt: row!.dailyResetAt?.getTime() ?? null,
+      spentDelta: 0,
+      dirty: false,
+      dailyMoved: false,
+      persistedAt: now,
+    };
+  }
+}

@@ -1,0 +1,102 @@
+import { openDatabase } from "@drover/db";
+import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BudgetKeeper, DEFAULT_BUDGET_OPTIONS } from "../src/budget-keeper.js";
+
+let testDb: TestDatabase;
+let database: ReturnType<typeof openDatabase>;
+let clock = 1_000_000;
+const now = () => clock;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  database = openDatabase(testDb.url, { max: 2 });
+});
+afterAll(async () => {
+  await database.close();
+  await testDb.drop();
+});
+
+/** The source's rule: in any rolling window, at most `capacity` requests. */
+function maxInAnyWindow(times: number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let max = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[i]! - sorted[j]! >= windowMs) j++;
+    max = Math.max(max, i - j + 1);
+  }
+  return max;
+}
+
+describe("budget keeper", () => {
+  it("grants schedules that never exceed the burst window, even when every slot is used as late as allowed", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    await keeper.report("crm", "a1", { burstCapacity: 20, spent: 0 });
+    const sends: number[] = [];
+    // Ten workers asking in turn for a minute of simulated time, each using its slots at the
+    // worst moment: the end of each slot's grace.
+    for (let step = 0; step < 600; step++) {
+      clock += 100;
+      const r = await keeper.lease("crm", "a1", 1 + (step % 4), 20);
+      if (r.kind !== "granted") continue;
+      for (let i = 0; i < r.granted; i++) {
+        const at = r.firstSlotAt + i * r.intervalMs;
+        sends.push(step % 2 === 0 ? at : at + DEFAULT_BUDGET_OPTIONS.graceMs);
+      }
+    }
+    expect(maxInAnyWindow(sends, 2_000)).toBeLessThanOrEqual(20);
+    // ...and uses most of the allowance: 60 s at 20 per 2 s is 600 requests.
+    expect(sends.length).toBeGreaterThan((0.9 * 600 * (60_000 - 2_000)) / 60_000);
+  });
+
+  it("answers with a time to come back when the schedule is full a horizon ahead", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    await keeper.report("crm", "a2", { burstCapacity: 20, spent: 0 });
+    clock += 5_000;
+    const first = await keeper.lease("crm", "a2", 1_000, 2);
+    expect(first.kind).toBe("granted");
+    const second = await keeper.lease("crm", "a2", 1, 2);
+    expect(second.kind).toBe("wait");
+  });
+
+  it("refuses with the reset time once the daily allowance is gone", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    const resetAt = new Date(clock + 3_600_000);
+    await keeper.report("crm", "a3", {
+      burstCapacity: 20,
+      dailyRemaining: 50,
+      dailyResetAt: resetAt,
+      spent: 0,
+    });
+    clock += 5_000;
+    const r = await keeper.lease("crm", "a3", 10, 20);
+    expect(r).toMatchObject({ kind: "granted", granted: 2 }); // 50 tokens buy two list calls
+    expect(await keeper.lease("crm", "a3", 1, 20)).toEqual({ kind: "exhausted", retryAt: resetAt.getTime() });
+  });
+
+  it("schedules nothing before a 429's reset", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    await keeper.report("crm", "a4", { burstCapacity: 20, spent: 0 });
+    clock += 5_000;
+    const until = new Date(clock + 800);
+    await keeper.report("crm", "a4", { blockedUntil: until, spent: 0 });
+    const r = await keeper.lease("crm", "a4", 1, 20);
+    expect(r.kind === "granted" && r.firstSlotAt).toBeGreaterThanOrEqual(until.getTime());
+  });
+
+  it("writes a row at most once per period, with spent as an increment", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    for (let i = 0; i < 50; i++) await keeper.report("crm", "a5", { burstCapacity: 20, spent: 20 });
+    expect(await keeper.persist()).toBe(0); // the period has not passed
+    clock += DEFAULT_BUDGET_OPTIONS.persistEveryMs + 1;
+    expect(await keeper.persist()).toBe(1);
+    expect(await keeper.persist()).toBe(0);
+    await keeper.report("crm", "a5", { dailyRemaining: 1_000, spent: 2 });
+    expect(await keeper.persist()).toBe(1); // the daily counter moved: at once
+    const [row] = await database.db.execute<{ spent: string; daily_remaining: string }>(
+      sql`select spent, daily_remaining from drover.budgets where source_account = 'a5'`,
+    );
+    expect(row).toEqual({ spent: "1002", daily_remaining: "1000" });
+  });
+});

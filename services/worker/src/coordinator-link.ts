@@ -1,0 +1,58 @@
+import type { Db } from "@drover/db";
+import { type Client, Code, isRpcError, type WorkerService } from "@drover/proto";
+import { sql } from "drizzle-orm";
+
+type WorkerClient = Client<typeof WorkerService>;
+
+/**
+ * The worker's line to the coordinators. It starts at the configured address; when a call finds
+ * that coordinator gone (UNAVAILABLE), it looks up where the leader announced itself in Postgres
+ * and moves there, so a worker outlives the coordinator it was pointed at. The failed call still
+ * fails: callers already retry (budget leases) or do not need the answer (TaskFinished).
+ */
+export class CoordinatorLink implements Pick<WorkerClient, "leaseBudget" | "reportBudget" | "taskFinished"> {
+  private address: string;
+  private client: WorkerClient;
+  private resolving: Promise<void> | undefined;
+
+  constructor(
+    configured: string,
+    private readonly db: Db,
+    private readonly connect: (address: string) => WorkerClient,
+  ) {
+    this.address = configured;
+    this.client = connect(configured);
+  }
+
+  leaseBudget: WorkerClient["leaseBudget"] = (req, opts) => this.call((c) => c.leaseBudget(req, opts));
+  reportBudget: WorkerClient["reportBudget"] = (req, opts) => this.call((c) => c.reportBudget(req, opts));
+  taskFinished: WorkerClient["taskFinished"] = (req, opts) => this.call((c) => c.taskFinished(req, opts));
+
+  close(): void {
+    this.client.close();
+  }
+
+  private async call<T>(fn: (c: WorkerClient) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this.client);
+    } catch (err) {
+      if (isRpcError(err, Code.UNAVAILABLE)) {
+        this.resolving ??= this.moveToLeader().finally(() => {
+          this.resolving = undefined;
+        });
+        await this.resolving;
+      }
+      throw err;
+    }
+  }
+
+  private async moveToLeader(): Promise<void> {
+    const [row] = await this.db
+      .execute<{ address: string }>(sql`select address from drover.leadership where name = 'coordinator'`)
+      .catch(() => [] as { address: string }[]);
+    if (!row || row.address === this.address) return;
+    this.client.close();
+    this.address = row.address;
+    this.client = this.connect(row.address);
+  }
+}

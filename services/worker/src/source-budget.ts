@@ -1,0 +1,247 @@
+import {
+  type Client,
+  Code,
+  isRpcError,
+  type MessageInitShape,
+  type ReportBudgetRequestSchema,
+  timestampDate,
+  timestampFromDate,
+  type WorkerService,
+} from "@drover/proto";
+import {
+  type CallType,
+  type Pacer,
+  RateLimitedError,
+  sleep,
+  TOKEN_COSTS,
+  TransientError,
+} from "@drover/provider-sdk";
+import { metrics } from "@drover/telemetry";
+
+/** Readings are reported at most this often, unless the daily counter moved or a 429 came back. */
+const REPORT_EVERY_MS = 30_000;
+/** A wait longer than this parks the task rather than holding a lane slot. */
+const PARK_AFTER_MS = 10_000;
+/** What a source that sends no rate-limit headers is paced at, per burst window. */
+const UNLIMITED = 100_000;
+/** See BudgetKeeper: slots are usable this long after their instant. */
+const GRACE_MS = 40;
+
+const leaseWait = metrics.histogram(
+  "drover_worker_lease_wait_seconds",
+  "Time tasks waited for a source budget lease",
+  [],
+  [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10],
+);
+const rateLimited = metrics.counter("drover_worker_source_429_total", "Responses the source answered 429", [
+  "account",
+]);
+
+type Report = MessageInitShape<typeof ReportBudgetRequestSchema>;
+
+/**
+ * One account's budget as this worker process sees it: slots leased from the coordinator and
+ * shared by every task of the process on that account. What the source's headers say is absorbed
+ * in memory — no database write per response — and reported in a throttled way: at most every
+ * 30 s, at once when the daily counter moved or a 429 arrived, and always before a lease. A report
+ * carries only the readings that changed, and `spent` as an increment.
+ */
+export class LeasedPacer implements Pacer {
+  readonly graceMs = GRACE_MS;
+  private slots: number[] = [];
+  private leasing: Promise<void> | undefined;
+  /** Slots wanted by every acquire waiting right now: one lease asks for all of them. */
+  private demand = 0;
+  private blockedUntil = 0;
+  private pending: { capacity?: number; dailyRemaining?: number; blockedUntil?: number; spent: number } = {
+    spent: 0,
+  };
+  private known: { capacity?: number; dailyRemaining?: number } = {};
+  private reportedAt = Date.now();
+  private reporting: Promise<void> | undefined;
+
+  constructor(
+    private readonly client: Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">,
+    private readonly account: { source: string; sourceAccount: string; workerId: string },
+  ) {}
+
+  async acquire(type: CallType, signal?: AbortSignal, count = 1): Promise<number[]> {
+    const out: number[] = [];
+    const started = Date.now();
+    this.demand += count;
+    try {
+      while (out.length < count) {
+        signal?.throwIfAborted();
+        const usableFrom = Date.now() - GRACE_MS + 5;
+        while (this.slots.length > 0 && this.slots[0]! < usableFrom) this.slots.shift();
+        if (this.slots.length > 0) {
+          out.push(this.slots.shift()!);
+          this.demand--;
+          continue;
+        }
+        this.leasing ??= this.lease(Math.max(1, this.demand), type, signal).finally(() => {
+          this.leasing = undefined;
+        });
+        await this.leasing;
+      }
+    } finally {
+      this.demand -= count - out.length;
+    }
+    leaseWait.observe({}, (Date.now() - started) / 1000);
+    return out;
+  }
+
+  absorb(headers: Headers, status: number, type: CallType): void {
+    let urgent = false;
+    // A successful answer without a limit header means the source announces no burst limit.
+    const limit =
+      intHeader(headers, "x-ratelimit-limit") ?? (status >= 200 && status < 300 ? UNLIMITED : undefined);
+    if (limit !== undefined && limit > 0 && limit !== this.known.capacity) {
+      this.known.capacity = limit;
+      this.pending.capacity = limit;
+      urgent = true;
+    }
+    const daily = intHeader(headers, "x-daily-ratelimit-token-remaining");
+    if (daily !== undefined && daily !== this.known.dailyRemaining) {
+      this.known.dailyRemaining = daily;
+      this.pending.dailyRemaining = daily;
+      urgent = true;
+    }
+    if (status === 429) {
+      rateLimited.inc({ account: this.account.sourceAccount });
+      const reset = Math.max(1, intHeader(headers, "x-ratelimit-reset") ?? 2);
+      const until = Date.now() + reset * 1000;
+      // Never send again before the reset: drop what was leased before it, and tell the coordinator.
+      this.blockedUntil = Math.max(this.blockedUntil, until);
+      this.slots = this.slots.filter((t) => t >= this.blockedUntil);
+      this.pending.blockedUntil = this.blockedUntil;
+      urgent = true;
+    } else if (status > 0 && status < 500) {
+      this.pending.spent += TOKEN_COSTS[type];
+    }
+    if (urgent || Date.now() - this.reportedAt > REPORT_EVERY_MS) void this.report();
+  }
+
+  /** Sends what changed since the last report; a failed report keeps its readings for the next. */
+  report(): Promise<void> {
+    const p = this.pending;
+    const hasNews =
+      p.capacity !== undefined ||
+      p.dailyRemaining !== undefined ||
+      p.blockedUntil !== undefined ||
+      p.spent > 0;
+    if (!hasNews) return this.reporting ?? Promise.resolve();
+    this.pending = { spent: 0 };
+    this.reportedAt = Date.now();
+    const request: Report = {
+      source: this.account.source,
+      sourceAccount: this.account.sourceAccount,
+      workerId: this.account.workerId,
+      spent: BigInt(p.spent),
+      ...(p.capacity !== undefined ? { burstCapacity: p.capacity } : {}),
+      ...(p.dailyRemaining !== undefined ? { dailyRemaining: BigInt(p.dailyRemaining) } : {}),
+      ...(p.blockedUntil !== undefined ? { blockedUntil: timestampFromDate(new Date(p.blockedUntil)) } : {}),
+    };
+    const previous = this.reporting ?? Promise.resolve();
+    this.reporting = previous
+      .then(() => this.client.reportBudget(request, { deadline: new Date(Date.now() + 5_000) }))
+      .then(
+        () => undefined,
+        () => {
+          this.pending = {
+            capacity: this.pending.capacity ?? p.capacity,
+            dailyRemaining: this.pending.dailyRemaining ?? p.dailyRemaining,
+            blockedUntil: this.pending.blockedUntil ?? p.blockedUntil,
+            spent: this.pending.spent + p.spent,
+          };
+        },
+      );
+    return this.reporting;
+  }
+
+  private async lease(want: number, type: CallType, signal?: AbortSignal): Promise<void> {
+    if (this.blockedUntil > Date.now()) {
+      if (this.blockedUntil - Date.now() > PARK_AFTER_MS) {
+        throw new RateLimitedError(
+          `${this.account.sourceAccount}: rate limited by the source`,
+          new Date(this.blockedUntil),
+        );
+      }
+      await sleep(this.blockedUntil - Date.now(), signal);
+    }
+    // What the headers said reaches the coordinator before it decides.
+    await this.report();
+    for (let failures = 0; ; ) {
+      try {
+        const res = await this.client.leaseBudget(
+          {
+            source: this.account.source,
+            sourceAccount: this.account.sourceAccount,
+            workerId: this.account.workerId,
+            want,
+            tokensPerSlot: TOKEN_COSTS[type],
+          },
+          { deadline: new Date(Date.now() + 5_000), ...(signal ? { signal } : {}) },
+        );
+        if (res.granted > 0 && res.firstSlotAt) {
+          const first = timestampDate(res.firstSlotAt).getTime();
+          for (let i = 0; i < res.granted; i++) this.slots.push(first + i * res.intervalMs);
+          return;
+        }
+        const retryAt = res.retryAt ? timestampDate(res.retryAt).getTime() : Date.now() + 500;
+        if (retryAt - Date.now() > PARK_AFTER_MS) {
+          throw new RateLimitedError(
+            `${this.account.sourceAccount}: no budget before ${new Date(retryAt).toISOString()}`,
+            new Date(retryAt),
+          );
+        }
+        await sleep(Math.max(0, retryAt - Date.now()), signal);
+      } catch (err) {
+        if (err instanceof RateLimitedError) throw err;
+        if (isRpcError(err, Code.RESOURCE_EXHAUSTED)) {
+          const at = Date.parse(err.details.retry_at ?? "") || Date.now() + 60_000;
+          throw new RateLimitedError(err.message, new Date(at));
+        }
+        if (signal?.aborted) throw err;
+        // The coordinator is restarting or failing over: wait a little, then give the task back.
+        if (++failures > 20)
+          throw new TransientError(
+            `no budget lease for ${this.account.sourceAccount}: ${(err as Error).message}`,
+          );
+        await sleep(500, signal);
+      }
+    }
+  }
+}
+
+/** One LeasedPacer per source account in this process. */
+export class SourceBudgets {
+  private readonly pacers = new Map<string, LeasedPacer>();
+
+  constructor(
+    private readonly client: Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">,
+    private readonly workerId: string,
+  ) {}
+
+  for(source: string, sourceAccount: string): LeasedPacer {
+    const key = `${source}\u0000${sourceAccount}`;
+    let pacer = this.pacers.get(key);
+    if (!pacer) {
+      pacer = new LeasedPacer(this.client, { source, sourceAccount, workerId: this.workerId });
+      this.pacers.set(key, pacer);
+    }
+    return pacer;
+  }
+
+  /** Flushes every account's unreported readings (graceful shutdown). */
+  async flush(): Promise<void> {
+    await Promise.allSettled([...this.pacers.values()].map((p) => p.report()));
+  }
+}
+
+function intHeader(headers: Headers, name: string): number | undefined {
+  const raw = headers.get(name);
+  if (raw === null) return undefined;
+  const n = Number.parseInt(raw, 10);
+  return Number.isFinite(n) ? n : undefined;
+}

@@ -1,0 +1,96 @@
+import { openBenchCluster } from "./harness.js";
+import type { Scenario, ScenarioResult } from "./scenario.js";
+
+/**
+ * parallel_fetch_speedup: the mail phase's wall time with one body fetch in flight per task ÷ with
+ * four, each deal carrying 8..12 messages, 150 ms latency, no burst limit. Two runs in one
+ * invocation, each on a database and cluster of its own, one after the other (two cores: side by
+ * side they would slow each other down). Mail-phase wall time = the mail tasks' first created_at
+ * (seeded as the deals phase's barrier passes) to their last finished_at.
+ */
+
+const LANE_WIDTH = 4;
+const WORKERS = 2;
+
+export const PARALLEL_SANDBOX = {
+  seed: 42,
+  organizations: 0,
+  persons: 0,
+  deals: 64,
+  leads: 0,
+  activities: 0,
+  notes: 0,
+  "mail-per-deal-max": 12,
+  "heavy-mail-deal-rate": 1,
+  "latency-ms": 150,
+  "burst-limit": 0,
+};
+
+const KINDS = ["deals", "mail"];
+/** 64 deals, 8 per mail task: 8 mail tasks, one per lane of the two workers. */
+const BASE_SETTINGS = { pageSize: "100", stripes: "1", dealsPerMailTask: "8" };
+
+interface MailPhase {
+  seconds: number;
+  tasks: number;
+  messages: number;
+  bodyRequests: number;
+}
+
+async function mailPhase(bodyConcurrency: number): Promise<MailPhase> {
+  const bench = await openBenchCluster({
+    name: `fetch-c${bodyConcurrency}`,
+    workers: WORKERS,
+    laneWidth: LANE_WIDTH,
+    sandbox: PARALLEL_SANDBOX,
+    env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
+  });
+  try {
+    const outcome = await bench.runToEnd(
+      {
+        tenantId: "bench",
+        sourceAccount: `bench-fetch-c${bodyConcurrency}`,
+        kinds: KINDS,
+        settings: { ...BASE_SETTINGS, bodyConcurrency: String(bodyConcurrency) },
+      },
+      240_000,
+    );
+    const [phase] = await bench.database.sql<{ ms: number; tasks: number }[]>`
+      select (extract(epoch from max(finished_at) - min(created_at)) * 1000)::float8 as ms, count(*)::int as tasks
+        from drover.tasks where run_id = ${outcome.run.id}::uuid and kind = 'mail'`;
+    const mail = outcome.run.progress.find((p) => p.kind === "mail");
+    return {
+      seconds: phase!.ms / 1000,
+      tasks: phase!.tasks,
+      messages: mail
+        ? Number(mail.imported + mail.matched + mail.alreadyHere + mail.skipped + mail.failed)
+        : 0,
+      bodyRequests: outcome.stats.byCallType.get ?? 0,
+    };
+  } finally {
+    await bench.close();
+  }
+}
+
+export const parallelFetchScenario: Scenario = {
+  name: "parallel_fetch",
+  selects: ["parallel_fetch_speedup"],
+  async run(): Promise<ScenarioResult> {
+    const serial = await mailPhase(1);
+    const parallel = await mailPhase(4);
+    if (serial.messages === 0 || parallel.messages === 0)
+      throw new Error("the mail phase imported no messages");
+    return {
+      figures: { parallel_fetch_speedup: serial.seconds / parallel.seconds },
+      settings: {
+        workers: WORKERS,
+        laneWidth: LANE_WIDTH,
+        kinds: KINDS,
+        crmSettings: BASE_SETTINGS,
+        bodyConcurrency: [1, 4],
+        sandbox: PARALLEL_SANDBOX,
+      },
+      details: { serial, parallel },
+    };
+  },
+};

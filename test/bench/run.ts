@@ -1,0 +1,234 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { join } from "node:path";
+import { checkServices, REPO_ROOT } from "@drover/local-cluster";
+import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
+import { closeOpenClusters, DATABASE_URL, NATS_URL } from "./harness.js";
+import { parallelFetchScenario } from "./parallel-fetch.js";
+import type { Scenario, ScenarioResult } from "./scenario.js";
+import { writeEfficiencyScenario } from "./write-efficiency.js";
+
+/**
+ * `pnpm bench [-- --only name,name]`: runs the scenarios one after the other, prints every figure
+ * as `name: value` (with its goal, if it has one, after a `#`), and writes them with the settings
+ * used to .artifacts/bench/bench-<timestamp>.json and .artifacts/bench/latest.json. A missed goal
+ * does not fail the command; a scenario that crashed does (exit 1).
+ */
+
+const SCENARIOS: readonly Scenario[] = [
+  budgetScenario(1),
+  budgetScenario(2),
+  budgetScenario(4),
+  parallelFetchScenario,
+  writeEfficiencyScenario,
+];
+
+/** Names that select several scenarios at once. */
+const GROUPS: Record<string, readonly string[]> = { budget: ["budget_w1", "budget_w2", "budget_w4"] };
+
+/** Printing order; figures not listed here follow in the order they came. */
+const FIGURE_ORDER = [
+  "budget_utilization_w1",
+  "budget_utilization_w2",
+  "budget_utilization_w4",
+  "rate_limited_share",
+  "forbidden_403_count",
+  "budget_writes_per_1000_calls",
+  "parallel_fetch_speedup",
+  "write_efficiency",
+];
+
+const COUNTS = new Set(["forbidden_403_count"]);
+
+interface Goal {
+  figure: string;
+  op: ">=" | "<=";
+  target: number;
+}
+
+const GOALS: readonly Goal[] = [
+  { figure: "budget_utilization_w2", op: ">=", target: 0.9 },
+  { figure: "budget_utilization_w4", op: ">=", target: 0.9 },
+  { figure: "rate_limited_share", op: "<=", target: 0.005 },
+  { figure: "forbidden_403_count", op: "<=", target: 0 },
+  { figure: "budget_writes_per_1000_calls", op: "<=", target: 5 },
+  { figure: "parallel_fetch_speedup", op: ">=", target: 3 },
+];
+
+const USAGE = `usage: pnpm bench [-- --only name[,name...]]
+
+Scenarios (in order): ${SCENARIOS.map((s) => s.name).join(", ")}; "budget" names the three budget runs.
+A figure's name selects the scenarios behind it, e.g. --only budget_utilization_w2,parallel_fetch_speedup.
+Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn).
+Figures go to stdout, progress to stderr, everything to .artifacts/bench/latest.json.`;
+
+function parseArgs(argv: readonly string[]): Scenario[] {
+  const args = argv.filter((a) => a !== "--");
+  let only: string[] | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--help" || arg === "-h") {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    }
+    if (arg === "--only" || arg.startsWith("--only=")) {
+      const value = arg.startsWith("--only=") ? arg.slice("--only=".length) : args[++i];
+      if (!value) throw new Error("--only needs a comma-separated list of scenario or figure names");
+      only = [
+        ...(only ?? []),
+        ...value
+          .split(",")
+          .map((s) => s.trim())
+          .filter((s) => s !== ""),
+      ];
+      continue;
+    }
+    throw new Error(`unknown argument "${arg}"`);
+  }
+  if (!only) return [...SCENARIOS];
+  const wanted = new Set<string>();
+  for (const name of only) {
+    const matches = SCENARIOS.filter(
+      (s) => s.name === name || s.selects.includes(name) || GROUPS[name]?.includes(s.name),
+    );
+    if (matches.length === 0) {
+      const known = [...SCENARIOS.map((s) => s.name), ...Object.keys(GROUPS), ...FIGURE_ORDER];
+      throw new Error(`--only: "${name}" names no scenario or figure; known: ${known.join(", ")}`);
+    }
+    for (const m of matches) wanted.add(m.name);
+  }
+  return SCENARIOS.filter((s) => wanted.has(s.name));
+}
+
+function format(name: string, value: number): string {
+  return COUNTS.has(name) ? String(Math.round(value)) : value.toFixed(3);
+}
+
+function judge(goal: Goal, value: number): boolean {
+  return goal.op === ">=" ? value >= goal.target : value <= goal.target;
+}
+
+function gitCommit(): string | undefined {
+  try {
+    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT }).toString().trim();
+    const dirty = execFileSync("git", ["status", "--porcelain"], { cwd: REPO_ROOT }).toString().trim() !== "";
+    return dirty ? `${head}+dirty` : head;
+  } catch {
+    return undefined;
+  }
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+async function main(): Promise<number> {
+  let selected: Scenario[];
+  try {
+    selected = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const problems = await checkServices(DATABASE_URL, NATS_URL);
+  if (problems.length > 0) {
+    process.stderr.write(`The bench needs Postgres and NATS JetStream:\n  - ${problems.join("\n  - ")}\n`);
+    return 1;
+  }
+
+  const started = new Date();
+  const results = new Map<string, ScenarioResult & { seconds: number }>();
+  const errors: Record<string, string> = {};
+  for (const scenario of selected) {
+    const t0 = performance.now();
+    log(`[bench] ${scenario.name}: running`);
+    try {
+      const result = await scenario.run();
+      const seconds = (performance.now() - t0) / 1000;
+      results.set(scenario.name, { ...result, seconds });
+      const shown = Object.entries(result.figures)
+        .map(([k, v]) => `${k}=${format(k, v)}`)
+        .join(" ");
+      log(`[bench] ${scenario.name}: done in ${seconds.toFixed(1)} s ${shown}`);
+    } catch (err) {
+      errors[scenario.name] = (err as Error).stack ?? String(err);
+      log(
+        `[bench] ${scenario.name}: CRASHED after ${((performance.now() - t0) / 1000).toFixed(1)} s: ${err}`,
+      );
+      await closeOpenClusters();
+    }
+  }
+
+  const figures: Record<string, number> = {};
+  for (const r of results.values()) Object.assign(figures, r.figures);
+  const budgetRuns = [...results.entries()].filter(([n]) => n.startsWith("budget_w")).map(([, r]) => r);
+  Object.assign(figures, budgetAggregates(budgetRuns));
+
+  const names = [
+    ...FIGURE_ORDER.filter((n) => n in figures),
+    ...Object.keys(figures).filter((n) => !FIGURE_ORDER.includes(n)),
+  ];
+  const goals = GOALS.filter((g) => g.figure in figures).map((g) => ({
+    ...g,
+    value: figures[g.figure]!,
+    met: judge(g, figures[g.figure]!),
+  }));
+  for (const name of names) {
+    const goal = goals.find((g) => g.figure === name);
+    const note = goal
+      ? `  # goal ${goal.op} ${format(name, goal.target)}: ${goal.met ? "PASS" : "MISS"}`
+      : name === "write_efficiency"
+        ? "  # report-only"
+        : "";
+    process.stdout.write(`${name}: ${format(name, figures[name]!)}${note}\n`);
+  }
+  const finished = new Date();
+  const durationSeconds = (finished.getTime() - started.getTime()) / 1000;
+  process.stdout.write(`bench_duration_seconds: ${durationSeconds.toFixed(1)}\n`);
+
+  const report = {
+    startedAt: started.toISOString(),
+    finishedAt: finished.toISOString(),
+    durationSeconds,
+    command: `pnpm bench${
+      process.argv.length > 2
+        ? ` -- ${process.argv
+            .slice(2)
+            .filter((a) => a !== "--")
+            .join(" ")}`
+        : ""
+    }`,
+    commit: gitCommit(),
+    machine: { cpus: availableParallelism(), node: process.version, platform: process.platform },
+    figures,
+    goals,
+    scenarios: Object.fromEntries(
+      selected.map((s) => [s.name, results.get(s.name) ?? { error: errors[s.name] ?? "not run" }]),
+    ),
+  };
+  const dir = join(REPO_ROOT, ".artifacts", "bench");
+  mkdirSync(dir, { recursive: true });
+  const stamp = started.toISOString().replace(/[:.]/g, "-");
+  const text = `${JSON.stringify(report, null, 2)}\n`;
+  writeFileSync(join(dir, `bench-${stamp}.json`), text);
+  writeFileSync(join(dir, "latest.json"), text);
+  log(`[bench] wrote .artifacts/bench/bench-${stamp}.json and .artifacts/bench/latest.json`);
+  if (Object.keys(errors).length > 0) {
+    log(`[bench] crashed: ${Object.keys(errors).join(", ")}`);
+    return 1;
+  }
+  return 0;
+}
+
+process.once("SIGINT", () => {
+  log("\n[bench] interrupted: stopping the services");
+  void closeOpenClusters().then(() => process.exit(130));
+});
+
+main().then(
+  (code) => process.exit(code),
+  async (err) => {
+    process.stderr.write(`bench failed: ${(err as Error).stack ?? err}\n`);
+    await closeOpenClusters();
+    process.exit(1);
+  },
+);

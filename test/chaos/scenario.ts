@@ -1,0 +1,555 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  accountFor,
+  accountingProblems,
+  type KindAccount,
+  REPO_ROOT,
+  type ServiceProcess,
+} from "@drover/local-cluster";
+import { type Run, RunStatus, type Verification } from "@drover/proto";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { sql } from "drizzle-orm";
+import { type Harness, openClusterHarness } from "../support/cluster-harness.js";
+import { startPrivateNats } from "./private-nats.js";
+
+/**
+ * A chaos run, in the manner of Jepsen: real processes (the CRM sandbox serving malformed rows,
+ * transient 5xx and latency; coordinators; workers; a NATS server of the run's own), one migration,
+ * and a seeded nemesis that kills workers, kills the leader coordinator, restarts NATS, terminates
+ * the workers' database connections and freezes a worker past its ack_wait, while the run goes on.
+ * Then a checker: nothing lost, nothing duplicated, nothing unexpected, no verification mismatch,
+ * every malformed row failed with its reason. The seed decides the dataset, the sandbox's faults,
+ * and what the nemesis does when; CHAOS_SEED replays it. Results go to .artifacts/chaos/<seed>.json.
+ */
+
+export type FaultKind =
+  | "kill-worker"
+  | "kill-leader"
+  | "restart-nats"
+  | "terminate-db-connections"
+  | "pause-worker";
+export const FAULT_KINDS: readonly FaultKind[] = [
+  "kill-worker",
+  "kill-leader",
+  "restart-nats",
+  "terminate-db-connections",
+  "pause-worker",
+];
+
+export interface ChaosOptions {
+  variant: string;
+  seed: number;
+  /** crm-sandbox flags; the seed is added. */
+  sandbox: Record<string, string | number>;
+  coordinators: number;
+  workers: number;
+  laneWidth: number;
+  settings: Record<string, string>;
+  env: Record<string, string>;
+  nemesis: {
+    /** SIGKILL a worker every [min, max] ms from `from`; null: one kill, at `from`. */
+    workerKills: { from: number; everyMs: [number, number] | null };
+    /** When (ms after the run starts, [min, max]) each other fault happens; one entry per injection. */
+    killLeaderAt: [number, number][];
+    restartNatsAt: [number, number][];
+    natsDownMs: number;
+    terminateDbAt: [number, number][];
+    pauseWorkerAt: [number, number];
+    /** How long the paused worker stays SIGSTOPped: longer than ack_wait (30 s) or DROVER_STALE_TASK_MS. */
+    pauseForMs: number;
+  };
+  /** The run must end this long after it started. */
+  runDeadlineMs: number;
+  /** VerifyRun must answer within this. */
+  verifyDeadlineMs: number;
+}
+
+export interface InjectedFault {
+  kind: FaultKind;
+  /** ms after the run started. */
+  t: number;
+  at: string;
+  target?: string;
+  detail?: Record<string, unknown>;
+}
+
+export interface ChaosReport {
+  seed: number;
+  variant: string;
+  replay: string;
+  startedAt: string;
+  finishedAt: string;
+  runMs: number;
+  /** ms from the scenario's start: cluster up, run ended, checker done, VerifyRun answered. */
+  timings: Record<string, number>;
+  options: ChaosOptions;
+  faults: InjectedFault[];
+  faultCounts: Record<FaultKind, number>;
+  run: { id: string; status: string; error: string; progress: Record<string, Record<string, number>> };
+  sourceRows: number;
+  accounts: Array<
+    Omit<KindAccount, "lost" | "unexpected" | "malformedNotFailed"> & {
+      lost: string[];
+      unexpected: string[];
+      malformedNotFailed: string[];
+      malformed: number;
+    }
+  >;
+  malformedReasons: Record<string, number>;
+  verification: { ok: boolean; error: string; kinds: Record<string, Record<string, unknown>> } | undefined;
+  checks: {
+    runSucceeded: boolean;
+    lost: number;
+    duplicated: number;
+    unexpected: number;
+    malformedNotFailed: number;
+    malformedWithoutReason: number;
+    /** Rows written again after a commit ("already here" within the run): must be 0. */
+    rewritten: number;
+    verificationMismatches: number;
+    verificationOk: boolean;
+    natsStoreKept: boolean;
+  };
+  problems: string[];
+  passed: boolean;
+  logDir: string;
+  artifact: string;
+}
+
+/** mulberry32: small, seeded, good enough to pick faults. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+export function chaosSeed(): number {
+  const fromEnv = process.env.CHAOS_SEED;
+  if (fromEnv !== undefined && fromEnv !== "") {
+    const n = Number(fromEnv);
+    if (!Number.isInteger(n) || n < 0 || n > 0xffffffff)
+      throw new Error(`CHAOS_SEED must be an integer from 0 to 4294967295, got "${fromEnv}"`);
+    return n;
+  }
+  return Math.floor(Math.random() * 0xffffffff);
+}
+
+interface PlannedFault {
+  at: number;
+  kind: FaultKind;
+}
+
+function plan(options: ChaosOptions, random: () => number): PlannedFault[] {
+  const n = options.nemesis;
+  const within = ([min, max]: [number, number]) => Math.round(min + random() * (max - min));
+  const out: PlannedFault[] = [];
+  if (n.workerKills.everyMs) {
+    // Enough kills to outlast any run: the nemesis stops when the run ends.
+    for (let t = n.workerKills.from; t < options.runDeadlineMs; t += within(n.workerKills.everyMs))
+      out.push({ at: t, kind: "kill-worker" });
+  } else {
+    out.push({ at: n.workerKills.from, kind: "kill-worker" });
+  }
+  for (const w of n.killLeaderAt) out.push({ at: within(w), kind: "kill-leader" });
+  for (const w of n.restartNatsAt) out.push({ at: within(w), kind: "restart-nats" });
+  for (const w of n.terminateDbAt) out.push({ at: within(w), kind: "terminate-db-connections" });
+  out.push({ at: within(n.pauseWorkerAt), kind: "pause-worker" });
+  return out.sort((a, b) => a.at - b.at);
+}
+
+const TENANT = "chaos";
+const ACCOUNT = "sandbox";
+
+export async function runChaos(
+  options: ChaosOptions,
+  log: (line: string) => void = console.log,
+): Promise<ChaosReport> {
+  const random = rng(options.seed);
+  const planned = plan(options, random);
+  const logDir = join(REPO_ROOT, ".artifacts", "logs", `chaos-${options.variant}-${options.seed}`);
+  log(
+    `chaos ${options.variant}: seed ${options.seed} (replay with CHAOS_SEED=${options.seed}); logs in ${logDir}`,
+  );
+
+  const nats = await startPrivateNats({ logDir });
+  let h: Harness | undefined;
+  const paused = new Set<ServiceProcess>();
+  /** What the nemesis killed on purpose: any other process that exited crashed. */
+  const killed = new Set<ServiceProcess>();
+  const faults: InjectedFault[] = [];
+  const startedAt = new Date();
+  const timings: Record<string, number> = {};
+  const mark = (what: string) => {
+    timings[what] = Date.now() - startedAt.getTime();
+  };
+  let runStarted = 0;
+  let natsStoreKept = true;
+  try {
+    h = await openClusterHarness({
+      natsUrl: nats.url,
+      logDir,
+      coordinators: options.coordinators,
+      workers: options.workers,
+      laneWidth: options.laneWidth,
+      sandbox: { ...options.sandbox, seed: options.seed },
+      env: { ...options.env, LOG_LEVEL: process.env.LOG_LEVEL ?? "info" },
+    });
+    const harness = h;
+    mark("clusterUp");
+    const db = harness.database.db;
+    const stream = `${harness.queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`;
+    await waitFor("a leader coordinator", 30_000, async () => (await leaderIndex(harness)) !== undefined);
+
+    const since = new Date();
+    const { run } = await harness.client.startRun({
+      tenantId: TENANT,
+      source: "crm",
+      sourceAccount: ACCOUNT,
+      sourceConfig: {
+        baseUrl: harness.cluster.sandboxUrl,
+        apiToken: `chaos-${options.seed}`,
+        settings: options.settings,
+      },
+    });
+    const runId = run!.id;
+    runStarted = Date.now();
+    log(`run ${runId} started; ${planned.length} faults planned`);
+
+    let finished: Run | undefined;
+    const record = (kind: FaultKind, target?: string, detail?: Record<string, unknown>) => {
+      const f: InjectedFault = {
+        kind,
+        t: Date.now() - runStarted,
+        at: new Date().toISOString(),
+        ...(target ? { target } : {}),
+        ...(detail ? { detail } : {}),
+      };
+      faults.push(f);
+      log(
+        `  +${(f.t / 1000).toFixed(1)}s ${kind}${target ? ` ${target}` : ""}${detail ? ` ${JSON.stringify(detail)}` : ""}`,
+      );
+    };
+
+    /** A worker alive and not paused, preferring one that holds running tasks of the run. */
+    const pickWorker = async (): Promise<ServiceProcess | undefined> => {
+      const alive = [];
+      for (const w of harness.cluster.workers) if (!paused.has(w) && (await isAlive(w))) alive.push(w);
+      if (alive.length === 0) return undefined;
+      const busy = await db.execute<{ worker: string }>(sql`
+        select distinct split_part(locked_by, '/', 1) as worker from drover.tasks
+         where run_id = ${runId}::uuid and status = 'running'`);
+      const holding = alive.filter((w) => busy.some((b) => b.worker === w.name));
+      const pool = holding.length > 0 ? holding : alive;
+      return pool[Math.floor(random() * pool.length)];
+    };
+
+    const inject = async (kind: FaultKind) => {
+      switch (kind) {
+        case "kill-worker": {
+          const victim = await pickWorker();
+          if (!victim) return;
+          killed.add(victim);
+          victim.signal("SIGKILL");
+          await victim.exited;
+          record(kind, victim.name, { replacement: "starting" });
+          const replacement = await harness.cluster.addWorker();
+          log(`    ${replacement.name} replaces ${victim.name}`);
+          return;
+        }
+        case "kill-leader": {
+          const index = await leaderIndex(harness);
+          if (index === undefined) return;
+          const leader = harness.cluster.coordinators[index]!;
+          killed.add(leader);
+          leader.signal("SIGKILL");
+          await leader.exited;
+          record(kind, leader.name, { address: harness.cluster.coordinatorAddresses[index] });
+          await harness.cluster.restartCoordinator(index);
+          log(`    ${leader.name} restarted on ${harness.cluster.coordinatorAddresses[index]}`);
+          return;
+        }
+        case "restart-nats": {
+          const before = await streamInfo(nats.url, stream);
+          record(kind, `nats-server pid ${nats.pid}`, {
+            downMs: options.nemesis.natsDownMs,
+            messagesBefore: before?.messages ?? null,
+          });
+          await nats.restart(options.nemesis.natsDownMs);
+          // Read before any coordinator could re-create it: the file store must have kept the stream.
+          const after = await streamInfo(nats.url, stream);
+          if (!after) natsStoreKept = false;
+          log(
+            `    nats-server back as pid ${nats.pid}; stream ${after ? `kept (${after.messages} messages)` : "LOST"}`,
+          );
+          return;
+        }
+        case "terminate-db-connections": {
+          const [row] = await db.execute<{ n: number }>(sql`
+            select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+             where application_name = 'drover-worker' and datname = current_database()`);
+          record(kind, "drover-worker backends", { terminated: row?.n ?? 0 });
+          return;
+        }
+        case "pause-worker": {
+          const victim = await pickWorker();
+          if (!victim) return;
+          victim.signal("SIGSTOP");
+          paused.add(victim);
+          record(kind, victim.name, { forMs: options.nemesis.pauseForMs });
+          setTimeout(() => {
+            victim.signal("SIGCONT");
+            paused.delete(victim);
+            log(
+              `  +${((Date.now() - runStarted) / 1000).toFixed(1)}s resume-worker ${victim.name} (SIGCONT)`,
+            );
+          }, options.nemesis.pauseForMs).unref();
+          return;
+        }
+      }
+    };
+
+    let nemesisDone = false;
+    const nemesis = (async () => {
+      for (const fault of planned) {
+        while (!nemesisDone && Date.now() - runStarted < fault.at) await sleep(100);
+        if (nemesisDone) return;
+        try {
+          await inject(fault.kind);
+        } catch (err) {
+          log(`  nemesis: ${fault.kind} failed: ${(err as Error).message}`);
+        }
+      }
+    })();
+
+    let lastSeen: Run | undefined;
+    const problems: string[] = [];
+    try {
+      finished = await waitFor("the run to end", options.runDeadlineMs, async () => {
+        const view = await harness.client
+          .getRun({ runId }, { deadline: new Date(Date.now() + 5_000) })
+          .catch(() => undefined);
+        const r = view?.run;
+        if (r) lastSeen = r;
+        return r && [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED].includes(r.status)
+          ? r
+          : undefined;
+      }).catch(async (err: Error) => {
+        // Out of time: still account for what is there, and say so.
+        problems.push(`${err.message} (the run was ${lastSeen ? RunStatus[lastSeen.status] : "unknown"})`);
+        return (await harness.client.getRun({ runId }).catch(() => undefined))?.run ?? lastSeen!;
+      });
+    } finally {
+      nemesisDone = true;
+      await nemesis;
+      for (const w of paused) w.signal("SIGCONT");
+      paused.clear();
+      await nats.ensureRunning();
+    }
+    const runMs = Date.now() - runStarted;
+    mark("runEnded");
+    log(`run ${RunStatus[finished.status]} after ${(runMs / 1000).toFixed(1)}s; checking`);
+
+    // The checker: the ledger and notes against the sandbox's truth, then VerifyRun.
+    const truth = await harness.truth();
+    const accounts = await accountFor(
+      db,
+      { tenantId: TENANT, source: "crm", sourceAccount: ACCOUNT, since },
+      truth.kinds,
+    );
+    problems.push(...accountingProblems(accounts));
+    const malformedReasons: Record<string, number> = {};
+    let malformedWithoutReason = 0;
+    for (const [kind, t] of Object.entries(truth.kinds)) {
+      if (t.malformed.length === 0) continue;
+      const rows = await db.execute<{ subject_id: string; reason: string }>(sql`
+        select distinct on (subject_id) subject_id, reason from drover.notes
+         where run_id = ${runId}::uuid and kind = ${kind} and level = 'error' and subject_id = any(${sql.param(t.malformed)}::text[])
+         order by subject_id, id`);
+      const withReason = new Set(rows.filter((r) => r.reason.trim() !== "").map((r) => r.subject_id));
+      for (const r of rows) {
+        const key = `${kind}: ${r.reason.replace(/"[^"]*"/g, '"…"')}`;
+        malformedReasons[key] = (malformedReasons[key] ?? 0) + 1;
+      }
+      const missing = t.malformed.filter((id) => !withReason.has(id));
+      malformedWithoutReason += missing.length;
+      if (missing.length > 0)
+        problems.push(`${kind}: ${missing.length} malformed row(s) without a reason: ${missing.join(", ")}`);
+    }
+    const rewritten = finished.progress.reduce((n, p) => n + Number(p.alreadyHere), 0);
+    if (rewritten > 0)
+      problems.push(`${rewritten} row(s) were written again after a commit (already here within the run)`);
+    if (finished.status !== RunStatus.SUCCEEDED)
+      problems.push(`the run ended ${RunStatus[finished.status]}: ${finished.error}`);
+    if (!natsStoreKept) problems.push("the task stream did not survive the NATS restart");
+    for (const p of [...harness.cluster.workers, ...harness.cluster.coordinators]) {
+      if (killed.has(p) || (await isAlive(p))) continue;
+      problems.push(
+        `${p.name} exited on its own (${await p.exited}): it crashed; see ${join(logDir, `${p.name}.log`)}`,
+      );
+    }
+
+    mark("accounted");
+    let verification: Verification | undefined;
+    try {
+      const response = await harness.client.verifyRun(
+        { runId },
+        { deadline: new Date(Date.now() + options.verifyDeadlineMs) },
+      );
+      verification = response.verification;
+    } catch (err) {
+      problems.push(`VerifyRun failed: ${(err as Error).message}`);
+    }
+    mark("verified");
+    const verificationMismatches =
+      verification?.kinds.flatMap((k) => k.mismatches.map((m) => `${k.kind} ${m}`)) ?? [];
+    if (verification?.error) problems.push(`verification could not finish: ${verification.error}`);
+    problems.push(...verificationMismatches.map((m) => `verification mismatch: ${m}`));
+
+    const faultCounts = Object.fromEntries(
+      FAULT_KINDS.map((k) => [k, faults.filter((f) => f.kind === k).length]),
+    ) as Record<FaultKind, number>;
+    for (const k of FAULT_KINDS)
+      if (faultCounts[k] === 0) problems.push(`the nemesis never injected ${k} during the run`);
+
+    const sum = (f: (a: KindAccount) => number) => accounts.reduce((n, a) => n + f(a), 0);
+    const checks: ChaosReport["checks"] = {
+      runSucceeded: finished.status === RunStatus.SUCCEEDED,
+      lost: sum((a) => a.lost.length),
+      duplicated: sum((a) => a.duplicated),
+      unexpected: sum((a) => a.unexpected.length),
+      malformedNotFailed: sum((a) => a.malformedNotFailed.length),
+      malformedWithoutReason,
+      rewritten,
+      verificationMismatches: verificationMismatches.length,
+      verificationOk: verification?.ok === true,
+      natsStoreKept,
+    };
+    const artifactDir = join(REPO_ROOT, ".artifacts", "chaos");
+    mkdirSync(artifactDir, { recursive: true });
+    const artifact = join(artifactDir, `${options.seed}.json`);
+    const report: ChaosReport = {
+      seed: options.seed,
+      variant: options.variant,
+      replay: `CHAOS_SEED=${options.seed}`,
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      runMs,
+      timings,
+      options,
+      faults,
+      faultCounts,
+      run: {
+        id: runId,
+        status: RunStatus[finished.status],
+        error: finished.error,
+        progress: Object.fromEntries(
+          finished.progress.map((p) => [
+            p.kind,
+            {
+              imported: Number(p.imported),
+              matched: Number(p.matched),
+              alreadyHere: Number(p.alreadyHere),
+              skipped: Number(p.skipped),
+              failed: Number(p.failed),
+            },
+          ]),
+        ),
+      },
+      sourceRows: Object.values(truth.kinds).reduce((n, t) => n + t.ids.length, 0),
+      accounts: accounts.map((a) => ({ ...a, malformed: truth.kinds[a.kind]?.malformed.length ?? 0 })),
+      malformedReasons,
+      verification: verification
+        ? {
+            ok: verification.ok,
+            error: verification.error,
+            kinds: Object.fromEntries(
+              verification.kinds.map((k) => [
+                k.kind,
+                {
+                  sourceCount: Number(k.sourceCount),
+                  ledgerCount: Number(k.ledgerCount),
+                  failedCount: Number(k.failedCount),
+                  sampled: Number(k.sampled),
+                  mismatches: k.mismatches,
+                },
+              ]),
+            ),
+          }
+        : undefined,
+      checks,
+      problems,
+      passed: problems.length === 0 && checks.verificationOk,
+      logDir,
+      artifact,
+    };
+    writeFileSync(artifact, `${JSON.stringify(report, null, 2)}\n`);
+    log(
+      `chaos ${options.variant} seed ${options.seed}: ${report.sourceRows} source rows, faults ${JSON.stringify(faultCounts)}; ` +
+        `lost ${checks.lost}, duplicated ${checks.duplicated}, unexpected ${checks.unexpected}, verification mismatches ${checks.verificationMismatches}, ` +
+        `malformed not failed ${checks.malformedNotFailed}; ${report.passed ? "PASSED" : "FAILED"}; ${artifact}`,
+    );
+    return report;
+  } finally {
+    for (const w of paused) w.signal("SIGCONT");
+    // NATS must be up for the harness to delete its stream, and is stopped after, whatever happened.
+    await nats.ensureRunning().catch(() => {});
+    await h?.close().catch((err) => log(`closing the cluster failed: ${(err as Error).message}`));
+    await nats.stop();
+    log(
+      `chaos ${options.variant} seed ${options.seed}: done in ${((Date.now() - startedAt.getTime()) / 1000).toFixed(1)}s ${JSON.stringify(timings)}`,
+    );
+  }
+}
+
+/** Which coordinator leads, by the address it announced. */
+async function leaderIndex(h: Harness): Promise<number | undefined> {
+  const [row] = await h.database.db.execute<{ address: string }>(
+    sql`select address from drover.leadership where name = 'coordinator'`,
+  );
+  if (!row) return undefined;
+  const index = h.cluster.coordinatorAddresses.indexOf(row.address);
+  if (index < 0 || !(await isAlive(h.cluster.coordinators[index]!))) return undefined;
+  return index;
+}
+
+async function isAlive(p: ServiceProcess): Promise<boolean> {
+  return Promise.race([
+    p.exited.then(() => false),
+    new Promise<boolean>((r) => setTimeout(() => r(true), 5)),
+  ]);
+}
+
+async function streamInfo(url: string, stream: string): Promise<{ messages: number } | undefined> {
+  const nc = await connect({ servers: url, timeout: 3_000, maxReconnectAttempts: 0 });
+  try {
+    const info = await (await jetstreamManager(nc)).streams.info(stream);
+    return { messages: info.state.messages };
+  } catch {
+    return undefined;
+  } finally {
+    await nc.close();
+  }
+}
+
+async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | false>,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(250);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,88 @@
+import { createClient, WorkerService } from "@drover/proto";
+import { RateLimitedError, SourceClient } from "@drover/provider-sdk";
+import { LeasedPacer } from "@drover/worker";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Cluster, startCluster, until } from "../support/in-process.js";
+
+let cluster: Cluster;
+
+beforeAll(async () => {
+  cluster = await startCluster({
+    workers: 0,
+    sandbox: { organizations: 10, burstLimit: 20, latencyMs: 150 },
+  });
+  await until(() => cluster.coordinator.isLeader(), 15_000);
+});
+afterAll(async () => {
+  await cluster?.close();
+});
+
+describe("source budget leased from the coordinator", () => {
+  it("three workers sharing one account stay inside its burst window and use most of it", async () => {
+    const rpc = createClient(WorkerService, cluster.coordinator.address, {
+      metadata: () => ({ authorization: `Bearer ${cluster.tokens.worker}` }),
+    });
+    try {
+      const account = { source: "crm", sourceAccount: "shared-account" };
+      // Three processes' worth of pacers, four tasks each, all on one account.
+      const clients = [1, 2, 3].map(
+        (i) =>
+          new SourceClient({
+            baseUrl: cluster.sandbox.url,
+            apiToken: "t",
+            pacer: new LeasedPacer(rpc, { ...account, workerId: `w${i}` }),
+          }),
+      );
+      cluster.sandbox.resetStats();
+      let budget = 100;
+      let limited = 0;
+      const started = Date.now();
+      await Promise.all(
+        clients.flatMap((c) =>
+          Array.from({ length: 4 }, async () => {
+            while (budget-- > 0) {
+              try {
+                await c.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
+              } catch (err) {
+                if (!(err instanceof RateLimitedError)) throw err;
+                limited++;
+              }
+            }
+          }),
+        ),
+      );
+      const seconds = (Date.now() - started) / 1000;
+      const stats = cluster.sandbox.stats();
+      expect(limited).toBe(0);
+      expect(stats.rateLimited).toBe(0);
+      expect(stats.requests).toBe(100);
+      // 20 requests per 2 s allowed: 100 requests need at least ~4.5 s; pacing should stay close.
+      const utilization = stats.requests / ((20 * seconds) / 2);
+      process.stdout.write(
+        `budget utilization with 3 workers: ${utilization.toFixed(3)} over ${seconds.toFixed(1)} s\n`,
+      );
+      expect(utilization).toBeGreaterThan(0.8);
+      expect(utilization).toBeLessThanOrEqual(1.05);
+    } finally {
+      rpc.close();
+    }
+  });
+
+  it("a 429 reported by one worker holds every worker off until the reset", async () => {
+    const rpc = createClient(WorkerService, cluster.coordinator.address, {
+      metadata: () => ({ authorization: `Bearer ${cluster.tokens.worker}` }),
+    });
+    try {
+      const account = { source: "crm", sourceAccount: "walled-account" };
+      const blockedUntil = Date.now() + 3_000;
+      const first = new LeasedPacer(rpc, { ...account, workerId: "a" });
+      first.absorb(new Headers({ "x-ratelimit-limit": "20", "x-ratelimit-reset": "3" }), 429, "list");
+      await first.report();
+      const other = new LeasedPacer(rpc, { ...account, workerId: "b" });
+      const [slot] = await other.acquire("list");
+      expect(slot!).toBeGreaterThanOrEqual(blockedUntil - 50);
+    } finally {
+      rpc.close();
+    }
+  });
+});
