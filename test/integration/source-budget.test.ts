@@ -1,6 +1,8 @@
 import { createClient, WorkerService } from "@drover/proto";
 import { RateLimitedError, SourceClient } from "@drover/provider-sdk";
+import { taskQueueNames } from "@drover/task-queue";
 import { LeasedPacer } from "@drover/worker";
+import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster, until } from "../support/in-process.js";
 
@@ -83,6 +85,42 @@ describe("source budget leased from the coordinator", () => {
       expect(slot!).toBeGreaterThanOrEqual(blockedUntil - 50);
     } finally {
       rpc.close();
+    }
+  });
+});
+
+describe("the wall after a 429", () => {
+  it("is announced to every worker over NATS, and a worker drops the slots it already held", async () => {
+    const nc = await connect({ servers: process.env.NATS_URL ?? "127.0.0.1:4222" });
+    const rpc = createClient(WorkerService, cluster.coordinator.address, {
+      metadata: () => ({ authorization: `Bearer ${cluster.tokens.worker}` }),
+    });
+    try {
+      const heard: { account: string; until: number }[] = [];
+      const sub = nc.subscribe(taskQueueNames(cluster.prefix).budgetWallSubject, {
+        callback: (_err, msg) => {
+          heard.push(JSON.parse(new TextDecoder().decode(msg.data)));
+        },
+      });
+      await nc.flush();
+      const account = { source: "crm", sourceAccount: "announced-account" };
+      const holder = new LeasedPacer(rpc, { ...account, workerId: "holder" });
+      const [held] = await holder.acquire("get", undefined, 1);
+      expect(held).toBeDefined();
+
+      const hitter = new LeasedPacer(rpc, { ...account, workerId: "hitter" });
+      hitter.absorb(new Headers({ "x-ratelimit-limit": "20", "x-ratelimit-reset": "2" }), 429, "list");
+      await hitter.report();
+      const wall = await until(() => heard.find((w) => w.account === account.sourceAccount), 5_000);
+      expect(wall.until).toBeGreaterThan(Date.now());
+
+      holder.wall(wall.until);
+      const [next] = await holder.acquire("get", undefined, 1);
+      expect(next!).toBeGreaterThanOrEqual(wall.until);
+      sub.unsubscribe();
+    } finally {
+      rpc.close();
+      await nc.close();
     }
   });
 });

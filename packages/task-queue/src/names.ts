@@ -5,6 +5,8 @@ export interface TaskQueueNames {
   stream: string;
   subjectPrefix: string;
   consumer: string;
+  /** Core NATS (not the stream): the coordinator tells every worker an account hit the wall. */
+  budgetWallSubject: string;
 }
 
 export function taskQueueNames(prefix = "drover"): TaskQueueNames {
@@ -15,6 +17,7 @@ export function taskQueueNames(prefix = "drover"): TaskQueueNames {
     stream: `${prefix.toUpperCase().replace(/-/g, "_")}_TASKS`,
     subjectPrefix: `${prefix}.tasks`,
     consumer: `${prefix}-workers`,
+    budgetWallSubject: `${prefix}.budget.wall`,
   };
 }
 

@@ -94,6 +94,8 @@ export class BudgetKeeper {
     private readonly db: Db,
     private readonly options: BudgetOptions = DEFAULT_BUDGET_OPTIONS,
     private readonly now: () => number = Date.now,
+    /** Called when an account is walled off by a 429, so workers drop the slots they already hold. */
+    private readonly onWall: (source: string, account: string, until: number) => void = () => {},
   ) {
     this.grantingSince = now();
   }
@@ -152,6 +154,7 @@ export class BudgetKeeper {
       a.blockedUntil = r.blockedUntil.getTime();
       a.nextSlotAt = Math.max(a.nextSlotAt, a.blockedUntil);
       a.dirty = true;
+      this.onWall(source, account, a.blockedUntil);
     }
     if (r.spent > 0) {
       a.spentDelta += r.spent;

@@ -17,7 +17,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import type { DevKeys } from "./api-key-store.js";
 import { authInterceptor } from "./auth.js";
-import { BudgetKeeper } from "./budget-keeper.js";
+import { BudgetKeeper, DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
 import type { CoordinatorContext } from "./context.js";
 import { topUpRun } from "./dispatcher.js";
@@ -76,7 +76,10 @@ export async function startCoordinator(
   const jsm = await jetstreamManager(nc);
   await ensureTaskQueue(jsm, names);
   const js = jetstream(nc);
-  const budgets = new BudgetKeeper(database.db);
+  // Slots already leased before a 429 must not be used: every worker hears of the wall at once.
+  const budgets = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, Date.now, (source, account, until) =>
+    nc.publish(names.budgetWallSubject, JSON.stringify({ source, account, until })),
+  );
   let lease: LeaderLease | undefined;
 
   const ctx: CoordinatorContext = {

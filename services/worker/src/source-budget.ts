@@ -122,6 +122,13 @@ export class LeasedPacer implements Pacer {
     if (urgent || Date.now() - this.reportedAt > REPORT_EVERY_MS) void this.report();
   }
 
+  /** Another worker hit a 429 on this account: nothing goes out before `until`. */
+  wall(until: number): void {
+    if (until <= this.blockedUntil) return;
+    this.blockedUntil = until;
+    this.slots = this.slots.filter((t) => t >= until);
+  }
+
   /** Sends what changed since the last report; a failed report keeps its readings for the next. */
   report(): Promise<void> {
     const p = this.pending;
@@ -231,6 +238,11 @@ export class SourceBudgets {
       this.pacers.set(key, pacer);
     }
     return pacer;
+  }
+
+  /** Applies a wall the coordinator announced for an account this process may hold slots of. */
+  wall(source: string, sourceAccount: string, until: number): void {
+    this.pacers.get(`${source}\u0000${sourceAccount}`)?.wall(until);
   }
 
   /** Flushes every account's unreported readings (graceful shutdown). */

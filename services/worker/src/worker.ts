@@ -90,6 +90,22 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   let state: WorkerState = "running";
 
   const budgets = new SourceBudgets(coordinator, config.DROVER_WORKER_ID);
+  // A 429 seen by any worker walls the account off for all of them until the source's reset.
+  const walls = nc.subscribe(names.budgetWallSubject, {
+    callback: (err, msg) => {
+      if (err) return;
+      try {
+        const wall = JSON.parse(new TextDecoder().decode(msg.data)) as {
+          source: string;
+          account: string;
+          until: number;
+        };
+        if (typeof wall.until === "number") budgets.wall(wall.source, wall.account, wall.until);
+      } catch {
+        // not a wall announcement
+      }
+    },
+  });
   const deps = {
     pacerFor: (run: { source: string; sourceAccount: string }) => budgets.for(run.source, run.sourceAccount),
     db: database.db,
@@ -201,6 +217,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
         if ((await Promise.race([drained, grace])) === "timeout") {
           logger.warn({ running: lane.running }, "grace time over; leaving the rest to the reaper");
         }
+        walls.unsubscribe();
         await budgets.flush();
         coordinator.close();
         await nc.drain().catch(() => {});
