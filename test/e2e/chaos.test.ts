@@ -10,18 +10,18 @@ import { type ChaosOptions, chaosSeed, runChaos } from "../chaos/scenario.js";
 const SMALL: Omit<ChaosOptions, "seed"> = {
   variant: "small",
   sandbox: {
-    organizations: 400,
-    persons: 900,
+    organizations: 300,
+    persons: 800,
     deals: 400,
     leads: 300,
-    activities: 700,
-    notes: 500,
+    activities: 600,
+    notes: 450,
     // Mail is one list call per deal and one get per message: kept light, it is the slow phase.
     "mail-per-deal-max": 1,
     "heavy-mail-deal-rate": 0.01,
     "malformed-rate": 0.01,
     "transient-error-rate": 0.02,
-    "latency-ms": 10,
+    "latency-ms": 5,
   },
   coordinators: 2,
   workers: 3,
@@ -34,8 +34,8 @@ const SMALL: Omit<ChaosOptions, "seed"> = {
     DROVER_STALE_TASK_MS: "5000",
     DROVER_REDISPATCH_AFTER_MS: "6000",
     DROVER_SHUTDOWN_GRACE_MS: "3000",
-    // 60 rows per kind compared field by field (the full run compares the default 200).
-    DROVER_VERIFY_SAMPLE_SIZE: "60",
+    // 40 rows per kind compared field by field (the full run compares the default 200).
+    DROVER_VERIFY_SAMPLE_SIZE: "40",
   },
   nemesis: {
     workerKills: { from: 2_500, everyMs: null },
@@ -44,7 +44,7 @@ const SMALL: Omit<ChaosOptions, "seed"> = {
     natsDownMs: 1_000,
     terminateDbAt: [[3_000, 3_000]],
     pauseWorkerAt: [1_500, 1_500],
-    pauseForMs: 7_000,
+    pauseForMs: 6_500,
   },
   runDeadlineMs: 90_000,
   verifyDeadlineMs: 30_000,

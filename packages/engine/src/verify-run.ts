@@ -59,7 +59,8 @@ export async function verifyRun(
   } catch (err) {
     // A source that echoes the token (in a 4xx body, say) must not put it into what is stored or logged.
     for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-      e.message = scrub(e.message, secret);
+      const clean = scrub(e.message, secret);
+      if (clean !== e.message) e.message = clean;
     }
     throw err;
   }
