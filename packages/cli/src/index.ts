@@ -1,2 +1,11 @@
 export { describeFailure, type Io, runCommand, USAGE, UsageError } from "./commands.js";
-export { countsTable, formatDuration, progressBlock, runSummary, statusName } from "./render.js";
+export {
+  countsTable,
+  formatDuration,
+  kindDone,
+  phaseLabel,
+  progressBlock,
+  rowsDone,
+  runSummary,
+  statusName,
+} from "./render.js";

@@ -48,18 +48,20 @@ export function table(head: string[], rows: string[][]): string {
   return [fmt(head), widths.map((w) => "─".repeat(w)).join("  "), ...rows.map(fmt)].join("\n");
 }
 
-/** The per-kind outcome table operators read at the end of a run. */
-export function countsTable(run: Run): string {
-  return table(
-    ["kind", "imported", "already here", "skipped", "failed"],
-    run.progress.map((p) => [
-      p.kind,
-      String(p.imported),
-      String(p.matched + p.alreadyHere),
-      String(p.skipped),
-      String(p.failed),
-    ]),
-  );
+/** The per-kind outcome table operators read at the end of a run, optionally with a total row. */
+export function countsTable(run: Run, options: { total?: boolean } = {}): string {
+  const rows = run.progress.map((p) => [
+    p.kind,
+    String(p.imported),
+    String(p.matched + p.alreadyHere),
+    String(p.skipped),
+    String(p.failed),
+  ]);
+  const head = ["kind", "imported", "already here", "skipped", "failed"];
+  if (!options.total) return table(head, rows);
+  const total = ["total", ...[1, 2, 3, 4].map((i) => String(rows.reduce((n, r) => n + Number(r[i]), 0)))];
+  const lines = table(head, [...rows, total]).split("\n");
+  return [...lines.slice(0, -1), lines[1]!, lines[lines.length - 1]!].join("\n");
 }
 
 export function runSummary(run: Run): string {

@@ -68,3 +68,4 @@ export function identifier(fallback: string) {
       message: "may only hold letters, digits, '_' and '-'",
     });
 }
+export { runServiceMain, type ServiceMain } from "./service-main.js";

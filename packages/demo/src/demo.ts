@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
+import { countsTable, rowsDone, statusName } from "@drover/cli";
 import { ensureDatabase, migrateDatabase, openDatabase } from "@drover/db";
 import { accountFor, accountingProblems, checkServices, startCluster } from "@drover/local-cluster";
 import { createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { parseDemoFlags, USAGE } from "./flags.js";
-import { ProgressView, resultTable, rowsDone, statusName } from "./progress.js";
+import { ProgressView } from "./progress.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/drover_demo";
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
@@ -84,7 +85,7 @@ async function main(): Promise<number> {
     process.stdout.write(
       `\nRun ${last.id} ${statusName(last.status)} in ${seconds.toFixed(1)} s: ${done} rows, ${Math.round(done / seconds)} rows/s\n\n`,
     );
-    process.stdout.write(`${resultTable(last)}\n\n`);
+    process.stdout.write(`${countsTable(last, { total: true })}\n\n`);
     if (last.error) process.stdout.write(`run error: ${last.error}\n`);
 
     const notes = await client.listNotes({ runId: last.id, samples: 3 });
