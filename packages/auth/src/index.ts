@@ -42,6 +42,7 @@ export {
   SecretKeyring,
   type SecretKeyringSource,
   SecretTamperedError,
+  secretKeyProblems,
 } from "./secret-box.js";
 export {
   type ClientTlsFiles,

@@ -241,3 +241,20 @@ function ensureDevKeyFile(path: string): string {
   }
   return readFileSync(path, "utf8");
 }
+
+/**
+ * What is wrong with the secret-key variables, as a list of problems for a start-up ConfigError.
+ * Only configured keys are checked (and any in production): the development keyring is made or
+ * read at start, not here.
+ */
+export function secretKeyProblems(env: NodeJS.ProcessEnv): string[] {
+  const production = env.NODE_ENV === "production";
+  if (!env.DROVER_SECRET_KEYS?.trim() && !env.DROVER_SECRET_KEYS_FILE?.trim() && !production) return [];
+  try {
+    loadSecretKeyring({ keys: env.DROVER_SECRET_KEYS, file: env.DROVER_SECRET_KEYS_FILE, production });
+    return [];
+  } catch (err) {
+    if (!(err instanceof SecretKeyError)) throw err;
+    return [err.message];
+  }
+}

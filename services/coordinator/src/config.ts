@@ -1,4 +1,4 @@
-import { ApiKeyError, loadApiKeys, loadSecretKeyring, SecretKeyError, serverTlsProblems } from "@drover/auth";
+import { ApiKeyError, loadApiKeys, secretKeyProblems, serverTlsProblems } from "@drover/auth";
 import { address, ConfigError, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
 
 const schema = z.object({
@@ -72,23 +72,7 @@ function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {
     if (!(err instanceof ApiKeyError)) throw err;
     problems.push(err.message);
   }
-  if (
-    env.DROVER_SECRET_KEYS?.trim() ||
-    env.DROVER_SECRET_KEYS_FILE?.trim() ||
-    env.NODE_ENV === "production"
-  ) {
-    try {
-      // Configured keys only: the development keyring is made (or read) at start, not here.
-      loadSecretKeyring({
-        keys: env.DROVER_SECRET_KEYS,
-        file: env.DROVER_SECRET_KEYS_FILE,
-        production: env.NODE_ENV === "production",
-      });
-    } catch (err) {
-      if (!(err instanceof SecretKeyError)) throw err;
-      problems.push(err.message);
-    }
-  }
+  problems.push(...secretKeyProblems(env));
   problems.push(
     ...serverTlsProblems({
       certFile: env.DROVER_TLS_CERT_FILE,

@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { clientTlsProblems, loadSecretKeyring, MAX_TOKEN_LENGTH, SecretKeyError } from "@drover/auth";
+import { clientTlsProblems, MAX_TOKEN_LENGTH, secretKeyProblems } from "@drover/auth";
 import { address, ConfigError, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
 
 const schema = z.object({
@@ -65,22 +65,7 @@ function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {
       `DROVER_WORKER_TOKEN: must be one token of at most ${MAX_TOKEN_LENGTH} characters, without spaces`,
     );
   }
-  if (
-    env.DROVER_SECRET_KEYS?.trim() ||
-    env.DROVER_SECRET_KEYS_FILE?.trim() ||
-    env.NODE_ENV === "production"
-  ) {
-    try {
-      loadSecretKeyring({
-        keys: env.DROVER_SECRET_KEYS,
-        file: env.DROVER_SECRET_KEYS_FILE,
-        production: env.NODE_ENV === "production",
-      });
-    } catch (err) {
-      if (!(err instanceof SecretKeyError)) throw err;
-      problems.push(err.message);
-    }
-  }
+  problems.push(...secretKeyProblems(env));
   problems.push(
     ...clientTlsProblems({
       caFile: env.DROVER_TLS_CA_FILE,
