@@ -238,6 +238,24 @@ describe("RunService", { timeout: 60_000 }, () => {
       expect(err.message).toMatch(/is running; only a stopped run can be resumed/);
     });
 
+    it("ResumeRun and RetryRun of a run whose tasks were pruned answer FAILED_PRECONDITION and change nothing", async () => {
+      for (const status of ["stopped", "failed"] as const) {
+        const [row] = await c.database.db.execute<{ id: string }>(sql`
+          insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, started_at, finished_at, summary)
+          values (${tenant(`pruned-${status}`)}, 'crm', 'acct', '{organizations}', '[["organizations"]]', ${status},
+                  now(), now(), '{"kinds": {}, "tasks": {}}'::jsonb)
+          returning id`);
+        const call = status === "stopped" ? c.client.resumeRun : c.client.retryRun;
+        const err = await rejection(call({ runId: row!.id }));
+        expect(err.code).toBe(Code.FAILED_PRECONDITION);
+        expect(err.message).toMatch(/pruned/);
+        const [after] = await c.database.db.execute<{ status: string }>(
+          sql`select status from drover.runs where id = ${row!.id}`,
+        );
+        expect(after!.status).toBe(status);
+      }
+    });
+
     it("ResumeRun re-arms the cancelled tasks, puts the run back to running, and a worker then finishes it", async () => {
       const run = await start(tenant("resume"), ["organizations", "persons", "deals"]);
       const seeded = Object.values(await taskStatuses(run.id)).reduce((a, b) => a + b, 0);

@@ -132,26 +132,14 @@ export function runService(
 
     async resumeRun(req, call) {
       const run = await mustLoad(req.runId, call);
-      if (run.status !== "stopped") {
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
-          `run ${run.id} is ${run.status}; only a stopped run can be resumed`,
-        );
-      }
-      await rearm(db, run, "cancelled", false);
+      await rearm(db, run, RESUME);
       await nudge(run.id);
       return respond(run.id);
     },
 
     async retryRun(req, call) {
       const run = await mustLoad(req.runId, call);
-      if (run.status !== "failed") {
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
-          `run ${run.id} is ${run.status}; only a failed run can be retried`,
-        );
-      }
-      await rearm(db, run, "failed", true);
+      await rearm(db, run, RETRY);
       await nudge(run.id);
       return respond(run.id);
     },
@@ -337,7 +325,19 @@ export function runService(
     },
   };
 
-  async function rearm(database: Db, run: RunRow, from: "cancelled" | "failed", resetAttempts: boolean) {
+  /**
+   * Resume and retry are one operation: a run in the right state gets its cancelled (resume) or
+   * failed (retry) tasks back as pending, and its barrier rewound to the lowest of them.
+   */
+  async function rearm(database: Db, run: RunRow, how: Rearm) {
+    if (run.status !== how.runStatus) {
+      throw new RpcError(
+        Code.FAILED_PRECONDITION,
+        `run ${run.id} is ${run.status}; only a ${how.runStatus} run can be ${how.verb}`,
+      );
+    }
+    if (run.summary) throw prunedError(run.id);
+    const { taskStatus: from, resetAttempts } = how;
     try {
       await database.transaction(async (tx) => {
         // Back to running first: the partial unique index re-checks admission, and a live sibling
@@ -385,6 +385,22 @@ function decodePageToken(token: string): [string, string] {
   }
   return [at, requireRunId(id)];
 }
+
+interface Rearm {
+  runStatus: "stopped" | "failed";
+  taskStatus: "cancelled" | "failed";
+  /** Retry starts the failed tasks' attempts afresh; resume keeps what was spent. */
+  resetAttempts: boolean;
+  verb: string;
+}
+
+const RESUME: Rearm = {
+  runStatus: "stopped",
+  taskStatus: "cancelled",
+  resetAttempts: false,
+  verb: "resumed",
+};
+const RETRY: Rearm = { runStatus: "failed", taskStatus: "failed", resetAttempts: true, verb: "retried" };
 
 function prunedError(runId: string): RpcError {
   return new RpcError(
