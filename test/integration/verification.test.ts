@@ -1,3 +1,4 @@
+import { SecretKeyring } from "@drover/auth";
 import type { Truth } from "@drover/crm-sandbox";
 import { type Run, RunStatus, timestampDate, type Verification } from "@drover/proto";
 import { sql } from "drizzle-orm";
@@ -13,11 +14,20 @@ let c: Cluster;
 let truth: Truth;
 const TENANT = "verify-acme";
 
+/** Where the run's source credential was opened: one stack per SecretKeyring.open call. */
+const opened: string[] = [];
+const originalOpen = SecretKeyring.prototype.open;
+
 beforeAll(async () => {
+  SecretKeyring.prototype.open = function (this: SecretKeyring, ...args) {
+    opened.push(new Error("opened here").stack ?? "");
+    return originalOpen.apply(this, args);
+  };
   c = await startCluster({ workers: 2, laneWidth: 2, sandbox: { malformedRate: 0.03 } });
   truth = c.sandbox.truth();
 });
 afterAll(async () => {
+  SecretKeyring.prototype.open = originalOpen;
   await c?.close();
 });
 
@@ -164,5 +174,13 @@ describe("verification", { timeout: 60_000 }, () => {
     // GetRun shows the stored result.
     const { run: shown } = await c.client.getRun({ runId: run.id });
     expect(mismatches(shown!.verification!)).toEqual(all);
+  });
+
+  it("the source credential is opened only by workers: by their tasks and their verifications, never by a coordinator", () => {
+    expect(opened.length).toBeGreaterThan(0);
+    const where = opened.map((stack) =>
+      /runVerification/.test(stack) ? "verification" : /runAssignment/.test(stack) ? "task" : stack,
+    );
+    expect(new Set(where)).toEqual(new Set(["task", "verification"]));
   });
 });

@@ -25,6 +25,23 @@ export {
 } from "./task-runner.js";
 export { insertTaskSeeds } from "./task-seed.js";
 export {
+  claimVerification,
+  deferVerification,
+  dueVerifications,
+  handBackVerification,
+  requestAutomaticVerifications,
+  requestVerificationNow,
+  storedVerificationJson,
+  storeVerification,
+  touchVerification,
+  VERIFICATION_MAX_ATTEMPTS,
+  VERIFICATION_STALE_MS,
+  type VerificationClaim,
+  type VerificationRequestState,
+  verificationRequestState,
+} from "./verification-request.js";
+export { runVerification, type VerificationOutcome } from "./verification-runner.js";
+export {
   type KindVerificationResult,
   type VerificationResult,
   type VerifyRunOptions,
