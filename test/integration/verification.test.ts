@@ -1,6 +1,6 @@
 import { SecretKeyring } from "@drover/auth";
 import type { Truth } from "@drover/crm-sandbox";
-import { type Run, RunStatus, timestampDate, type Verification } from "@drover/proto";
+import { Code, type Run, RunStatus, timestampDate, type Verification } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster, until, untilFinished } from "../support/in-process.js";
@@ -174,6 +174,28 @@ describe("verification", { timeout: 60_000 }, () => {
     // GetRun shows the stored result.
     const { run: shown } = await c.client.getRun({ runId: run.id });
     expect(mismatches(shown!.verification!)).toEqual(all);
+  });
+
+  it("VerifyRun while the source is down answers UNAVAILABLE with the reason, and the worker tries again later", async () => {
+    const faults = (rate: number) =>
+      fetch(`${c.sandbox.url}/__sandbox/faults?transientErrorRate=${rate}`, { method: "POST" });
+    await faults(1);
+    try {
+      const err = await c.client.verifyRun({ runId: run.id }).then(
+        () => undefined,
+        (e: unknown) => e as { code: number; message: string },
+      );
+      expect(err?.code).toBe(Code.UNAVAILABLE);
+      expect(err?.message).toMatch(
+        new RegExp(`^run ${run.id} could not be verified now: .*5\\d\\d.*; it is tried again automatically`),
+      );
+    } finally {
+      await faults(0);
+    }
+    const [request] = await c.database.db.execute<{ status: string; last_error: string }>(
+      sql`select status, last_error from drover.verification_requests where run_id = ${run.id}::uuid`,
+    );
+    expect(request).toMatchObject({ status: "pending", last_error: expect.stringMatching(/5\d\d/) });
   });
 
   it("the source credential is opened only by workers: by their tasks and their verifications, never by a coordinator", () => {
