@@ -10,8 +10,8 @@ import type { VerificationResult } from "./verify-run.js";
  * land on a run that was retried or resumed after it was asked for.
  */
 
-/** A claim whose heartbeat is older than this belongs to a worker that died; another may take over. */
-export const VERIFICATION_STALE_MS = 60_000;
+/** A claim whose heartbeat (every 5 s) is older than this belongs to a worker that died; another may take over. Short, because a VerifyRun may be waiting on it. */
+export const VERIFICATION_STALE_MS = 20_000;
 /** A request published and not claimed since is published again (the message may have been lost). */
 export const VERIFICATION_REPUBLISH_MS = 30_000;
 /** Transient failures before the failure itself is stored as the verification's result. */

@@ -27,7 +27,7 @@ export type VerificationOutcome =
     };
 
 /** Well inside VERIFICATION_STALE_MS, so a live verification is never taken over. */
-const TOUCH_EVERY_MS = 15_000;
+const TOUCH_EVERY_MS = 5_000;
 
 class LostVerificationClaim extends Error {}
 
