@@ -9,7 +9,7 @@ import {
   RunStatus,
   toJson,
 } from "@drover/proto";
-import { isTerminal, progressBlock, runSummary, statusName, table } from "./render.js";
+import { isTerminal, KindClock, progressBlock, runSummary, statusName, table } from "./render.js";
 
 export interface Io {
   out(text: string): void;
@@ -247,13 +247,14 @@ export async function runCommand(
       const started = Date.now();
       let last: Run | undefined;
       let drawn = 0;
+      const clock = new KindClock();
       for await (const update of client.watchRun({ runId })) {
         last = update.run!;
         if (json) {
           io.out(JSON.stringify(runJson(last)));
           continue;
         }
-        const block = progressBlock(last, Date.now() - started);
+        const block = progressBlock(last, Date.now() - started, clock);
         if (io.isTty && drawn > 0) io.out(`\x1b[${drawn}A${block.map((l) => `\x1b[2K${l}`).join("\n")}`);
         else io.out(block.join("\n"));
         drawn = block.length;

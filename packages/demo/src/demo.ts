@@ -41,7 +41,12 @@ async function main(): Promise<number> {
     laneWidth: flags.lane,
     sandbox: flags.sandbox,
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
+    dashboard: true,
   });
+  // The cluster's admin key lives as long as the demo: the page needs one to call the coordinator.
+  process.stdout.write(
+    `Run page: ${cluster.dashboardUrl} (enter this API key there: ${cluster.adminToken})\n`,
+  );
   const database = openDatabase(DATABASE_URL, { max: 2 });
   const client = createClient(RunService, cluster.coordinatorAddresses[0]!, {
     metadata: () => ({ authorization: `Bearer ${cluster.adminToken}` }),

@@ -25,6 +25,7 @@ import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { sweep } from "./reaper.js";
 import { runService } from "./run-service.js";
 import { prepareSecurity } from "./security.js";
+import { refreshTaskMetrics } from "./task-metrics.js";
 import { Verifications } from "./verification.js";
 import { workerService } from "./worker-service.js";
 
@@ -159,6 +160,7 @@ export async function startCoordinator(
       logger.info(report, "reaper repaired tasks");
     verifications.kick();
   };
+  const stopTaskMetrics = refreshTaskMetrics(database.db);
   const timer = setInterval(() => {
     if (stopping) return;
     sweeping = sweeping.then(pass).catch((err) => logger.error({ err }, "reaper pass failed"));
@@ -179,6 +181,7 @@ export async function startCoordinator(
       stopped ??= (async () => {
         stopping = true;
         clearInterval(timer);
+        stopTaskMetrics();
         health.setStatus("", "NOT_SERVING");
         await server.shutdown(config.DROVER_SHUTDOWN_GRACE_MS);
         await sweeping.catch(() => {});
