@@ -16,6 +16,15 @@ const SCREENSHOT = join(REPO_ROOT, ".artifacts", "screenshots", "run-page.png");
 // A source account is free text: the page must show it as text, never run it.
 const HOSTILE_ACCOUNT = `acme<img src=x onerror="window.__xss=1">`;
 
+/**
+ * What the test reads inside the page (functions passed to evaluate run there; this file is typed
+ * for Node, and the page's policy forbids evaluating strings).
+ */
+interface InPage {
+  document: { querySelector(selector: string): { getAttribute(name: string): string | null } | null };
+  __xss?: number;
+}
+
 let h: Harness;
 let browser: Browser;
 
@@ -86,8 +95,12 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     await page.locator("#kinds .kind .bar span").first().waitFor({ timeout: 60_000 });
     // A few seconds of throughput, so the chart in the screenshot has a shape.
     await page.waitForFunction(
-      // Evaluated in the page, where the DOM is (this file is typed for Node).
-      `(document.querySelector("#throughput polyline")?.getAttribute("points") ?? "").split(" ").length >= 6`,
+      () =>
+        (
+          (globalThis as unknown as InPage).document
+            .querySelector("#throughput polyline")
+            ?.getAttribute("points") ?? ""
+        ).split(" ").length >= 6,
       undefined,
       { timeout: 60_000 },
     );
@@ -96,7 +109,7 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     expect(await page.locator("#budget").textContent()).toMatch(/burst window|no request leased/);
     // The hostile account is text on the page, and nothing ran.
     expect(await page.locator("#run-meta").textContent()).toContain(HOSTILE_ACCOUNT);
-    expect(await page.evaluate("window.__xss")).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as unknown as InPage).__xss)).toBeUndefined();
     expect(await page.locator("#main img").count()).toBe(0);
     // Malformed rows of the sandbox show up as grouped reasons once they are noted.
     await page.locator("#notes tbody tr td.num").first().waitFor({ timeout: 60_000 });
@@ -123,6 +136,30 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     expect(await page.locator("#resume").isEnabled()).toBe(true);
     expect(await page.locator("#stop").isDisabled()).toBe(true);
     expect(problems).toEqual([]);
+  });
+
+  it("serves /metrics on every service process: coordinator, worker and dashboard", async () => {
+    const { coordinators, workers, dashboard } = h.cluster;
+    const expected: [typeof dashboard, string[]][] = [
+      [coordinators[0], ["drover_tasks", "drover_runs", "drover_budget_daily_remaining"]],
+      [
+        workers[0],
+        [
+          "drover_rows_total",
+          "drover_window_duration_seconds",
+          "drover_worker_lease_wait_seconds",
+          "drover_worker_deferrals_total",
+        ],
+      ],
+      [dashboard, ["drover_dashboard_requests_total", "drover_dashboard_live_streams"]],
+    ];
+    for (const [service, names] of expected) {
+      const url = String(service!.ready.metrics);
+      const res = await fetch(url);
+      expect(res.status, `${service!.name} ${url}`).toBe(200);
+      const text = await res.text();
+      for (const name of names) expect(text, `${service!.name} has ${name}`).toContain(`# HELP ${name} `);
+    }
   });
 
   it("says why when the coordinator refuses: a wrong key brings the key form back with a sentence", async () => {
