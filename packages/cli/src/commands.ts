@@ -7,6 +7,7 @@ import {
   RunSchema,
   type RunService,
   RunStatus,
+  timestampDate,
   toJson,
 } from "@drover/proto";
 import { isTerminal, KindClock, progressBlock, runSummary, statusName, table } from "./render.js";
@@ -254,7 +255,9 @@ export async function runCommand(
           io.out(JSON.stringify(runJson(last)));
           continue;
         }
-        const block = progressBlock(last, Date.now() - started, clock);
+        // The run's own age, so a watch begun mid-run does not count its rows as done since it began.
+        const since = last.startedAt ? timestampDate(last.startedAt).getTime() : started;
+        const block = progressBlock(last, Date.now() - Math.min(since, started), clock);
         if (io.isTty && drawn > 0) io.out(`\x1b[${drawn}A${block.map((l) => `\x1b[2K${l}`).join("\n")}`);
         else io.out(block.join("\n"));
         drawn = block.length;

@@ -81,14 +81,19 @@ export function runSummary(run: Run): string {
  */
 export class KindClock {
   private readonly since = new Map<string, number>();
+  private readonly until = new Map<string, number>();
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** Seconds the kind has been going; undefined while it has no task yet. */
-  activeSeconds(p: Run["progress"][number], fallbackSeconds: number): number | undefined {
+  /**
+   * Seconds the kind has been going (or went, once `over`: its rate then stays what it was);
+   * undefined while it has no task yet.
+   */
+  activeSeconds(p: Run["progress"][number], fallbackSeconds: number, over = false): number | undefined {
     if (p.tasksTotal === 0n && kindDone(p) === 0) return undefined;
     if (!this.since.has(p.kind)) this.since.set(p.kind, this.now());
-    // A watch that starts mid-run saw the kind begin earlier than it did: the run's time is closer.
-    const seconds = (this.now() - this.since.get(p.kind)!) / 1000;
+    if (over && !this.until.has(p.kind)) this.until.set(p.kind, this.now());
+    // A watch that starts mid-run saw the kind begin later than it did: the run's time is closer.
+    const seconds = ((this.until.get(p.kind) ?? this.now()) - this.since.get(p.kind)!) / 1000;
     return seconds < 1 ? Math.max(0.001, fallbackSeconds) : seconds;
   }
 }
@@ -121,7 +126,7 @@ export function progressBlock(run: Run, elapsedMs: number, clock: KindClock = ne
     const over = phase < run.currentPhase || isTerminal(run.status);
     const total = Number(p.tasksTotal);
     const tasksDone = Number(p.tasksDone);
-    const active = clock.activeSeconds(p, seconds);
+    const active = clock.activeSeconds(p, seconds, over);
     let ratio: number;
     let state: string;
     if (over) {

@@ -110,6 +110,14 @@ async function main(): Promise<number> {
       truth.kinds,
     );
     const issues = accountingProblems(accounts);
+    if (flags.keep) {
+      // Ctrl-C now ends the wait, and the services stop as after any run.
+      process.off("SIGINT", onSignal);
+      process.stdout.write(
+        `Services stay up for the run page at ${cluster.dashboardUrl}; Ctrl-C ends them.\n`,
+      );
+      await new Promise<void>((resolve) => process.once("SIGINT", () => resolve()));
+    }
     if (issues.length === 0 && last.status === RunStatus.SUCCEEDED) {
       process.stdout.write(
         `Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason.\n`,
