@@ -206,10 +206,17 @@ export async function runCommand(
       const lines = [res.explanation];
       if (res.entry) {
         lines.push(
-          `ledger: ${res.entry.action} ${res.entry.recordType} ${res.entry.recordId} (run ${res.entry.runId}, task ${res.entry.taskId})`,
+          `ledger: ${res.entry.action} ${res.entry.recordType} ${res.entry.recordId} (run ${res.entry.runId}, task ${res.entry.taskId}${
+            res.entry.recordedAt ? `, at ${timestampDate(res.entry.recordedAt).toISOString()}` : ""
+          })`,
         );
       }
-      for (const n of res.notes) lines.push(`note: ${n.level} ${n.reason} (run ${n.runId})`);
+      for (const n of res.notes)
+        lines.push(
+          `note: ${n.level} ${n.reason} (run ${n.runId}${n.taskId ? `, task ${n.taskId}` : ""}${
+            n.createdAt ? `, at ${timestampDate(n.createdAt).toISOString()}` : ""
+          })`,
+        );
       print(lines.join("\n"), {
         found: res.found,
         explanation: res.explanation,

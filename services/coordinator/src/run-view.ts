@@ -55,7 +55,18 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
       .from(budgets)
       .where(and(eq(budgets.source, run.source), eq(budgets.sourceAccount, run.sourceAccount))),
   ]);
-  const tasksOf = new Map(kindTasks.map((t) => [t.kind, t]));
+  // A pruned run's per-kind task counts were frozen with its row counts (none before they were).
+  const tasksOf = new Map<
+    string,
+    { total: string | number; done: string | number; running: string | number }
+  >(
+    run.summary
+      ? Object.entries(run.summary.kinds).map(([kind, c]) => [
+          kind,
+          { total: c.tasks_total ?? 0, done: c.tasks_done ?? 0, running: 0 },
+        ])
+      : kindTasks.map((t) => [t.kind, t]),
+  );
   // A pruned run has no tasks left; its counts were frozen on the run when they were deleted.
   const frozen = run.summary;
   const byKind = frozen
