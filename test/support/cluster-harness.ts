@@ -21,7 +21,10 @@ export interface Harness {
 
 /** A fresh database, a private JetStream stream, and the services as separate processes. */
 export async function openClusterHarness(
-  options: Pick<ClusterOptions, "workers" | "laneWidth" | "sandbox" | "env" | "coordinators" | "logDir"> & {
+  options: Pick<
+    ClusterOptions,
+    "workers" | "laneWidth" | "sandbox" | "env" | "coordinators" | "logDir" | "dashboard"
+  > & {
     /** A NATS server of the test's own (the chaos suite restarts it); default NATS_URL. */
     natsUrl?: string;
   },

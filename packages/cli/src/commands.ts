@@ -7,9 +7,10 @@ import {
   RunSchema,
   type RunService,
   RunStatus,
+  timestampDate,
   toJson,
 } from "@drover/proto";
-import { isTerminal, progressBlock, runSummary, statusName, table } from "./render.js";
+import { isTerminal, KindClock, progressBlock, runSummary, statusName, table } from "./render.js";
 
 export interface Io {
   out(text: string): void;
@@ -205,10 +206,17 @@ export async function runCommand(
       const lines = [res.explanation];
       if (res.entry) {
         lines.push(
-          `ledger: ${res.entry.action} ${res.entry.recordType} ${res.entry.recordId} (run ${res.entry.runId}, task ${res.entry.taskId})`,
+          `ledger: ${res.entry.action} ${res.entry.recordType} ${res.entry.recordId} (run ${res.entry.runId}, task ${res.entry.taskId}${
+            res.entry.recordedAt ? `, at ${timestampDate(res.entry.recordedAt).toISOString()}` : ""
+          })`,
         );
       }
-      for (const n of res.notes) lines.push(`note: ${n.level} ${n.reason} (run ${n.runId})`);
+      for (const n of res.notes)
+        lines.push(
+          `note: ${n.level} ${n.reason} (run ${n.runId}${n.taskId ? `, task ${n.taskId}` : ""}${
+            n.createdAt ? `, at ${timestampDate(n.createdAt).toISOString()}` : ""
+          })`,
+        );
       print(lines.join("\n"), {
         found: res.found,
         explanation: res.explanation,
@@ -247,13 +255,16 @@ export async function runCommand(
       const started = Date.now();
       let last: Run | undefined;
       let drawn = 0;
+      const clock = new KindClock();
       for await (const update of client.watchRun({ runId })) {
         last = update.run!;
         if (json) {
           io.out(JSON.stringify(runJson(last)));
           continue;
         }
-        const block = progressBlock(last, Date.now() - started);
+        // The run's own age, so a watch begun mid-run does not count its rows as done since it began.
+        const since = last.startedAt ? timestampDate(last.startedAt).getTime() : started;
+        const block = progressBlock(last, Date.now() - Math.min(since, started), clock);
         if (io.isTty && drawn > 0) io.out(`\x1b[${drawn}A${block.map((l) => `\x1b[2K${l}`).join("\n")}`);
         else io.out(block.join("\n"));
         drawn = block.length;

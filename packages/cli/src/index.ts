@@ -2,6 +2,7 @@ export { describeFailure, type Io, runCommand, USAGE, UsageError } from "./comma
 export {
   countsTable,
   formatDuration,
+  KindClock,
   kindDone,
   phaseLabel,
   progressBlock,

@@ -76,11 +76,35 @@ export function runSummary(run: Run): string {
 }
 
 /**
- * Progress of a live run. Rows have no known total until verification, so bars show each kind's
- * share of the rows done so far within the phase plan, and the ETA comes from tasks: elapsed time
- * × tasks left ÷ tasks done. It is rough early and honest late.
+ * When each kind began to move, so its rows/s is measured over its own time rather than the run's
+ * (organizations finish before deals start). One per `watch`.
  */
-export function progressBlock(run: Run, elapsedMs: number): string[] {
+export class KindClock {
+  private readonly since = new Map<string, number>();
+  private readonly until = new Map<string, number>();
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /**
+   * Seconds the kind has been going (or went, once `over`: its rate then stays what it was);
+   * undefined while it has no task yet.
+   */
+  activeSeconds(p: Run["progress"][number], fallbackSeconds: number, over = false): number | undefined {
+    if (p.tasksTotal === 0n && kindDone(p) === 0) return undefined;
+    if (!this.since.has(p.kind)) this.since.set(p.kind, this.now());
+    if (over && !this.until.has(p.kind)) this.until.set(p.kind, this.now());
+    // A watch that starts mid-run saw the kind begin later than it did: the run's time is closer.
+    const seconds = ((this.until.get(p.kind) ?? this.now()) - this.since.get(p.kind)!) / 1000;
+    return seconds < 1 ? Math.max(0.001, fallbackSeconds) : seconds;
+  }
+}
+
+/**
+ * Progress of a live run. The source does not say how many rows it holds, so a kind's bar is its
+ * tasks done of the tasks known (page-walking kinds seed their next page as they go, so it is rough
+ * early), its rate is rows over the time it has been going, and its ETA is that time × tasks left ÷
+ * tasks done. The run's ETA counts phases not begun as one more of what is left.
+ */
+export function progressBlock(run: Run, elapsedMs: number, clock: KindClock = new KindClock()): string[] {
   const done = rowsDone(run);
   const seconds = Math.max(0.001, elapsedMs / 1000);
   const rate = done / seconds;
@@ -98,10 +122,33 @@ export function progressBlock(run: Run, elapsedMs: number): string[] {
   const phaseOf = new Map(run.phases.flatMap((p, i) => p.kinds.map((k) => [k, i] as const)));
   const rows = run.progress.map((p) => {
     const phase = phaseOf.get(p.kind) ?? 0;
-    const state =
-      phase < run.currentPhase || isTerminal(run.status) ? 1 : phase === run.currentPhase ? 0.5 : 0;
-    const label = state === 1 ? "done" : state === 0.5 ? "importing" : "waiting";
-    return `  ${p.kind.padEnd(14)} ${bar(state)} ${String(kindDone(p)).padStart(8)}  ${label.padEnd(9)} imported ${p.imported}, already here ${p.matched + p.alreadyHere}, skipped ${p.skipped}, failed ${p.failed}`;
+    const rows = kindDone(p);
+    const over = phase < run.currentPhase || isTerminal(run.status);
+    const total = Number(p.tasksTotal);
+    const tasksDone = Number(p.tasksDone);
+    const active = clock.activeSeconds(p, seconds, over);
+    let ratio: number;
+    let state: string;
+    if (over) {
+      ratio = 1;
+      state = "done";
+    } else if (phase > run.currentPhase || active === undefined) {
+      ratio = 0;
+      state = "waiting";
+    } else {
+      ratio = total > 0 ? tasksDone / total : 0;
+      const kindEta = tasksDone > 0 ? (active * (total - tasksDone)) / tasksDone : undefined;
+      state = kindEta === undefined ? "ETA ?" : `ETA ~${formatDuration(kindEta)}`;
+    }
+    const kindRate = active === undefined ? 0 : rows / active;
+    return [
+      `  ${p.kind.padEnd(14)} ${bar(ratio)}`,
+      `${String(tasksDone).padStart(5)}/${String(total).padEnd(5)} tasks`,
+      `${String(rows).padStart(8)} rows`,
+      `${kindRate.toFixed(0).padStart(5)} rows/s`,
+      state.padEnd(10),
+      `imported ${p.imported}, already here ${p.matched + p.alreadyHere}, skipped ${p.skipped}, failed ${p.failed}`,
+    ].join("  ");
   });
   return [header, ...rows];
 }

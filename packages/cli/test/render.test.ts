@@ -1,7 +1,7 @@
 import { Code, create, RpcError, RunSchema, RunStatus } from "@drover/proto";
 import { describe, expect, it } from "vitest";
 import { describeFailure, UsageError } from "../src/commands.js";
-import { countsTable, formatDuration, progressBlock, runSummary } from "../src/render.js";
+import { countsTable, formatDuration, KindClock, progressBlock, runSummary } from "../src/render.js";
 
 const run = create(RunSchema, {
   id: "3f1e2d4c-5b6a-4789-8abc-def012345678",
@@ -12,9 +12,9 @@ const run = create(RunSchema, {
   phases: [{ kinds: ["organizations", "persons"] }, { kinds: ["deals"] }],
   currentPhase: 1,
   progress: [
-    { kind: "organizations", imported: 10n, matched: 0n, alreadyHere: 0n, skipped: 0n, failed: 1n },
-    { kind: "persons", imported: 7n, matched: 2n, alreadyHere: 1n, skipped: 0n, failed: 0n },
-    { kind: "deals", imported: 3n },
+    { kind: "organizations", imported: 10n, failed: 1n, tasksTotal: 2n, tasksDone: 2n },
+    { kind: "persons", imported: 7n, matched: 2n, alreadyHere: 1n, tasksTotal: 3n, tasksDone: 3n },
+    { kind: "deals", imported: 3n, tasksTotal: 4n, tasksDone: 1n, tasksRunning: 1n },
   ],
   tasks: { pending: 2n, running: 1n, succeeded: 6n },
 });
@@ -42,7 +42,26 @@ describe("cli rendering", () => {
     const [header, ...rows] = progressBlock(run, 10_000);
     expect(header).toBe("running · phase 2/2 [deals] · 24 rows · 2 rows/s · ETA ~5s");
     expect(rows[0]).toContain("done");
-    expect(rows[2]).toContain("importing");
+    expect(rows[2]).toContain("ETA");
+  });
+
+  it("draws a bar per kind from its tasks, with its own rows/s and ETA", () => {
+    let now = 0;
+    const clock = new KindClock(() => now);
+    progressBlock(run, 1_000, clock); // the watch first sees deals going
+    now = 3_000;
+    const deals = progressBlock(run, 3_000, clock)[3]!;
+    // 1 of 4 tasks done in 3 s: 9 s for the 3 left; 3 rows in 3 s.
+    expect(deals).toMatch(/^ {2}deals +█{5}░{15} +1\/4 +tasks +3 rows +1 rows\/s +ETA ~9s/);
+    expect(deals).toContain("imported 3, already here 0, skipped 0, failed 0");
+    const organizations = progressBlock(run, 3_000, clock)[1]!;
+    expect(organizations).toMatch(/█{20} +2\/2 +tasks +11 rows .* done/);
+  });
+
+  it("shows a kind of a later phase as waiting, with an empty bar", () => {
+    const early = create(RunSchema, { ...run, currentPhase: 0 });
+    const deals = progressBlock(early, 3_000)[3]!;
+    expect(deals).toMatch(/░{20}.*waiting/);
   });
 
   it("formats durations for people", () => {

@@ -69,3 +69,25 @@ export function identifier(fallback: string) {
     });
 }
 export { runServiceMain, type ServiceMain } from "./service-main.js";
+
+/**
+ * The port a service serves Prometheus metrics on: a number (0 picks a free one, which the ready line
+ * reports), or `off`. Returns null for off.
+ */
+export function metricsPort(fallback: number) {
+  return z
+    .string()
+    .default(String(fallback))
+    .refine((v) => v === "off" || (/^\d{1,5}$/.test(v) && Number(v) <= 65535), {
+      message: 'must be a port number (0 picks a free one) or "off"',
+    })
+    .transform((v) => (v === "off" ? null : Number(v)));
+}
+
+/** The interface metrics listen on: loopback unless a scraper elsewhere needs it (0.0.0.0). */
+export function metricsHost() {
+  return z
+    .string()
+    .default("127.0.0.1")
+    .refine((v) => /^[0-9a-zA-Z.:_-]{1,253}$/.test(v), { message: "must be a host name or IP address" });
+}

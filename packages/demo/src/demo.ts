@@ -41,7 +41,12 @@ async function main(): Promise<number> {
     laneWidth: flags.lane,
     sandbox: flags.sandbox,
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
+    dashboard: true,
   });
+  // The cluster's admin key lives as long as the demo: the page needs one to call the coordinator.
+  process.stdout.write(
+    `Run page: ${cluster.dashboardUrl} (enter this API key there: ${cluster.adminToken})\n`,
+  );
   const database = openDatabase(DATABASE_URL, { max: 2 });
   const client = createClient(RunService, cluster.coordinatorAddresses[0]!, {
     metadata: () => ({ authorization: `Bearer ${cluster.adminToken}` }),
@@ -105,6 +110,14 @@ async function main(): Promise<number> {
       truth.kinds,
     );
     const issues = accountingProblems(accounts);
+    if (flags.keep) {
+      // Ctrl-C now ends the wait, and the services stop as after any run.
+      process.off("SIGINT", onSignal);
+      process.stdout.write(
+        `Services stay up for the run page at ${cluster.dashboardUrl}; Ctrl-C ends them.\n`,
+      );
+      await new Promise<void>((resolve) => process.once("SIGINT", () => resolve()));
+    }
     if (issues.length === 0 && last.status === RunStatus.SUCCEEDED) {
       process.stdout.write(
         `Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason.\n`,

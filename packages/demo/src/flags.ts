@@ -2,11 +2,13 @@ import { parseArgs } from "node:util";
 
 export const USAGE = `usage: pnpm demo [--tenant demo] [--workers 2] [--lane 4] [--scale 1]
                  [--organizations N --persons N --deals N --leads N --activities N --notes N --mail-per-deal-max N]
-                 [--latency-ms 0] [--transient-error-rate 0.002] [--malformed-rate 0.005] [--seed 42]
+                 [--latency-ms 0] [--transient-error-rate 0.002] [--malformed-rate 0.005] [--seed 42] [--keep]
 
 Runs a whole migration: the CRM sandbox, one coordinator and the workers as separate processes,
 StartRun over gRPC, live progress, then a per-kind table. Exits 0 only if every source row is
 accounted for. Run it twice for the same tenant: the second run finds everything already here.
+The run page (printed at start) follows the run live; --keep leaves every service up after the
+run, until Ctrl-C, to look at it and steer it.
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/drover_demo), NATS_URL (127.0.0.1:4222).`;
 
 export interface DemoFlags {
@@ -15,6 +17,8 @@ export interface DemoFlags {
   lane: number;
   sizes: Record<string, number>;
   sandbox: Record<string, number>;
+  /** Leave the services (and the run page) up after the run, until SIGINT. */
+  keep: boolean;
 }
 
 const BASE_SIZES = {
@@ -45,6 +49,7 @@ export function parseDemoFlags(argv: string[]): DemoFlags {
       "transient-error-rate": { type: "string", default: "0.002" },
       "malformed-rate": { type: "string", default: "0.005" },
       seed: { type: "string", default: "42" },
+      keep: { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
     strict: true,
@@ -71,6 +76,7 @@ export function parseDemoFlags(argv: string[]): DemoFlags {
     tenant: values.tenant,
     workers: num("workers", values.workers, 1, 32),
     lane: num("lane", values.lane, 1, 64),
+    keep: values.keep === true,
     sizes,
     sandbox: {
       ...sizes,

@@ -13,9 +13,11 @@ import {
   type TaskInfo,
   type WriteSummary,
 } from "@drover/provider-sdk";
+import { Attr, withAttributes } from "@drover/telemetry";
 import { eq, sql } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { LostClaimError } from "./checkpoint.js";
+import { tracePage } from "./instrumentation.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { claimTask } from "./task-claim.js";
 import {
@@ -150,11 +152,13 @@ export async function runAssignment(
     working: controls.working,
     pacer: deps.pacerFor?.(runInfo),
     async writeRows(rows, writer, options) {
-      const summary = await writeRows(
-        { db, run: runInfo, task: info, claimToken, notesCap: deps.notesCap, stopRequested: interrupted },
-        rows,
-        writer,
-        options,
+      const summary = await tracePage(info.kind, rows.length, () =>
+        writeRows(
+          { db, run: runInfo, task: info, claimToken, notesCap: deps.notesCap, stopRequested: interrupted },
+          rows,
+          writer,
+          options,
+        ),
       );
       addSummary(total, summary);
       return summary;
@@ -175,7 +179,16 @@ export async function runAssignment(
     // Decrypted here and only here, and handed to the provider alone (not to the writer, notes or logs).
     secret = openSourceSecret(run, deps.secrets);
     ctx.run = { ...runInfo, secret };
-    const result = await provider.runTask(ctx);
+    const result = await withAttributes(
+      {
+        [Attr.runId]: run.id,
+        [Attr.taskId]: task.id,
+        [Attr.kind]: task.kind,
+        [Attr.phase]: task.phase,
+        [Attr.attempt]: claimed.attempts,
+      },
+      () => provider.runTask(ctx),
+    );
     if (total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {
       // Per-row isolation is right, but a task whose every row failed must not finish green.
       const error = `every row failed (${total.failed}); see the run's notes`;

@@ -12,6 +12,7 @@ import {
   type WriteSummary,
 } from "@drover/provider-sdk";
 import { writeCheckpoint } from "./checkpoint.js";
+import { traceWindow } from "./instrumentation.js";
 import { appendNotes, type NoteInput } from "./notes.js";
 
 /**
@@ -92,72 +93,79 @@ export async function writeRows<T>(
     const summary = emptySummary();
     const notes: NoteInput[] = [];
 
-    await deps.db.transaction(async (tx) => {
-      for (const row of window) {
-        summary.attempted++;
-        if (isRowErrorInfo(row.data)) {
-          summary.failed++;
-          notes.push({ level: "error", kind: task.kind, subjectId: row.sourceId, reason: row.data.rowError });
-          continue;
-        }
-        const data = row.data as T;
-        try {
-          const outcome = await tx.transaction(async (sp) => {
-            const result = await writer(sp, data, row.sourceId);
-            const won = await claimLedgerSlot(sp, {
-              tenantId: run.tenantId,
-              source: run.source,
-              sourceAccount: run.sourceAccount,
+    await traceWindow(task.kind, window.length, summary, () =>
+      deps.db.transaction(async (tx) => {
+        for (const row of window) {
+          summary.attempted++;
+          if (isRowErrorInfo(row.data)) {
+            summary.failed++;
+            notes.push({
+              level: "error",
               kind: task.kind,
-              sourceId: row.sourceId,
-              action: result.action,
-              recordType: result.action === "skipped" ? null : result.recordType,
-              recordId: result.action === "skipped" ? null : result.recordId,
-              reason: result.action === "skipped" ? result.reason : null,
-              pendingRefs: result.action === "skipped" ? null : (result.pendingRefs ?? null),
-              runId: run.id,
-              taskId: task.id,
+              subjectId: row.sourceId,
+              reason: row.data.rowError,
             });
-            if (!won) throw new AlreadyHere();
-            return result;
-          });
-          if (outcome.action === "created") summary.created++;
-          else if (outcome.action === "matched") summary.matched++;
-          else if (outcome.action === "skipped") {
-            summary.skipped++;
-            notes.push({ level: "warn", kind: task.kind, subjectId: row.sourceId, reason: outcome.reason });
-          }
-        } catch (err) {
-          if (err instanceof AlreadyHere) {
-            summary.alreadyHere++;
             continue;
           }
-          // A deadlock, a serialization failure or a lost connection takes the whole transaction
-          // with it; no savepoint contains that. Let the window go and the task retry from its checkpoint.
-          if (classifyError(err) !== "row") throw err;
-          summary.failed++;
-          notes.push({
-            level: "error",
-            kind: task.kind,
-            subjectId: row.sourceId,
-            reason: describeError(err),
-          });
+          const data = row.data as T;
+          try {
+            const outcome = await tx.transaction(async (sp) => {
+              const result = await writer(sp, data, row.sourceId);
+              const won = await claimLedgerSlot(sp, {
+                tenantId: run.tenantId,
+                source: run.source,
+                sourceAccount: run.sourceAccount,
+                kind: task.kind,
+                sourceId: row.sourceId,
+                action: result.action,
+                recordType: result.action === "skipped" ? null : result.recordType,
+                recordId: result.action === "skipped" ? null : result.recordId,
+                reason: result.action === "skipped" ? result.reason : null,
+                pendingRefs: result.action === "skipped" ? null : (result.pendingRefs ?? null),
+                runId: run.id,
+                taskId: task.id,
+              });
+              if (!won) throw new AlreadyHere();
+              return result;
+            });
+            if (outcome.action === "created") summary.created++;
+            else if (outcome.action === "matched") summary.matched++;
+            else if (outcome.action === "skipped") {
+              summary.skipped++;
+              notes.push({ level: "warn", kind: task.kind, subjectId: row.sourceId, reason: outcome.reason });
+            }
+          } catch (err) {
+            if (err instanceof AlreadyHere) {
+              summary.alreadyHere++;
+              continue;
+            }
+            // A deadlock, a serialization failure or a lost connection takes the whole transaction
+            // with it; no savepoint contains that. Let the window go and the task retry from its checkpoint.
+            if (classifyError(err) !== "row") throw err;
+            summary.failed++;
+            notes.push({
+              level: "error",
+              kind: task.kind,
+              subjectId: row.sourceId,
+              reason: describeError(err),
+            });
+          }
         }
-      }
-      await appendNotes(tx, run.id, task.id, notes, deps.notesCap);
-      const moveOn = last && options.nextCursor;
-      await writeCheckpoint(tx, task.id, deps.claimToken, {
-        processedOffset: moveOn ? 0 : end,
-        ...(moveOn ? { cursor: options.nextCursor } : {}),
-        statsDelta: {
-          created: summary.created,
-          matched: summary.matched,
-          already_here: summary.alreadyHere,
-          skipped: summary.skipped,
-          failed: summary.failed,
-        },
-      });
-    });
+        await appendNotes(tx, run.id, task.id, notes, deps.notesCap);
+        const moveOn = last && options.nextCursor;
+        await writeCheckpoint(tx, task.id, deps.claimToken, {
+          processedOffset: moveOn ? 0 : end,
+          ...(moveOn ? { cursor: options.nextCursor } : {}),
+          statsDelta: {
+            created: summary.created,
+            matched: summary.matched,
+            already_here: summary.alreadyHere,
+            skipped: summary.skipped,
+            failed: summary.failed,
+          },
+        });
+      }),
+    );
 
     if (last && options.nextCursor) {
       task.cursor = options.nextCursor;

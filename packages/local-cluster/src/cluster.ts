@@ -15,6 +15,8 @@ export interface ClusterOptions {
   logDir?: string;
   /** Extra environment for coordinators and workers. */
   env?: Record<string, string>;
+  /** Also start the run page (services/dashboard), pointed at the first coordinator. */
+  dashboard?: boolean;
 }
 
 export interface Cluster {
@@ -29,6 +31,9 @@ export interface Cluster {
   sandbox: ServiceProcess;
   coordinators: ServiceProcess[];
   workers: ServiceProcess[];
+  /** The run page, when asked for: open `dashboardUrl` and enter `adminToken` (or a tenant's key). */
+  dashboard?: ServiceProcess;
+  dashboardUrl?: string;
   logDir: string;
   /** Starts one more worker (e.g. to replace a killed one). */
   addWorker(): Promise<ServiceProcess>;
@@ -68,6 +73,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     DROVER_QUEUE_PREFIX: options.queuePrefix,
     DROVER_LANE_WIDTH: String(options.laneWidth),
     LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+    // Several services on one machine: each takes a free metrics port and names it in its ready line.
+    DROVER_METRICS_PORT: "0",
     ...options.env,
   };
   const coordinators: ServiceProcess[] = [];
@@ -113,6 +120,27 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     throw failed.reason;
   }
 
+  let dashboard: ServiceProcess | undefined;
+  if (options.dashboard) {
+    try {
+      dashboard = await spawnService({
+        name: "dashboard",
+        entry: "services/dashboard/src/main.ts",
+        env: {
+          DROVER_DASHBOARD_ADDRESS: "127.0.0.1:0",
+          DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[0]!,
+          DROVER_METRICS_PORT: "0",
+          LOG_LEVEL: common.LOG_LEVEL,
+        },
+        readyEvent: "listening",
+        logDir,
+      });
+    } catch (err) {
+      await Promise.all([...workers, ...coordinators, sandbox].map((p) => p.stop()));
+      throw err;
+    }
+  }
+
   let stopped: Promise<void> | undefined;
   const cluster: Cluster = {
     sandboxUrl: String(sandbox.ready.url),
@@ -121,6 +149,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     sandbox,
     coordinators,
     workers,
+    ...(dashboard ? { dashboard, dashboardUrl: String(dashboard.ready.url) } : {}),
     logDir,
     async addWorker() {
       const w = await addWorker();
@@ -151,6 +180,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     },
     stop() {
       stopped ??= (async () => {
+        await dashboard?.stop();
         await Promise.all(workers.map((w) => w.stop()));
         await Promise.all(coordinators.map((c) => c.stop()));
         await sandbox.stop();

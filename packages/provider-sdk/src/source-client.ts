@@ -1,3 +1,4 @@
+import { type Span, SpanKind, withSpan } from "@drover/telemetry";
 import { PermanentError, RateLimitedError, TransientError } from "./errors.js";
 
 export type CallType = "list" | "get" | "update" | "search";
@@ -104,6 +105,23 @@ export class SourceClient {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, String(v));
     await this.awaitSlot(options.slot, type, signal);
+    // The span starts after the slot's wait, so its length is the source's; the path without its
+    // query (which may carry cursors and ids) names it, and the token travels in a header only.
+    return withSpan(
+      `GET ${path}`,
+      { "http.request.method": "GET", "url.path": url.pathname, "drover.call_type": type },
+      (span) => this.send<T>(url, path, type, signal, span),
+      { kind: SpanKind.CLIENT },
+    );
+  }
+
+  private async send<T>(
+    url: URL,
+    path: string,
+    type: CallType,
+    signal: AbortSignal | undefined,
+    span: Span,
+  ): Promise<T> {
     const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
     let response: Response;
     try {
@@ -116,6 +134,7 @@ export class SourceClient {
       throw new TransientError(`${path}: ${(err as Error).message}`, { cause: err });
     }
     this.pacer.absorb(response.headers, response.status, type);
+    span.setAttribute("http.response.status_code", response.status);
     const body = await this.readBody(response, path);
     if (response.status === 429) {
       const reset = intHeader(response.headers, "x-ratelimit-reset") ?? 2;

@@ -19,6 +19,7 @@ export {
   type MetricType,
   metrics,
 } from "./metrics.js";
+export { type MetricsServer, type MetricsServerOptions, serveMetrics } from "./metrics-server.js";
 export { injectTraceHeaders, type NatsHeadersLike } from "./nats-headers.js";
 export { PROMETHEUS_CONTENT_TYPE, renderPrometheus } from "./prometheus.js";
 export {
@@ -28,4 +29,4 @@ export {
   type TraceCarrier,
   withRemoteParent,
 } from "./propagation.js";
-export { type WithSpanOptions, withSpan } from "./with-span.js";
+export { type WithSpanOptions, withAttributes, withSpan } from "./with-span.js";

@@ -90,8 +90,38 @@ export class Histogram<L extends string = string> extends Metric<L> {
 
 export type AnyMetric = Counter | Gauge | Histogram;
 
+/** How long a scrape waits for the gauges it refreshes from elsewhere (a database) before answering. */
+const REFRESH_TIMEOUT_MS = 5_000;
+
 export class MetricsRegistry {
   private readonly byName = new Map<string, AnyMetric>();
+  private readonly refreshers = new Set<() => Promise<void> | void>();
+
+  /**
+   * Registers a function run before each scrape, for gauges read from elsewhere (tasks by status
+   * from the database). Returns a function that unregisters it, for a service that stops.
+   */
+  onRefresh(fn: () => Promise<void> | void): () => void {
+    this.refreshers.add(fn);
+    return () => this.refreshers.delete(fn);
+  }
+
+  /**
+   * Runs every refresher. A slow or failing one leaves its gauges at their last values: a scrape
+   * that times out would lose every other metric too.
+   */
+  async refresh(): Promise<void> {
+    await Promise.all(
+      [...this.refreshers].map((fn) =>
+        Promise.race([
+          Promise.resolve()
+            .then(fn)
+            .catch(() => {}),
+          new Promise<void>((r) => setTimeout(r, REFRESH_TIMEOUT_MS).unref()),
+        ]),
+      ),
+    );
+  }
 
   counter<L extends string = never>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
     return this.register(new Counter(name, help, labelNames));

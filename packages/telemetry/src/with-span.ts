@@ -2,6 +2,7 @@ import {
   type Attributes,
   type Context,
   context,
+  createContextKey,
   type Span,
   type SpanKind,
   SpanStatusCode,
@@ -18,9 +19,20 @@ export interface WithSpanOptions {
 // (or nowhere, cheaply, when telemetry was never initialised).
 const SCOPE = "@drover/telemetry";
 
+// The run, task, kind, phase and attempt a span was started for are carried in the context to the
+// spans under it (pages, windows, source HTTP calls), so every one of them can be found by run or
+// task without the code that starts them knowing the task.
+const INHERITED = createContextKey("drover.inherited-attributes");
+const DROVER_PREFIX = "drover.";
+
+function inheritedAttributes(ctx: Context): Attributes {
+  return (ctx.getValue(INHERITED) as Attributes | undefined) ?? {};
+}
+
 /**
  * Runs `fn` inside a new active span and always ends it. A throw (or rejection) is recorded on the span,
  * marks it ERROR and is rethrown unchanged: tracing must never swallow or rewrap a failure.
+ * `drover.*` attributes pass down to every span started inside `fn` with withSpan.
  */
 export async function withSpan<T>(
   name: string,
@@ -30,8 +42,14 @@ export async function withSpan<T>(
 ): Promise<T> {
   const tracer = trace.getTracer(SCOPE);
   const parent = options.parent ?? context.active();
-  const spanOptions = options.kind === undefined ? { attributes } : { attributes, kind: options.kind };
-  return tracer.startActiveSpan(name, spanOptions, parent, async (span) => {
+  const inherited = inheritedAttributes(parent);
+  const own = Object.fromEntries(Object.entries(attributes).filter(([k]) => k.startsWith(DROVER_PREFIX)));
+  const all = { ...inherited, ...attributes };
+  const spanOptions =
+    options.kind === undefined ? { attributes: all } : { attributes: all, kind: options.kind };
+  const withInherited =
+    Object.keys(own).length > 0 ? parent.setValue(INHERITED, { ...inherited, ...own }) : parent;
+  return tracer.startActiveSpan(name, spanOptions, withInherited, async (span) => {
     try {
       return await fn(span);
     } catch (error) {
@@ -43,4 +61,15 @@ export async function withSpan<T>(
       span.end();
     }
   });
+}
+
+/**
+ * Runs `fn` with `attributes` set on the active span and passed down, as withSpan's `drover.*`
+ * attributes are, to every span started inside it: for facts learnt after a span began (a task's
+ * kind, phase and attempt are known once it is claimed).
+ */
+export function withAttributes<T>(attributes: Attributes, fn: () => T): T {
+  const active = context.active();
+  trace.getSpan(active)?.setAttributes(attributes);
+  return context.with(active.setValue(INHERITED, { ...inheritedAttributes(active), ...attributes }), fn);
 }

@@ -1,6 +1,6 @@
 import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { beforeEach, describe, expect, it } from "vitest";
-import { Attr, initTelemetry, withSpan } from "../src/index.js";
+import { Attr, initTelemetry, withAttributes, withSpan } from "../src/index.js";
 
 const telemetry = initTelemetry({ serviceName: "tracing-test", exporter: "memory", env: {} });
 const exporter = telemetry.memoryExporter!;
@@ -73,5 +73,44 @@ describe("withSpan", () => {
     const [span] = await finishedSpans();
     expect(span?.status.code).toBe(SpanStatusCode.ERROR);
     expect(span?.status.message).toBe("plain string");
+  });
+});
+
+describe("drover attributes passed down", () => {
+  it("gives every span inside a task the task's run, task, kind, phase and attempt, including facts learnt later", async () => {
+    await withSpan("task", { [Attr.runId]: "run-9", [Attr.taskId]: 7, "http.irrelevant": "x" }, async () => {
+      // Known once the task is claimed: set on the task span and passed to what runs inside.
+      await withAttributes({ [Attr.kind]: "persons", [Attr.phase]: 1, [Attr.attempt]: 2 }, () =>
+        withSpan("page", { "drover.rows": 50 }, () =>
+          withSpan("GET /api/v2/persons", { "url.path": "/api/v2/persons" }, () => undefined),
+        ),
+      );
+    });
+    const spans = await finishedSpans();
+    const byName = new Map(spans.map((s) => [s.name, s]));
+    const expected = {
+      "drover.run_id": "run-9",
+      "drover.task_id": 7,
+      "drover.kind": "persons",
+      "drover.phase": 1,
+      "drover.attempt": 2,
+    };
+    expect(byName.get("task")?.attributes).toMatchObject(expected);
+    expect(byName.get("page")?.attributes).toMatchObject({ ...expected, "drover.rows": 50 });
+    expect(byName.get("GET /api/v2/persons")?.attributes).toMatchObject({ ...expected, "drover.rows": 50 });
+    // Only drover.* attributes are passed down, not another span's HTTP facts.
+    expect(byName.get("page")?.attributes["http.irrelevant"]).toBeUndefined();
+  });
+
+  it("keeps sibling tasks apart", async () => {
+    await Promise.all(
+      ["a", "b"].map((id) =>
+        withSpan("task", { [Attr.taskId]: id }, () =>
+          withSpan("window", {}, () => new Promise((r) => setTimeout(r, 5))),
+        ),
+      ),
+    );
+    const windows = (await finishedSpans()).filter((s) => s.name === "window");
+    expect(windows.map((w) => w.attributes["drover.task_id"]).sort()).toEqual(["a", "b"]);
   });
 });

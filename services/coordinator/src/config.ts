@@ -1,5 +1,15 @@
 import { ApiKeyError, loadApiKeys, secretKeyProblems, serverTlsProblems } from "@drover/auth";
-import { address, ConfigError, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
+import {
+  address,
+  ConfigError,
+  identifier,
+  intVar,
+  metricsHost,
+  metricsPort,
+  parseEnv,
+  postgresUrl,
+  z,
+} from "@drover/config";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
@@ -26,6 +36,9 @@ const schema = z.object({
    * their destination record (each costs a get call); 0 checks counts and ids only.
    */
   DROVER_VERIFY_SAMPLE_SIZE: intVar(0, 100_000, 200),
+  /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
+  DROVER_METRICS_PORT: metricsPort(9464),
+  DROVER_METRICS_HOST: metricsHost(),
   // Authentication and secrets (README, "Keys and secrets"). Kept as raw text here and checked by
   // checkAuthConfig, whose messages never echo a key: parseEnv quotes the value it rejects.
   /** `keyId:sha256hex:scope[+scope]`, comma-separated; combined with the keys in drover.api_keys. */

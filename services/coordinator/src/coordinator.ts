@@ -32,6 +32,7 @@ import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { sweep } from "./reaper.js";
 import { runService } from "./run-service.js";
 import { prepareSecurity } from "./security.js";
+import { refreshTaskMetrics } from "./task-metrics.js";
 import { Verifications } from "./verification.js";
 import { workerService } from "./worker-service.js";
 
@@ -169,6 +170,7 @@ export async function startCoordinator(
       logger.info(report, "reaper repaired tasks");
     await verifications.pass().catch((err) => logger.error({ err }, "asking for verifications failed"));
   };
+  const stopTaskMetrics = refreshTaskMetrics(database.db);
   const timer = setInterval(() => {
     if (stopping) return;
     sweeping = sweeping.then(pass).catch((err) => logger.error({ err }, "reaper pass failed"));
@@ -189,6 +191,7 @@ export async function startCoordinator(
       stopped ??= (async () => {
         stopping = true;
         clearInterval(timer);
+        stopTaskMetrics();
         health.setStatus("", "NOT_SERVING");
         // VerifyRuns waiting on a worker answer UNAVAILABLE now rather than hold the shutdown.
         verifications.stop();

@@ -71,7 +71,9 @@ export async function pruneFinishedRuns(ctx: CoordinatorContext, batch = 20): Pr
                             'matched', coalesce(sum((t.stats ->> 'matched')::bigint), 0),
                             'already_here', coalesce(sum((t.stats ->> 'already_here')::bigint), 0),
                             'skipped', coalesce(sum((t.stats ->> 'skipped')::bigint), 0),
-                            'failed', coalesce(sum((t.stats ->> 'failed')::bigint), 0)) as counts
+                            'failed', coalesce(sum((t.stats ->> 'failed')::bigint), 0),
+                            'tasks_total', count(*),
+                            'tasks_done', count(*) filter (where t.status in ('succeeded', 'failed', 'cancelled'))) as counts
                      from drover.tasks t where t.run_id = r.id group by t.kind) k), '{}'::jsonb),
                'tasks', coalesce((select jsonb_object_agg(s.status, s.n) from (
                    select t.status, count(*) as n from drover.tasks t where t.run_id = r.id group by t.status) s), '{}'::jsonb)),

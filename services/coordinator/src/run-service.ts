@@ -17,6 +17,7 @@ import { and, desc, eq, getTableColumns, inArray, sql } from "drizzle-orm";
 import { admitRun, conflict } from "./admission.js";
 import { callerTenants, requireActsFor, requireVisibleTenant, visibleRun } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
+import { explainMissingRow } from "./explain-missing.js";
 import { buildPlan, providerKinds } from "./plan.js";
 import { fromProtoStatus, loadRun, runView, TERMINAL_STATUSES } from "./run-view.js";
 import { sealSourceSecret } from "./source-secrets.js";
@@ -189,8 +190,9 @@ export function runService(
       let run: RunRow | undefined = first;
       while (run && !call.signal.aborted) {
         const view = await runView(db, run);
-        const digest = JSON.stringify([view.status, view.currentPhase, view.progress, view.tasks], (_k, v) =>
-          typeof v === "bigint" ? v.toString() : v,
+        const digest = JSON.stringify(
+          [view.status, view.currentPhase, view.progress, view.tasks, view.budget],
+          (_k, v) => (typeof v === "bigint" ? v.toString() : v),
         );
         if (digest !== previous) {
           previous = digest;
@@ -288,7 +290,7 @@ export function runService(
           notes: notesOut,
           explanation: why
             ? `${kind} ${sourceId} never reached the ledger: ${why}`
-            : `${kind} ${sourceId} is not in the ledger and no note mentions it: no run has reached it yet`,
+            : await explainMissingRow(db, { tenantId, source, sourceAccount, kind, sourceId }),
         };
       }
       return {

@@ -1,6 +1,6 @@
-import { type Queryable, type RunRow, runs } from "@drover/db";
+import { budgets, type Queryable, type RunRow, runs } from "@drover/db";
 import { create, type Run, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { storedVerification } from "./verification.js";
 
 const STATUS: Record<RunRow["status"], RunStatus> = {
@@ -27,7 +27,7 @@ export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined
  * transaction that commits its rows: what is shown was committed, once.
  */
 export async function runView(q: Queryable, run: RunRow): Promise<Run> {
-  const [progress, taskCounts] = await Promise.all([
+  const [progress, taskCounts, kindTasks, [budget]] = await Promise.all([
     q.execute<{
       kind: string;
       created: string;
@@ -45,7 +45,28 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
         from drover.tasks where run_id = ${run.id}::uuid group by kind`),
     q.execute<{ status: string; n: string }>(sql`
       select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`),
+    q.execute<{ kind: string; total: string; done: string; running: string }>(sql`
+      select kind, count(*) as total,
+             count(*) filter (where status in ('succeeded', 'failed', 'cancelled')) as done,
+             count(*) filter (where status = 'running') as running
+        from drover.tasks where run_id = ${run.id}::uuid group by kind`),
+    q
+      .select()
+      .from(budgets)
+      .where(and(eq(budgets.source, run.source), eq(budgets.sourceAccount, run.sourceAccount))),
   ]);
+  // A pruned run's per-kind task counts were frozen with its row counts (none before they were).
+  const tasksOf = new Map<
+    string,
+    { total: string | number; done: string | number; running: string | number }
+  >(
+    run.summary
+      ? Object.entries(run.summary.kinds).map(([kind, c]) => [
+          kind,
+          { total: c.tasks_total ?? 0, done: c.tasks_done ?? 0, running: 0 },
+        ])
+      : kindTasks.map((t) => [t.kind, t]),
+  );
   // A pruned run has no tasks left; its counts were frozen on the run when they were deleted.
   const frozen = run.summary;
   const byKind = frozen
@@ -80,6 +101,9 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
         alreadyHere: BigInt(p?.already_here ?? 0),
         skipped: BigInt(p?.skipped ?? 0),
         failed: BigInt(p?.failed ?? 0),
+        tasksTotal: BigInt(tasksOf.get(kind)?.total ?? 0),
+        tasksDone: BigInt(tasksOf.get(kind)?.done ?? 0),
+        tasksRunning: BigInt(tasksOf.get(kind)?.running ?? 0),
       };
     }),
     tasks: {
@@ -96,6 +120,21 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
     ...(run.finishedAt ? { finishedAt: timestampFromDate(run.finishedAt) } : {}),
     // Only a finished run's verification describes it; a re-armed run is verified when it ends again.
     ...(TERMINAL_STATUSES.includes(run.status) && verification ? { verification } : {}),
+    ...(budget
+      ? {
+          budget: {
+            burstCapacity: budget.burstCapacity,
+            burstUsed: budget.burstUsed,
+            dailyKnown: budget.dailyRemaining !== null,
+            dailyRemaining: BigInt(budget.dailyRemaining ?? 0),
+            spent: BigInt(budget.spent),
+            ...(budget.dailyResetAt ? { dailyResetAt: timestampFromDate(budget.dailyResetAt) } : {}),
+            ...(budget.burstResetAt && budget.burstResetAt.getTime() > Date.now()
+              ? { blockedUntil: timestampFromDate(budget.burstResetAt) }
+              : {}),
+          },
+        }
+      : {}),
   });
 }
 

@@ -1,6 +1,16 @@
 import { hostname } from "node:os";
 import { clientTlsProblems, MAX_TOKEN_LENGTH, secretKeyProblems } from "@drover/auth";
-import { address, ConfigError, identifier, intVar, parseEnv, postgresUrl, z } from "@drover/config";
+import {
+  address,
+  ConfigError,
+  identifier,
+  intVar,
+  metricsHost,
+  metricsPort,
+  parseEnv,
+  postgresUrl,
+  z,
+} from "@drover/config";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
@@ -24,6 +34,9 @@ const schema = z.object({
   DROVER_PRESSURE_DEFER_MS: intVar(100, 600_000, 5_000),
   /** How long a SIGTERM waits for running tasks to commit their window and hand back. */
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000),
+  /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
+  DROVER_METRICS_PORT: metricsPort(9465),
+  DROVER_METRICS_HOST: metricsHost(),
   // Credentials (README, "Keys and secrets"); checked by checkAuthConfig, which never quotes them.
   /** The worker-scoped bearer token sent on every WorkerService call. Required. */
   DROVER_WORKER_TOKEN: z.string().optional(),

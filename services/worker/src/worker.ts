@@ -165,6 +165,8 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
             [Attr.attempt]: result.attempt,
             "drover.outcome": result.status,
           });
+          // Inside the span, so the line carries the task's trace id.
+          logTaskEnded(logger, result);
         } else {
           span.setAttributes({ "drover.outcome": "dropped", "drover.reason": result.reason });
         }
@@ -177,16 +179,6 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     if (outcome.status === "handed_back") msg.nak();
     else msg.ack();
     if (outcome.status === "dropped") return;
-    const log = {
-      task_id: outcome.taskId,
-      run_id: outcome.runId,
-      kind: outcome.kind,
-      outcome: outcome.status,
-      ...outcome.summary,
-    };
-    if (outcome.status === "failed" || outcome.status === "released")
-      logger.warn({ ...log, error: outcome.error }, "task ended");
-    else logger.info(log, "task ended");
     if (REPORTED.has(outcome.status)) {
       // Best effort: the reaper finds the same facts if this never arrives.
       coordinator
@@ -270,4 +262,17 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
       return stopped;
     },
   };
+}
+
+function logTaskEnded(logger: Logger, outcome: Exclude<AssignmentOutcome, { status: "dropped" }>): void {
+  const log = {
+    task_id: outcome.taskId,
+    run_id: outcome.runId,
+    kind: outcome.kind,
+    outcome: outcome.status,
+    ...outcome.summary,
+  };
+  if (outcome.status === "failed" || outcome.status === "released")
+    logger.warn({ ...log, error: outcome.error }, "task ended");
+  else logger.info(log, "task ended");
 }

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/run.proto.
  */
 export const file_drover_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJInYKDEtpbmRQcm9ncmVzcxIMCgRraW5kGAEgASgJEhAKCGltcG9ydGVkGAIgASgDEg8KB21hdGNoZWQYAyABKAMSFAoMYWxyZWFkeV9oZXJlGAQgASgDEg8KB3NraXBwZWQYBSABKAMSDgoGZmFpbGVkGAYgASgDImQKClRhc2tDb3VudHMSDwoHcGVuZGluZxgBIAEoAxIPCgdydW5uaW5nGAIgASgDEhEKCXN1Y2NlZWRlZBgDIAEoAxIOCgZmYWlsZWQYBCABKAMSEQoJY2FuY2VsbGVkGAUgASgDIooECgNSdW4SCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg4KBnNvdXJjZRgDIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgEIAEoCRINCgVraW5kcxgFIAMoCRIkCgZzdGF0dXMYBiABKA4yFC5kcm92ZXIudjEuUnVuU3RhdHVzEiAKBnBoYXNlcxgHIAMoCzIQLmRyb3Zlci52MS5QaGFzZRIVCg1jdXJyZW50X3BoYXNlGAggASgFEikKCHByb2dyZXNzGAkgAygLMhcuZHJvdmVyLnYxLktpbmRQcm9ncmVzcxIkCgV0YXNrcxgKIAEoCzIVLmRyb3Zlci52MS5UYXNrQ291bnRzEg0KBWVycm9yGAsgASgJEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgx2ZXJpZmljYXRpb24YECABKAsyFy5kcm92ZXIudjEuVmVyaWZpY2F0aW9uImMKCU5vdGVHcm91cBINCgVsZXZlbBgBIAEoCRIMCgRraW5kGAIgASgJEg4KBnJlYXNvbhgDIAEoCRINCgVjb3VudBgEIAEoAxIaChJzYW1wbGVfc3ViamVjdF9pZHMYBSADKAkiyAEKC0xlZGdlckVudHJ5EgwKBGtpbmQYASABKAkSEQoJc291cmNlX2lkGAIgASgJEg4KBmFjdGlvbhgDIAEoCRITCgtyZWNvcmRfdHlwZRgEIAEoCRIRCglyZWNvcmRfaWQYBSABKAkSDgoGcnVuX2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSDgoGcmVhc29uGAggASgJEi8KC3JlY29yZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKYAQoETm90ZRINCgVsZXZlbBgBIAEoCRIMCgRraW5kGAIgASgJEhIKCnN1YmplY3RfaWQYAyABKAkSDgoGcmVhc29uGAQgASgJEg4KBnJ1bl9pZBgFIAEoCRIPCgd0YXNrX2lkGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIocBChBLaW5kVmVyaWZpY2F0aW9uEgwKBGtpbmQYASABKAkSFAoMc291cmNlX2NvdW50GAIgASgDEhQKDGxlZGdlcl9jb3VudBgDIAEoAxIUCgxmYWlsZWRfY291bnQYBCABKAMSDwoHc2FtcGxlZBgFIAEoAxISCgptaXNtYXRjaGVzGAYgAygJIoYBCgxWZXJpZmljYXRpb24SCgoCb2sYASABKAgSKgoFa2luZHMYAiADKAsyGy5kcm92ZXIudjEuS2luZFZlcmlmaWNhdGlvbhIvCgt2ZXJpZmllZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZXJyb3IYBCABKAkquQEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19QRU5ESU5HEAESFgoSUlVOX1NUQVRVU19SVU5OSU5HEAISFwoTUlVOX1NUQVRVU19TVE9QUElORxADEhYKElJVTl9TVEFUVVNfU1RPUFBFRBAEEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAUSFQoRUlVOX1NUQVRVU19GQUlMRUQQBmIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJIrYBCgxLaW5kUHJvZ3Jlc3MSDAoEa2luZBgBIAEoCRIQCghpbXBvcnRlZBgCIAEoAxIPCgdtYXRjaGVkGAMgASgDEhQKDGFscmVhZHlfaGVyZRgEIAEoAxIPCgdza2lwcGVkGAUgASgDEg4KBmZhaWxlZBgGIAEoAxITCgt0YXNrc190b3RhbBgHIAEoAxISCgp0YXNrc19kb25lGAggASgDEhUKDXRhc2tzX3J1bm5pbmcYCSABKAMiZAoKVGFza0NvdW50cxIPCgdwZW5kaW5nGAEgASgDEg8KB3J1bm5pbmcYAiABKAMSEQoJc3VjY2VlZGVkGAMgASgDEg4KBmZhaWxlZBgEIAEoAxIRCgljYW5jZWxsZWQYBSABKAMiswQKA1J1bhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDgoGc291cmNlGAMgASgJEhYKDnNvdXJjZV9hY2NvdW50GAQgASgJEg0KBWtpbmRzGAUgAygJEiQKBnN0YXR1cxgGIAEoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSIAoGcGhhc2VzGAcgAygLMhAuZHJvdmVyLnYxLlBoYXNlEhUKDWN1cnJlbnRfcGhhc2UYCCABKAUSKQoIcHJvZ3Jlc3MYCSADKAsyFy5kcm92ZXIudjEuS2luZFByb2dyZXNzEiQKBXRhc2tzGAogASgLMhUuZHJvdmVyLnYxLlRhc2tDb3VudHMSDQoFZXJyb3IYCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KDHZlcmlmaWNhdGlvbhgQIAEoCzIXLmRyb3Zlci52MS5WZXJpZmljYXRpb24SJwoGYnVkZ2V0GBEgASgLMhcuZHJvdmVyLnYxLlNvdXJjZUJ1ZGdldCLeAQoMU291cmNlQnVkZ2V0EhYKDmJ1cnN0X2NhcGFjaXR5GAEgASgFEhIKCmJ1cnN0X3VzZWQYAiABKAUSEwoLZGFpbHlfa25vd24YAyABKAgSFwoPZGFpbHlfcmVtYWluaW5nGAQgASgDEjIKDmRhaWx5X3Jlc2V0X2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1ibG9ja2VkX3VudGlsGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVzcGVudBgHIAEoAyJjCglOb3RlR3JvdXASDQoFbGV2ZWwYASABKAkSDAoEa2luZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSDQoFY291bnQYBCABKAMSGgoSc2FtcGxlX3N1YmplY3RfaWRzGAUgAygJIsgBCgtMZWRnZXJFbnRyeRIMCgRraW5kGAEgASgJEhEKCXNvdXJjZV9pZBgCIAEoCRIOCgZhY3Rpb24YAyABKAkSEwoLcmVjb3JkX3R5cGUYBCABKAkSEQoJcmVjb3JkX2lkGAUgASgJEg4KBnJ1bl9pZBgGIAEoCRIPCgd0YXNrX2lkGAcgASgJEg4KBnJlYXNvbhgIIAEoCRIvCgtyZWNvcmRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimAEKBE5vdGUSDQoFbGV2ZWwYASABKAkSDAoEa2luZBgCIAEoCRISCgpzdWJqZWN0X2lkGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIOCgZydW5faWQYBSABKAkSDwoHdGFza19pZBgGIAEoCRIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKHAQoQS2luZFZlcmlmaWNhdGlvbhIMCgRraW5kGAEgASgJEhQKDHNvdXJjZV9jb3VudBgCIAEoAxIUCgxsZWRnZXJfY291bnQYAyABKAMSFAoMZmFpbGVkX2NvdW50GAQgASgDEg8KB3NhbXBsZWQYBSABKAMSEgoKbWlzbWF0Y2hlcxgGIAMoCSKGAQoMVmVyaWZpY2F0aW9uEgoKAm9rGAEgASgIEioKBWtpbmRzGAIgAygLMhsuZHJvdmVyLnYxLktpbmRWZXJpZmljYXRpb24SLwoLdmVyaWZpZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWVycm9yGAQgASgJKrkBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElJVTl9TVEFUVVNfUEVORElORxABEhYKElJVTl9TVEFUVVNfUlVOTklORxACEhcKE1JVTl9TVEFUVVNfU1RPUFBJTkcQAxIWChJSVU5fU1RBVFVTX1NUT1BQRUQQBBIYChRSVU5fU1RBVFVTX1NVQ0NFRURFRBAFEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAZiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * How the source is reached. The api_token is write-only: no response ever carries it.
@@ -107,6 +107,25 @@ export type KindProgress = Message<"drover.v1.KindProgress"> & {
    * @generated from field: int64 failed = 6;
    */
   failed: bigint;
+
+  /**
+   * The kind's tasks known so far (page-walking kinds seed their next page as they go, so this grows),
+   * how many of them finished (succeeded, failed or cancelled) and how many run now: the progress bar
+   * and the ETA of a kind, since the source does not say how many rows it holds.
+   *
+   * @generated from field: int64 tasks_total = 7;
+   */
+  tasksTotal: bigint;
+
+  /**
+   * @generated from field: int64 tasks_done = 8;
+   */
+  tasksDone: bigint;
+
+  /**
+   * @generated from field: int64 tasks_running = 9;
+   */
+  tasksRunning: bigint;
 };
 
 /**
@@ -240,6 +259,13 @@ export type Run = Message<"drover.v1.Run"> & {
    * @generated from field: drover.v1.Verification verification = 16;
    */
   verification?: Verification | undefined;
+
+  /**
+   * The source account's allowance as the coordinators last recorded it; absent before the first lease.
+   *
+   * @generated from field: drover.v1.SourceBudget budget = 17;
+   */
+  budget?: SourceBudget | undefined;
 };
 
 /**
@@ -248,6 +274,63 @@ export type Run = Message<"drover.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_drover_v1_run, 4);
+
+/**
+ * One source account's request budget (shared by every run that reads the account).
+ *
+ * @generated from message drover.v1.SourceBudget
+ */
+export type SourceBudget = Message<"drover.v1.SourceBudget"> & {
+  /**
+   * The burst window: requests it allows and how many of them are used.
+   *
+   * @generated from field: int32 burst_capacity = 1;
+   */
+  burstCapacity: number;
+
+  /**
+   * @generated from field: int32 burst_used = 2;
+   */
+  burstUsed: number;
+
+  /**
+   * The daily allowance left in token units; unknown until the source has reported it.
+   *
+   * @generated from field: bool daily_known = 3;
+   */
+  dailyKnown: boolean;
+
+  /**
+   * @generated from field: int64 daily_remaining = 4;
+   */
+  dailyRemaining: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp daily_reset_at = 5;
+   */
+  dailyResetAt?: Timestamp | undefined;
+
+  /**
+   * Set while the account is walled off (a 429 or the daily allowance gone) until this time.
+   *
+   * @generated from field: google.protobuf.Timestamp blocked_until = 6;
+   */
+  blockedUntil?: Timestamp | undefined;
+
+  /**
+   * Token units spent on the account so far.
+   *
+   * @generated from field: int64 spent = 7;
+   */
+  spent: bigint;
+};
+
+/**
+ * Describes the message drover.v1.SourceBudget.
+ * Use `create(SourceBudgetSchema)` to create a new message.
+ */
+export const SourceBudgetSchema: GenMessage<SourceBudget> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run, 5);
 
 /**
  * @generated from message drover.v1.NoteGroup
@@ -284,7 +367,7 @@ export type NoteGroup = Message<"drover.v1.NoteGroup"> & {
  * Use `create(NoteGroupSchema)` to create a new message.
  */
 export const NoteGroupSchema: GenMessage<NoteGroup> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 5);
+  messageDesc(file_drover_v1_run, 6);
 
 /**
  * @generated from message drover.v1.LedgerEntry
@@ -341,7 +424,7 @@ export type LedgerEntry = Message<"drover.v1.LedgerEntry"> & {
  * Use `create(LedgerEntrySchema)` to create a new message.
  */
 export const LedgerEntrySchema: GenMessage<LedgerEntry> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 6);
+  messageDesc(file_drover_v1_run, 7);
 
 /**
  * @generated from message drover.v1.Note
@@ -388,7 +471,7 @@ export type Note = Message<"drover.v1.Note"> & {
  * Use `create(NoteSchema)` to create a new message.
  */
 export const NoteSchema: GenMessage<Note> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 7);
+  messageDesc(file_drover_v1_run, 8);
 
 /**
  * One kind of a verified run: the source's rows against the ledger, and a sample compared field by field.
@@ -442,7 +525,7 @@ export type KindVerification = Message<"drover.v1.KindVerification"> & {
  * Use `create(KindVerificationSchema)` to create a new message.
  */
 export const KindVerificationSchema: GenMessage<KindVerification> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 8);
+  messageDesc(file_drover_v1_run, 9);
 
 /**
  * @generated from message drover.v1.Verification
@@ -478,7 +561,7 @@ export type Verification = Message<"drover.v1.Verification"> & {
  * Use `create(VerificationSchema)` to create a new message.
  */
 export const VerificationSchema: GenMessage<Verification> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 9);
+  messageDesc(file_drover_v1_run, 10);
 
 /**
  * The lifecycle of a run. pending -> running -> succeeded | failed;

@@ -1,0 +1,282 @@
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { channelCredentials, MAX_TOKEN_LENGTH } from "@drover/auth";
+import { type Client, createClient, RunService } from "@drover/proto";
+import {
+  createLogger,
+  injectTraceContext,
+  type Logger,
+  metrics,
+  SpanKind,
+  withSpan,
+} from "@drover/telemetry";
+import type { DashboardConfig } from "./config.js";
+import { type Problem, problemFor } from "./http-errors.js";
+import { noteGroupJson, runJson } from "./run-json.js";
+
+export interface Dashboard {
+  /** http://host:port/ */
+  url: string;
+  /** Stops taking requests, ends live streams, waits for the rest up to the grace time. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export interface DashboardOptions {
+  logger?: Logger;
+}
+
+const requests = metrics.counter("drover_dashboard_requests_total", "Requests to the run page and its API", [
+  "route",
+  "status",
+]);
+const liveStreams = metrics.gauge("drover_dashboard_live_streams", "Pages following a run live (WatchRun)");
+
+const STATIC: Record<string, { file: string; type: string }> = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
+};
+
+// The page is scripts and styles of its own and JSON from this origin: nothing inline, nothing
+// from elsewhere, so an injected string could neither run nor phone home.
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+};
+
+const RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const STATUSES = new Set(["pending", "running", "stopping", "stopped", "succeeded", "failed"]);
+/** How often a live page's grouped reasons are read again while the run goes. */
+const NOTES_EVERY_MS = 5_000;
+const CALL_DEADLINE_MS = 15_000;
+
+class HttpProblem extends Error {
+  constructor(readonly problem: Problem) {
+    super(problem.message);
+  }
+}
+
+/**
+ * The run page: static files, a JSON API over RunService and a Server-Sent Events stream fed by
+ * WatchRun. It keeps no credential: each API request carries the operator's key (entered in the
+ * page) and every gRPC call forwards it as the bearer token, so the coordinator's scopes decide
+ * what the page may see and do.
+ */
+export async function startDashboard(
+  config: DashboardConfig,
+  options: DashboardOptions = {},
+): Promise<Dashboard> {
+  const logger = options.logger ?? createLogger("dashboard");
+  const files = Object.fromEntries(
+    Object.entries(STATIC).map(([path, f]) => [
+      path,
+      { body: readFileSync(new URL(`../static/${f.file}`, import.meta.url)), type: f.type },
+    ]),
+  );
+  const coordinator = config.DROVER_COORDINATOR_ADDRESS;
+  const client: Client<typeof RunService> = createClient(RunService, coordinator, {
+    credentials: channelCredentials({ caFile: config.DROVER_TLS_CA_FILE }),
+    metadata: () => injectTraceContext(),
+  });
+  const streams = new Set<AbortController>();
+
+  const callOptions = (token: string, signal?: AbortSignal) => ({
+    metadata: { authorization: `Bearer ${token}` },
+    deadline: new Date(Date.now() + CALL_DEADLINE_MS),
+    ...(signal ? { signal } : {}),
+  });
+
+  const route = async (req: IncomingMessage, res: ServerResponse, path: string): Promise<string> => {
+    const file = req.method === "GET" ? files[path] : undefined;
+    if (file) {
+      res.writeHead(200, { ...SECURITY_HEADERS, "content-type": file.type, "cache-control": "no-cache" });
+      res.end(file.body);
+      return "static";
+    }
+    if (path === "/healthz") {
+      res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }).end("ok\n");
+      return "healthz";
+    }
+    if (!path.startsWith("/api/")) throw new HttpProblem({ status: 404, message: "There is no such page." });
+
+    const token = bearerToken(req);
+    const url = new URL(req.url ?? "/", "http://dashboard");
+    if (req.method === "GET" && path === "/api/runs") {
+      const status = url.searchParams.get("status") ?? "";
+      if (status && !STATUSES.has(status))
+        throw new HttpProblem({ status: 400, message: `There is no run status "${status.slice(0, 20)}".` });
+      const tenantId = (url.searchParams.get("tenant") ?? "").slice(0, 128);
+      const { runs } = await client.listRuns(
+        { tenantId, statuses: status ? [statusValue(status)] : [], pageSize: 100 },
+        callOptions(token),
+      );
+      sendJson(res, 200, { runs: runs.map(runJson) });
+      return "runs";
+    }
+    const match = /^\/api\/runs\/([^/]+)(?:\/(events|stop|resume|retry))?$/.exec(path);
+    if (!match) throw new HttpProblem({ status: 404, message: "There is no such API." });
+    const runId = decodeURIComponent(match[1]!);
+    if (!RUN_ID.test(runId)) throw new HttpProblem({ status: 404, message: "There is no run with that id." });
+    const action = match[2];
+    if (req.method === "GET" && action === undefined) {
+      const [{ run }, { groups }] = await Promise.all([
+        client.getRun({ runId }, callOptions(token)),
+        client.listNotes({ runId, samples: 5 }, callOptions(token)),
+      ]);
+      sendJson(res, 200, { run: runJson(run!), notes: groups.map(noteGroupJson) });
+      return "run";
+    }
+    if (req.method === "GET" && action === "events") {
+      await streamRun(req, res, runId, token);
+      return "events";
+    }
+    if (req.method === "POST" && action) {
+      const call =
+        action === "stop" ? client.stopRun : action === "resume" ? client.resumeRun : client.retryRun;
+      const { run } = await call({ runId }, callOptions(token));
+      sendJson(res, 200, { run: runJson(run!) });
+      return action;
+    }
+    throw new HttpProblem({ status: 405, message: `${req.method} is not allowed here.` });
+  };
+
+  /**
+   * Server-Sent Events: `run` for every WatchRun update, `notes` when the grouped reasons change,
+   * `problem` (a sentence) if the stream fails, and `end` when the run has finished.
+   */
+  const streamRun = async (req: IncomingMessage, res: ServerResponse, runId: string, token: string) => {
+    const abort = new AbortController();
+    streams.add(abort);
+    liveStreams.inc({});
+    req.on("close", () => abort.abort());
+    res.writeHead(200, {
+      ...SECURITY_HEADERS,
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+    const send = (event: string, data: unknown) => {
+      if (!res.writableEnded) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    };
+    let lastNotes = "";
+    let notesAt = 0;
+    const sendNotes = async () => {
+      notesAt = Date.now();
+      const { groups } = await client.listNotes({ runId, samples: 5 }, callOptions(token, abort.signal));
+      const json = groups.map(noteGroupJson);
+      const digest = JSON.stringify(json);
+      if (digest !== lastNotes) {
+        lastNotes = digest;
+        send("notes", json);
+      }
+    };
+    try {
+      // A watch has no deadline: it lasts as long as the run or the page.
+      for await (const update of client.watchRun(
+        { runId },
+        { metadata: { authorization: `Bearer ${token}` }, signal: abort.signal },
+      )) {
+        send("run", runJson(update.run!));
+        if (Date.now() - notesAt >= NOTES_EVERY_MS) await sendNotes();
+      }
+      await sendNotes();
+      send("end", {});
+    } catch (err) {
+      if (!abort.signal.aborted) send("problem", { message: problemFor(err, coordinator).message });
+    } finally {
+      streams.delete(abort);
+      liveStreams.dec({});
+      res.end();
+    }
+  };
+
+  const server = createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    void withSpan(
+      `${req.method} ${path.startsWith("/api/runs/") ? "/api/runs/:id" : path}`,
+      { "http.request.method": req.method ?? "" },
+      async (span) => {
+        let name = "unknown";
+        try {
+          name = await route(req, res, path);
+        } catch (err) {
+          const problem = err instanceof HttpProblem ? err.problem : problemFor(err, coordinator);
+          if (problem.status >= 500) logger.warn({ err, path }, "request failed");
+          if (!res.headersSent) sendJson(res, problem.status, { error: problem.message });
+          else res.end();
+        }
+        span.setAttribute("http.response.status_code", res.statusCode);
+        requests.inc({ route: name, status: res.statusCode });
+      },
+      { kind: SpanKind.SERVER },
+    );
+  });
+  const [host, port] = splitAddress(config.DROVER_DASHBOARD_ADDRESS);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.removeAllListeners("error");
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const url = `http://${host}:${bound}/`;
+  logger.info({ url, coordinator }, "dashboard listening");
+
+  let stopped: Promise<void> | undefined;
+  return {
+    url,
+    stop() {
+      stopped ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        // Live streams would hold the server open for as long as their runs last.
+        for (const s of streams) s.abort();
+        server.closeIdleConnections();
+        const grace = new Promise<void>((r) => setTimeout(r, config.DROVER_SHUTDOWN_GRACE_MS).unref());
+        await Promise.race([closed, grace]);
+        server.closeAllConnections();
+        await closed;
+        client.close();
+        logger.info("dashboard stopped");
+      })();
+      return stopped;
+    },
+  };
+}
+
+function bearerToken(req: IncomingMessage): string {
+  const header = req.headers.authorization ?? "";
+  const token = /^Bearer (\S+)$/.exec(header)?.[1];
+  if (!token) {
+    throw new HttpProblem({
+      status: 401,
+      message: "Enter an API key: every call to the coordinator needs one.",
+    });
+  }
+  if (token.length > MAX_TOKEN_LENGTH)
+    throw new HttpProblem({ status: 401, message: "That API key is too long to be one of Drover's keys." });
+  return token;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, {
+    ...SECURITY_HEADERS,
+    "content-type": "application/json; charset=utf-8",
+    "cache-control": "no-store",
+  });
+  res.end(JSON.stringify(body));
+}
+
+function statusValue(name: string): number {
+  return ["unspecified", "pending", "running", "stopping", "stopped", "succeeded", "failed"].indexOf(name);
+}
+
+function splitAddress(address: string): [string, number] {
+  const i = address.lastIndexOf(":");
+  return [address.slice(0, i), Number(address.slice(i + 1))];
+}

@@ -1,0 +1,574 @@
+// The run page. Every string from the server goes into the DOM as text (textContent, attribute
+// values through setAttribute), never as markup: a reason or a tenant name cannot become a script.
+
+const KEY_STORE = "drover.apiKey";
+const main = document.getElementById("main");
+const problemBox = document.getElementById("problem");
+const where = document.getElementById("where");
+const forgetKey = document.getElementById("forget-key");
+
+/** Elements by hand: h("td", { class: "num" }, "12"). Strings and numbers become text nodes. */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === false || v === null || v === undefined) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    // Through the CSSOM: the page's content security policy refuses inline style attributes.
+    else if (k === "style") Object.assign(el.style, v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(el, children);
+  return el;
+}
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  append(el, children);
+  return el;
+}
+function append(el, children) {
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+const apiKey = () => sessionStorage.getItem(KEY_STORE);
+
+function showProblem(message) {
+  problemBox.textContent = message;
+  problemBox.hidden = !message;
+}
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function api(method, path) {
+  const res = await fetch(path, {
+    method,
+    headers: { authorization: `Bearer ${apiKey()}`, accept: "application/json" },
+  });
+  let body = {};
+  try {
+    body = await res.json();
+  } catch {
+    // An empty or broken body: the status says enough.
+  }
+  if (!res.ok) {
+    if (res.status === 401) sessionStorage.removeItem(KEY_STORE);
+    throw new ApiError(res.status, body.error || `The dashboard answered ${res.status}.`);
+  }
+  return body;
+}
+
+const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+const when = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
+
+function duration(seconds) {
+  if (!Number.isFinite(seconds) || seconds < 0) return "–";
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+function phaseText(run) {
+  const n = Math.min(run.currentPhase + 1, run.phases.length);
+  const kinds = run.phases[run.currentPhase];
+  return kinds
+    ? `Phase ${n} of ${run.phases.length}: ${kinds.join(", ")}`
+    : `All ${run.phases.length} phases done`;
+}
+
+// ---- the API key -------------------------------------------------------------------------------
+
+function keyForm(next) {
+  where.textContent = "";
+  forgetKey.hidden = true;
+  const input = h("input", {
+    type: "password",
+    id: "api-key",
+    name: "api-key",
+    autocomplete: "off",
+    placeholder: "drv_…",
+    "aria-label": "API key",
+  });
+  const form = h(
+    "form",
+    {
+      class: "panel key-form",
+      id: "key-form",
+      onsubmit: (e) => {
+        e.preventDefault();
+        const key = input.value.trim();
+        if (!key) return showProblem("Enter an API key.");
+        sessionStorage.setItem(KEY_STORE, key);
+        showProblem("");
+        next();
+      },
+    },
+    h("h1", {}, "Enter an API key"),
+    h(
+      "p",
+      { class: "notice" },
+      "The page calls the coordinator with your key; it stays in this tab (sessionStorage) and is forgotten when the tab closes. A tenant key shows that tenant's runs only.",
+    ),
+    input,
+    h("button", { type: "submit", id: "use-key" }, "Use this key"),
+  );
+  main.replaceChildren(form);
+  input.focus();
+}
+
+forgetKey.addEventListener("click", () => {
+  sessionStorage.removeItem(KEY_STORE);
+  stopLive();
+  route();
+});
+
+// ---- list of runs ------------------------------------------------------------------------------
+
+let listTimer;
+
+async function showRuns() {
+  where.textContent = "Runs";
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const status = params.get("status") || "";
+  const select = h(
+    "select",
+    {
+      id: "status-filter",
+      "aria-label": "Status",
+      onchange: () => {
+        location.hash = select.value ? `#/?status=${encodeURIComponent(select.value)}` : "#/";
+      },
+    },
+    ["", "pending", "running", "stopping", "stopped", "succeeded", "failed"].map((s) =>
+      h("option", { value: s, selected: s === status }, s || "any status"),
+    ),
+  );
+  const body = h("tbody", {});
+  main.replaceChildren(
+    h(
+      "section",
+      { class: "panel" },
+      h("h1", {}, "Runs"),
+      h("div", { class: "filters" }, h("label", {}, "Status ", select)),
+      h(
+        "table",
+        { id: "runs" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            h("th", {}, "Run"),
+            h("th", {}, "Tenant"),
+            h("th", {}, "Source"),
+            h("th", {}, "Status"),
+            h("th", {}, "Phase"),
+            h("th", { class: "num" }, "Rows"),
+            h("th", {}, "Created"),
+          ),
+        ),
+        body,
+      ),
+    ),
+  );
+  const load = async () => {
+    const { runs } = await api("GET", `/api/runs${status ? `?status=${encodeURIComponent(status)}` : ""}`);
+    body.replaceChildren(
+      ...(runs.length === 0
+        ? [h("tr", {}, h("td", { colspan: 7, class: "notice" }, "No runs to show for this key."))]
+        : runs.map((r) =>
+            h(
+              "tr",
+              { "data-run-id": r.id },
+              h("td", { class: "mono" }, h("a", { href: `#/runs/${encodeURIComponent(r.id)}` }, r.id)),
+              h("td", {}, r.tenantId),
+              h("td", {}, `${r.source}:${r.sourceAccount}`),
+              h("td", {}, h("span", { class: `status ${r.status}` }, r.status)),
+              h("td", {}, `${Math.min(r.currentPhase + 1, r.phases.length)} of ${r.phases.length}`),
+              h("td", { class: "num" }, fmt(r.rows)),
+              h("td", {}, when(r.createdAt)),
+            ),
+          )),
+    );
+  };
+  await load();
+  listTimer = setInterval(() => load().catch(onError), 5000);
+}
+
+// ---- one run -----------------------------------------------------------------------------------
+
+let live; // { abort: AbortController }
+
+function stopLive() {
+  clearInterval(listTimer);
+  if (live) live.abort.abort();
+  live = undefined;
+}
+
+async function showRun(runId) {
+  where.textContent = `Run ${runId}`;
+  const { run, notes } = await api("GET", `/api/runs/${encodeURIComponent(runId)}`);
+  const view = new RunView(runId);
+  main.replaceChildren(view.root);
+  view.render(run);
+  view.renderNotes(notes);
+  follow(runId, view);
+}
+
+/** Reads the SSE stream with fetch, so the key travels in a header and never in a URL. */
+async function follow(runId, view) {
+  const abort = new AbortController();
+  live = { abort };
+  let retry = 1000;
+  while (!abort.signal.aborted) {
+    try {
+      const res = await fetch(`/api/runs/${encodeURIComponent(runId)}/events`, {
+        headers: { authorization: `Bearer ${apiKey()}`, accept: "text/event-stream" },
+        signal: abort.signal,
+      });
+      if (!res.ok) {
+        const body = await res.json().catch(() => ({}));
+        throw new ApiError(res.status, body.error || `The dashboard answered ${res.status}.`);
+      }
+      view.setLive(true);
+      retry = 1000;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      let ended = false;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        for (let at = buffer.indexOf("\n\n"); at >= 0; at = buffer.indexOf("\n\n")) {
+          const chunk = buffer.slice(0, at);
+          buffer = buffer.slice(at + 2);
+          let event = "message";
+          let data = "";
+          for (const line of chunk.split("\n")) {
+            if (line.startsWith("event: ")) event = line.slice(7);
+            else if (line.startsWith("data: ")) data += line.slice(6);
+          }
+          const payload = data ? JSON.parse(data) : {};
+          if (event === "run") view.render(payload);
+          else if (event === "notes") view.renderNotes(payload);
+          else if (event === "problem") showProblem(payload.message);
+          else if (event === "end") ended = true;
+        }
+      }
+      view.setLive(false);
+      if (ended) return;
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      view.setLive(false);
+      if (err instanceof ApiError && err.status < 500) return onError(err);
+      showProblem(`Lost the live updates (${err.message}); trying again.`);
+    }
+    await new Promise((r) => setTimeout(r, retry));
+    retry = Math.min(retry * 2, 15000);
+  }
+}
+
+class RunView {
+  constructor(runId) {
+    this.runId = runId;
+    this.samples = []; // [{ t: ms, rows }]
+    this.title = h("h1", {}, `Run ${runId}`);
+    this.status = h("span", { class: "status", id: "run-status" });
+    this.liveBadge = h("span", { class: "notice", id: "live" });
+    this.meta = h("p", { class: "notice", id: "run-meta" });
+    this.phase = h("p", { id: "phase" });
+    this.phaseList = h("ol", { class: "phases", id: "phases" });
+    this.error = h("p", { class: "problem", id: "run-error", hidden: true });
+    this.buttons = {
+      stop: h(
+        "button",
+        { type: "button", id: "stop", class: "danger", onclick: () => this.steer("stop") },
+        "Stop",
+      ),
+      resume: h("button", { type: "button", id: "resume", onclick: () => this.steer("resume") }, "Resume"),
+      retry: h("button", { type: "button", id: "retry", onclick: () => this.steer("retry") }, "Retry"),
+    };
+    this.kinds = h("div", { id: "kinds" });
+    this.tasks = h("dl", { class: "facts", id: "tasks" });
+    this.budget = h("dl", { class: "facts", id: "budget" });
+    this.chart = h("div", { id: "throughput" });
+    this.notes = h("tbody", {});
+    this.root = h(
+      "div",
+      {},
+      h(
+        "section",
+        { class: "panel" },
+        h("p", {}, h("a", { href: "#/" }, "← all runs")),
+        this.title,
+        h("p", {}, this.status, " ", this.liveBadge),
+        this.meta,
+        this.phase,
+        this.phaseList,
+        this.error,
+        h("div", { class: "actions" }, this.buttons.stop, this.buttons.resume, this.buttons.retry),
+      ),
+      h(
+        "section",
+        { class: "panel" },
+        h("h2", {}, "Rows by kind"),
+        h(
+          "div",
+          { class: "legend" },
+          h("span", { class: "imported" }, "imported"),
+          h("span", { class: "already" }, "already here"),
+          h("span", { class: "skipped" }, "skipped"),
+          h("span", { class: "failed" }, "failed"),
+        ),
+        this.kinds,
+      ),
+      h(
+        "div",
+        { class: "grid" },
+        h("section", { class: "panel" }, h("h2", {}, "Tasks"), this.tasks),
+        h("section", { class: "panel" }, h("h2", {}, "Source budget"), this.budget),
+      ),
+      h("section", { class: "panel" }, h("h2", {}, "Throughput (rows/s)"), this.chart),
+      h(
+        "section",
+        { class: "panel" },
+        h("h2", {}, "Reasons"),
+        h(
+          "table",
+          { id: "notes" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { class: "num" }, "Count"),
+              h("th", {}, "Level"),
+              h("th", {}, "Kind"),
+              h("th", {}, "Reason"),
+              h("th", {}, "e.g. source ids"),
+            ),
+          ),
+          this.notes,
+        ),
+      ),
+    );
+  }
+
+  setLive(on) {
+    this.liveBadge.textContent = on ? "● live" : "";
+  }
+
+  async steer(action) {
+    for (const b of Object.values(this.buttons)) b.disabled = true;
+    try {
+      const { run } = await api("POST", `/api/runs/${encodeURIComponent(this.runId)}/${action}`);
+      showProblem("");
+      this.render(run);
+      if (action !== "stop" && !live) follow(this.runId, this);
+    } catch (err) {
+      onError(err);
+      if (this.last) this.render(this.last);
+    }
+  }
+
+  render(run) {
+    this.last = run;
+    this.status.textContent = run.status;
+    this.status.setAttribute("class", `status ${run.status}`);
+    this.status.setAttribute("data-status", run.status);
+    this.meta.textContent = `Tenant ${run.tenantId} · ${run.source}:${run.sourceAccount} · started ${when(run.startedAt || run.createdAt)}${run.finishedAt ? ` · finished ${when(run.finishedAt)}` : ""}`;
+    this.phase.textContent = phaseText(run);
+    this.phaseList.replaceChildren(
+      ...run.phases.map((kinds, i) =>
+        h(
+          "li",
+          { class: i < run.currentPhase ? "done" : i === run.currentPhase ? "current" : "" },
+          `${i + 1}. ${kinds.join(", ")}`,
+        ),
+      ),
+    );
+    this.error.textContent = run.error ? `Error: ${run.error}` : "";
+    this.error.hidden = !run.error;
+    this.buttons.stop.disabled = !run.can.stop;
+    this.buttons.resume.disabled = !run.can.resume;
+    this.buttons.retry.disabled = !run.can.retry;
+
+    const most = Math.max(1, ...run.progress.map((p) => p.imported + p.alreadyHere + p.skipped + p.failed));
+    this.kinds.replaceChildren(
+      ...run.progress.map((p) => {
+        const total = p.imported + p.alreadyHere + p.skipped + p.failed;
+        const seg = (cls, n, label) =>
+          n > 0
+            ? h("span", { class: cls, style: { width: `${(100 * n) / most}%` }, title: `${fmt(n)} ${label}` })
+            : null;
+        const taskShare = p.tasksTotal > 0 ? (100 * p.tasksDone) / p.tasksTotal : 0;
+        return h(
+          "div",
+          { class: "kind", "data-kind": p.kind },
+          h("div", { class: "name" }, p.kind),
+          h(
+            "div",
+            {},
+            h(
+              "div",
+              { class: "bar", role: "img", "aria-label": `${p.kind}: ${fmt(total)} rows` },
+              seg("imported", p.imported, "imported"),
+              seg("already", p.alreadyHere, "already here"),
+              seg("skipped", p.skipped, "skipped"),
+              seg("failed", p.failed, "failed"),
+            ),
+            h(
+              "div",
+              { class: "tasks-bar", title: `${p.tasksDone} of ${p.tasksTotal} tasks done` },
+              h("span", { style: { width: `${taskShare}%` } }),
+            ),
+          ),
+          h(
+            "div",
+            { class: "counts" },
+            `${fmt(p.imported)} imported · ${fmt(p.alreadyHere)} already here · ${fmt(p.skipped)} skipped · ${fmt(p.failed)} failed · tasks ${p.tasksDone}/${p.tasksTotal}`,
+          ),
+        );
+      }),
+    );
+
+    const t = run.tasks;
+    const facts = (dl, pairs) =>
+      dl.replaceChildren(...pairs.flatMap(([k, v, id]) => [h("dt", {}, k), h("dd", id ? { id } : {}, v)]));
+    facts(this.tasks, [
+      ["done", fmt(t.succeeded), "tasks-done"],
+      ["in flight", fmt(t.running), "tasks-running"],
+      ["waiting", fmt(t.pending)],
+      ["failed", fmt(t.failed)],
+      ["cancelled", fmt(t.cancelled)],
+    ]);
+    const b = run.budget;
+    facts(
+      this.budget,
+      b
+        ? [
+            ["burst window", `${fmt(b.burstUsed)} of ${fmt(b.burstCapacity)} requests used`],
+            ["daily allowance left", b.dailyRemaining === null ? "not reported yet" : fmt(b.dailyRemaining)],
+            ["daily reset", when(b.dailyResetAt)],
+            ["walled off until", b.blockedUntil ? when(b.blockedUntil) : "not walled off"],
+            ["spent", fmt(b.spent)],
+          ]
+        : [["budget", "no request leased on this account yet"]],
+    );
+
+    const now = Date.now();
+    const lastSample = this.samples[this.samples.length - 1];
+    if (!lastSample || lastSample.rows !== run.rows || now - lastSample.t > 2000) {
+      this.samples.push({ t: now, rows: run.rows });
+      if (this.samples.length > 600) this.samples.shift();
+    }
+    this.drawChart(run);
+  }
+
+  /** Rows/s between successive updates since the page opened, as an inline SVG line. */
+  drawChart(run) {
+    const points = [];
+    for (let i = 1; i < this.samples.length; i++) {
+      const a = this.samples[i - 1];
+      const b = this.samples[i];
+      const dt = (b.t - a.t) / 1000;
+      if (dt > 0) points.push({ t: b.t, rate: Math.max(0, (b.rows - a.rows) / dt) });
+    }
+    const W = 600;
+    const H = 160;
+    const pad = { l: 44, r: 8, t: 8, b: 20 };
+    const root = svg("svg", {
+      class: "chart",
+      viewBox: `0 0 ${W} ${H}`,
+      preserveAspectRatio: "none",
+      role: "img",
+      "aria-label": "Rows per second over time",
+    });
+    root.append(svg("line", { class: "axis", x1: pad.l, y1: H - pad.b, x2: W - pad.r, y2: H - pad.b }));
+    if (points.length < 2) {
+      const active = run.status === "running" || run.status === "pending" || run.status === "stopping";
+      root.append(
+        svg(
+          "text",
+          { x: pad.l, y: H / 2 },
+          active
+            ? "Measuring: the chart starts with the updates this page receives."
+            : `${fmt(run.rows)} rows; the run is ${run.status}.`,
+        ),
+      );
+      this.chart.replaceChildren(root);
+      return;
+    }
+    const t0 = points[0].t;
+    const t1 = points[points.length - 1].t;
+    const max = Math.max(1, ...points.map((p) => p.rate));
+    const x = (t) => pad.l + ((W - pad.l - pad.r) * (t - t0)) / Math.max(1, t1 - t0);
+    const y = (r) => H - pad.b - ((H - pad.t - pad.b) * r) / max;
+    const line = points.map((p) => `${x(p.t).toFixed(1)},${y(p.rate).toFixed(1)}`).join(" ");
+    root.append(
+      svg("polygon", { class: "area", points: `${x(t0)},${H - pad.b} ${line} ${x(t1)},${H - pad.b}` }),
+      svg("polyline", { class: "line", points: line }),
+      svg("text", { x: 2, y: pad.t + 10 }, `${Math.round(max)}`),
+      svg("text", { x: 2, y: H - pad.b }, "0"),
+      svg("text", { x: pad.l, y: H - 4 }, duration((t1 - t0) / 1000) + " shown"),
+      svg(
+        "text",
+        { x: W - pad.r - 150, y: H - 4 },
+        `now ${Math.round(points[points.length - 1].rate)} rows/s`,
+      ),
+    );
+    this.chart.replaceChildren(root);
+  }
+
+  renderNotes(groups) {
+    this.notes.replaceChildren(
+      ...(groups.length === 0
+        ? [h("tr", {}, h("td", { colspan: 5, class: "notice" }, "Nothing was skipped or failed."))]
+        : groups.map((g) =>
+            h(
+              "tr",
+              {},
+              h("td", { class: "num" }, fmt(g.count)),
+              h("td", {}, g.level),
+              h("td", {}, g.kind),
+              h("td", {}, g.reason),
+              h("td", { class: "mono" }, g.samples.join(", ")),
+            ),
+          )),
+    );
+  }
+}
+
+// ---- routing -----------------------------------------------------------------------------------
+
+function onError(err) {
+  if (err instanceof ApiError && err.status === 401) {
+    showProblem(err.message);
+    stopLive();
+    return keyForm(route);
+  }
+  showProblem(err.message || String(err));
+}
+
+function route() {
+  stopLive();
+  if (!apiKey()) return keyForm(route);
+  forgetKey.hidden = false;
+  const path = location.hash.replace(/^#/, "").split("?")[0] || "/";
+  const m = /^\/runs\/([^/]+)$/.exec(path);
+  const shown = m ? showRun(decodeURIComponent(m[1])) : showRuns();
+  shown.then(() => showProblem(""), onError);
+}
+
+window.addEventListener("hashchange", route);
+route();

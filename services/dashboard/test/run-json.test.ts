@@ -1,0 +1,121 @@
+import { Code, create, RpcError, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
+import { describe, expect, it } from "vitest";
+import { loadDashboardConfig } from "../src/config.js";
+import { problemFor, sentence } from "../src/http-errors.js";
+import { runJson } from "../src/run-json.js";
+
+describe("the run as the page draws it", () => {
+  const run = create(RunSchema, {
+    id: "3f1e2d4c-5b6a-4789-8abc-def012345678",
+    tenantId: "acme",
+    source: "crm",
+    sourceAccount: "acme-co",
+    status: RunStatus.FAILED,
+    phases: [{ kinds: ["organizations"] }, { kinds: ["persons", "deals"] }],
+    currentPhase: 1,
+    progress: [
+      {
+        kind: "organizations",
+        imported: 10n,
+        matched: 2n,
+        alreadyHere: 3n,
+        skipped: 1n,
+        failed: 4n,
+        tasksTotal: 2n,
+        tasksDone: 2n,
+      },
+      { kind: "persons", imported: 5n, tasksTotal: 3n, tasksDone: 1n, tasksRunning: 1n },
+    ],
+    tasks: { pending: 1n, running: 1n, succeeded: 3n, failed: 1n },
+    budget: { burstCapacity: 80, burstUsed: 12, dailyKnown: false, spent: 400n },
+    createdAt: timestampFromDate(new Date("2026-11-30T10:00:00Z")),
+  });
+
+  it("counts matched records and ledger hits as already here, and totals the rows", () => {
+    const json = runJson(run);
+    expect(json.progress[0]).toEqual({
+      kind: "organizations",
+      imported: 10,
+      alreadyHere: 5,
+      skipped: 1,
+      failed: 4,
+      tasksTotal: 2,
+      tasksDone: 2,
+      tasksRunning: 0,
+    });
+    expect(json.rows).toBe(25);
+    expect(json.status).toBe("failed");
+    expect(json.phases).toEqual([["organizations"], ["persons", "deals"]]);
+    expect(json.createdAt).toBe("2026-11-30T10:00:00.000Z");
+  });
+
+  it("says an unreported daily allowance is unknown, not zero", () => {
+    expect(runJson(run).budget).toMatchObject({
+      burstCapacity: 80,
+      burstUsed: 12,
+      dailyRemaining: null,
+      spent: 400,
+    });
+  });
+
+  it("offers only the steering the status allows", () => {
+    expect(runJson(run).can).toEqual({ stop: false, resume: false, retry: true });
+    expect(runJson(create(RunSchema, { ...run, status: RunStatus.RUNNING })).can).toEqual({
+      stop: true,
+      resume: false,
+      retry: false,
+    });
+    expect(runJson(create(RunSchema, { ...run, status: RunStatus.STOPPED })).can.resume).toBe(true);
+  });
+});
+
+describe("the coordinator's refusals as sentences", () => {
+  it("maps each status to an HTTP status and a sentence a person can act on", () => {
+    expect(problemFor(new RpcError(Code.UNAUTHENTICATED, "unknown token"), "c:1")).toEqual({
+      status: 401,
+      message: "The coordinator does not accept this API key. Enter a valid key.",
+    });
+    expect(problemFor(new RpcError(Code.NOT_FOUND, "run x does not exist"), "c:1")).toEqual({
+      status: 404,
+      message: "Run x does not exist.",
+    });
+    expect(
+      problemFor(
+        new RpcError(Code.FAILED_PRECONDITION, "run x is succeeded; only a failed run can be retried"),
+        "c:1",
+      ).status,
+    ).toBe(409);
+    expect(
+      problemFor(new RpcError(Code.UNAVAILABLE, "No connection established"), "10.0.0.1:50051").message,
+    ).toBe(
+      "The coordinator at 10.0.0.1:50051 cannot be reached right now (No connection established). Is it running?",
+    );
+  });
+
+  it("ends a sentence once", () => {
+    expect([sentence("done"), sentence("Done."), sentence("why?")]).toEqual(["Done.", "Done.", "Why?"]);
+  });
+});
+
+describe("dashboard configuration", () => {
+  it("has defaults that work on one machine", () => {
+    expect(loadDashboardConfig({})).toMatchObject({
+      DROVER_DASHBOARD_ADDRESS: "127.0.0.1:8080",
+      DROVER_COORDINATOR_ADDRESS: "127.0.0.1:50051",
+      DROVER_METRICS_PORT: 9466,
+    });
+    expect(loadDashboardConfig({ DROVER_METRICS_PORT: "off" }).DROVER_METRICS_PORT).toBeNull();
+  });
+
+  it("names every bad variable and what to fix", () => {
+    expect(() =>
+      loadDashboardConfig({
+        DROVER_DASHBOARD_ADDRESS: "8080",
+        DROVER_METRICS_PORT: "many",
+        DROVER_TLS_CA_FILE: "/nonexistent/ca.pem",
+      }),
+    ).toThrow(
+      /DROVER_DASHBOARD_ADDRESS: must be host:port[\s\S]*DROVER_METRICS_PORT: must be a port number[\s\S]*DROVER_TLS_CA_FILE: cannot read/,
+    );
+  });
+});

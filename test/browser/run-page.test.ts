@@ -1,0 +1,173 @@
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { REPO_ROOT } from "@drover/local-cluster";
+import { RunStatus } from "@drover/proto";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Harness, openClusterHarness, until } from "../support/cluster-harness.js";
+
+/**
+ * The run page end to end: real coordinator, worker, sandbox and dashboard processes, Debian's
+ * Chromium driven by playwright-core. The page is loaded while a run goes (the sandbox answers
+ * slowly enough that it lasts), photographed, and stopped with its Stop button.
+ */
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOT = join(REPO_ROOT, ".artifacts", "screenshots", "run-page.png");
+// A source account is free text: the page must show it as text, never run it.
+const HOSTILE_ACCOUNT = `acme<img src=x onerror="window.__xss=1">`;
+
+/**
+ * What the test reads inside the page (functions passed to evaluate run there; this file is typed
+ * for Node, and the page's policy forbids evaluating strings).
+ */
+interface InPage {
+  document: { querySelector(selector: string): { getAttribute(name: string): string | null } | null };
+  __xss?: number;
+}
+
+let h: Harness;
+let browser: Browser;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+  h = await openClusterHarness({
+    workers: 1,
+    laneWidth: 2,
+    dashboard: true,
+    sandbox: {
+      organizations: 300,
+      persons: 600,
+      deals: 400,
+      leads: 100,
+      activities: 300,
+      notes: 300,
+      "mail-per-deal-max": 2,
+      "latency-ms": 80,
+      "malformed-rate": 0.03,
+    },
+  });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await h?.close();
+});
+
+async function enterKey(page: Page, token: string): Promise<void> {
+  await page.goto(h.cluster.dashboardUrl!);
+  await page.locator("#api-key").fill(token);
+  await page.locator("#use-key").click();
+}
+
+describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
+  it("shows a live run, with its phase, bars, tasks, budget, throughput and reasons, and stops it", async () => {
+    const { run } = await h.client.startRun({
+      tenantId: "browser-tenant",
+      source: "crm",
+      sourceAccount: HOSTILE_ACCOUNT,
+      sourceConfig: {
+        baseUrl: h.cluster.sandboxUrl,
+        apiToken: "browser-token",
+        settings: { pageSize: "50" },
+      },
+    });
+    const runId = run!.id;
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    const problems: string[] = [];
+    page.on("pageerror", (err) => problems.push(err.message));
+
+    await enterKey(page, h.cluster.adminToken);
+    // The list of runs, then the run's own page through its link.
+    const row = page.locator(`#runs tr[data-run-id="${runId}"]`);
+    await row.waitFor({ timeout: 30_000 });
+    expect(await row.textContent()).toContain(HOSTILE_ACCOUNT);
+    await row.locator("a").click();
+
+    await page.locator("#run-status[data-status=running]").waitFor({ timeout: 30_000 });
+    expect(await page.locator("#phase").textContent()).toMatch(/^Phase \d+ of \d+: \w+/);
+    expect(await page.locator("#phases li").count()).toBe(run!.phases.length);
+    // Live updates: rows arrive, a throughput line is drawn from successive updates.
+    await page.locator("#kinds .kind .bar span").first().waitFor({ timeout: 60_000 });
+    // A few seconds of throughput, so the chart in the screenshot has a shape.
+    await page.waitForFunction(
+      () =>
+        (
+          (globalThis as unknown as InPage).document
+            .querySelector("#throughput polyline")
+            ?.getAttribute("points") ?? ""
+        ).split(" ").length >= 6,
+      undefined,
+      { timeout: 60_000 },
+    );
+    await page.locator("#live").filter({ hasText: "live" }).waitFor();
+    expect(Number(await page.locator("#tasks-done").textContent())).toBeGreaterThanOrEqual(0);
+    expect(await page.locator("#budget").textContent()).toMatch(/burst window|no request leased/);
+    // The hostile account is text on the page, and nothing ran.
+    expect(await page.locator("#run-meta").textContent()).toContain(HOSTILE_ACCOUNT);
+    expect(await page.evaluate(() => (globalThis as unknown as InPage).__xss)).toBeUndefined();
+    expect(await page.locator("#main img").count()).toBe(0);
+    // Malformed rows of the sandbox show up as grouped reasons once they are noted.
+    await page.locator("#notes tbody tr td.num").first().waitFor({ timeout: 60_000 });
+
+    mkdirSync(join(REPO_ROOT, ".artifacts", "screenshots"), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    expect(statSync(SCREENSHOT).size).toBeGreaterThan(10_000);
+
+    const before = await h.client.getRun({ runId });
+    expect(before.run!.status).toBe(RunStatus.RUNNING);
+    await page.locator("#stop").click();
+    await page.locator("#run-status[data-status=stopping], #run-status[data-status=stopped]").waitFor();
+    const stopped = await until(
+      "the run to stop",
+      async () => {
+        const { run: now } = await h.client.getRun({ runId });
+        return now!.status === RunStatus.STOPPED ? now : undefined;
+      },
+      60_000,
+    );
+    expect(stopped!.status).toBe(RunStatus.STOPPED);
+    // The page follows: the run ends stopped, Resume becomes possible, Stop does not.
+    await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 30_000 });
+    expect(await page.locator("#resume").isEnabled()).toBe(true);
+    expect(await page.locator("#stop").isDisabled()).toBe(true);
+    expect(problems).toEqual([]);
+  });
+
+  it("serves /metrics on every service process: coordinator, worker and dashboard", async () => {
+    const { coordinators, workers, dashboard } = h.cluster;
+    const expected: [typeof dashboard, string[]][] = [
+      [coordinators[0], ["drover_tasks", "drover_runs", "drover_budget_daily_remaining"]],
+      [
+        workers[0],
+        [
+          "drover_rows_total",
+          "drover_window_duration_seconds",
+          "drover_worker_lease_wait_seconds",
+          "drover_worker_deferrals_total",
+        ],
+      ],
+      [dashboard, ["drover_dashboard_requests_total", "drover_dashboard_live_streams"]],
+    ];
+    for (const [service, names] of expected) {
+      const url = String(service!.ready.metrics);
+      const res = await fetch(url);
+      expect(res.status, `${service!.name} ${url}`).toBe(200);
+      const text = await res.text();
+      for (const name of names) expect(text, `${service!.name} has ${name}`).toContain(`# HELP ${name} `);
+    }
+  });
+
+  it("says why when the coordinator refuses: a wrong key brings the key form back with a sentence", async () => {
+    const page = await browser.newPage();
+    await enterKey(page, "drv_not-a-key-anyone-issued");
+    await page.locator("#key-form").waitFor();
+    expect(await page.locator("#problem").textContent()).toBe(
+      "The coordinator does not accept this API key. Enter a valid key.",
+    );
+  });
+});

@@ -1,0 +1,145 @@
+import { type Dashboard, loadDashboardConfig, startDashboard } from "@drover/dashboard";
+import { RunStatus } from "@drover/proto";
+import { createLogger } from "@drover/telemetry";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Cluster, startCluster, untilFinished } from "../support/in-process.js";
+
+/**
+ * The dashboard's API against a live coordinator: it keeps no credential, forwards the operator's
+ * key on every call, and so a tenant key sees and steers its own tenant's runs only.
+ */
+let c: Cluster;
+let dashboard: Dashboard;
+
+beforeAll(async () => {
+  c = await startCluster({ apiKeys: { acme: "tenant:acme", globex: "tenant:globex" } });
+  dashboard = await startDashboard(
+    loadDashboardConfig({
+      DROVER_DASHBOARD_ADDRESS: "127.0.0.1:0",
+      DROVER_COORDINATOR_ADDRESS: c.coordinator.address,
+      DROVER_METRICS_PORT: "off",
+      DROVER_SHUTDOWN_GRACE_MS: "1000",
+    }),
+    { logger: createLogger("dashboard", { level: "silent" }) },
+  );
+});
+afterAll(async () => {
+  await dashboard?.stop();
+  await c?.close();
+});
+
+async function call(method: string, path: string, token?: string) {
+  const res = await fetch(new URL(path, dashboard.url), {
+    method,
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+}
+
+interface Event {
+  event: string;
+  data: Record<string, unknown>;
+}
+
+/** Reads the run's Server-Sent Events until the stream ends. */
+async function events(runId: string, token: string): Promise<Event[]> {
+  const res = await fetch(new URL(`/api/runs/${runId}/events`, dashboard.url), {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+  const text = await res.text();
+  return text
+    .split("\n\n")
+    .filter(Boolean)
+    .map((chunk) => {
+      const lines = chunk.split("\n");
+      return {
+        event: lines.find((l) => l.startsWith("event: "))!.slice(7),
+        data: JSON.parse(lines.find((l) => l.startsWith("data: "))!.slice(6)),
+      };
+    });
+}
+
+describe("dashboard API", { timeout: 120_000 }, () => {
+  it("forwards the operator's key: a tenant key lists its own runs only, and another tenant's run is not found", async () => {
+    const acmeRun = await c.start("acme", ["organizations"]);
+    const globexRun = await c.start("globex", ["organizations"]);
+
+    const asAcme = await call("GET", "/api/runs", c.tokens.acme);
+    expect(asAcme.status).toBe(200);
+    const ids = (asAcme.body.runs as { id: string }[]).map((r) => r.id);
+    expect(ids).toContain(acmeRun.id);
+    expect(ids).not.toContain(globexRun.id);
+    const asAdmin = await call("GET", "/api/runs", c.tokens.admin);
+    expect((asAdmin.body.runs as { id: string }[]).map((r) => r.id)).toEqual(
+      expect.arrayContaining([acmeRun.id, globexRun.id]),
+    );
+
+    const probe = await call("GET", `/api/runs/${globexRun.id}`, c.tokens.acme);
+    expect(probe.status).toBe(404);
+    expect(probe.body.error).toMatch(/^Run .* (does not exist|not found)/i);
+    const steer = await call("POST", `/api/runs/${globexRun.id}/stop`, c.tokens.acme);
+    expect(steer.status).toBe(404);
+    const { run: still } = await c.client.getRun({ runId: globexRun.id });
+    expect([RunStatus.PENDING, RunStatus.RUNNING]).toContain(still!.status);
+
+    expect(await call("GET", "/api/runs")).toMatchObject({
+      status: 401,
+      body: { error: "Enter an API key: every call to the coordinator needs one." },
+    });
+    expect(await call("GET", "/api/runs", "drv_unknown")).toMatchObject({
+      status: 401,
+      body: { error: "The coordinator does not accept this API key. Enter a valid key." },
+    });
+    // A worker key may not use RunService at all.
+    expect((await call("GET", "/api/runs", c.tokens.worker)).status).toBe(403);
+
+    for (const r of [acmeRun, globexRun]) await c.client.stopRun({ runId: r.id });
+  });
+
+  it("steers a run, and a refusal comes back as a sentence", async () => {
+    const run = await c.start("steer-tenant", ["organizations"]);
+    const stopped = await call("POST", `/api/runs/${run.id}/stop`, c.tokens.admin);
+    expect(stopped.status).toBe(200);
+    expect(["stopping", "stopped"]).toContain((stopped.body.run as { status: string }).status);
+    await untilFinished(c, run.id);
+
+    const retry = await call("POST", `/api/runs/${run.id}/retry`, c.tokens.admin);
+    expect(retry.status).toBe(409);
+    expect(retry.body.error).toMatch(/^[A-Z].*\.$/);
+    expect(retry.body.error).toContain(run.id);
+
+    const resumed = await call("POST", `/api/runs/${run.id}/resume`, c.tokens.admin);
+    expect(resumed.status).toBe(200);
+    expect((resumed.body.run as { can: { stop: boolean } }).can.stop).toBe(true);
+    await c.client.stopRun({ runId: run.id });
+  });
+
+  it("streams a run live over Server-Sent Events until it ends, with its reasons", async () => {
+    await c.addWorker();
+    const run = await c.start("live-tenant", ["organizations", "persons"]);
+    const stream = await events(run.id, c.tokens.admin!);
+    const runs = stream.filter((e) => e.event === "run").map((e) => e.data);
+    expect(runs.length).toBeGreaterThan(1);
+    expect(runs.at(-1)).toMatchObject({ id: run.id, status: "succeeded" });
+    // Rows only grow along the stream.
+    const rows = runs.map((r) => r.rows as number);
+    expect(rows).toEqual([...rows].sort((a, b) => a - b));
+    expect(rows.at(-1)).toBeGreaterThan(0);
+    expect(stream.some((e) => e.event === "notes")).toBe(true);
+    expect(stream.at(-1)!.event).toBe("end");
+  });
+
+  it("serves the page under a policy that refuses inline and foreign scripts", async () => {
+    const res = await fetch(dashboard.url);
+    expect(res.status).toBe(200);
+    const csp = res.headers.get("content-security-policy") ?? "";
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain("unsafe-inline");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    const html = await res.text();
+    expect(html).toContain('<script src="/app.js" defer></script>');
+    expect(html).not.toMatch(/<script>/);
+    expect((await fetch(new URL("/nope", dashboard.url))).status).toBe(404);
+  });
+});
