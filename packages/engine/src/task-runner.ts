@@ -29,7 +29,14 @@ import {
   releaseTask,
   touchTask,
 } from "./task-outcome.js";
-import { addSummary, emptySummary, TaskCancelledError, writeRows } from "./window-writer.js";
+import {
+  addSummary,
+  emptySummary,
+  TaskCancelledError,
+  type WindowWriterDeps,
+  writeBatches,
+  writeRows,
+} from "./window-writer.js";
 
 export interface TaskRunnerDeps {
   db: Db;
@@ -143,6 +150,15 @@ export async function runAssignment(
     return r?.status !== "running";
   };
 
+  const writerDeps: WindowWriterDeps = {
+    db,
+    run: runInfo,
+    task: info,
+    claimToken,
+    notesCap: deps.notesCap,
+    stopRequested: interrupted,
+    ledger: provider.ledger ?? "per-row",
+  };
   const ctx: TaskContext = {
     run: runInfo,
     task: info,
@@ -150,12 +166,12 @@ export async function runAssignment(
     working: controls.working,
     pacer: deps.pacerFor?.(runInfo),
     async writeRows(rows, writer, options) {
-      const summary = await writeRows(
-        { db, run: runInfo, task: info, claimToken, notesCap: deps.notesCap, stopRequested: interrupted },
-        rows,
-        writer,
-        options,
-      );
+      const summary = await writeRows(writerDeps, rows, writer, options);
+      addSummary(total, summary);
+      return summary;
+    },
+    async writeBatches(rows, writer, options) {
+      const summary = await writeBatches(writerDeps, rows, writer, options);
       addSummary(total, summary);
       return summary;
     },
