@@ -8,4 +8,5 @@ export {
   rowsDone,
   runSummary,
   statusName,
+  table,
 } from "./render.js";
