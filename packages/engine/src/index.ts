@@ -49,9 +49,13 @@ export {
 } from "./verify-run.js";
 export {
   addSummary,
+  BATCH_WINDOW_SIZE,
   emptySummary,
+  MAX_SAVEPOINTS_PER_TRANSACTION,
+  SavepointLimitError,
   TaskCancelledError,
   WINDOW_SIZE,
   type WindowWriterDeps,
+  writeBatches,
   writeRows,
 } from "./window-writer.js";

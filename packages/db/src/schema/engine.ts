@@ -104,6 +104,13 @@ export const tasks = drover.table(
     availableAt: timestamp("available_at", { withTimezone: true }).notNull().defaultNow(),
     dispatchedAt: timestamp("dispatched_at", { withTimezone: true }),
     stats: jsonb("stats").$type<Record<string, number>>().notNull().default({}),
+    /**
+     * Per-slot accounting for sources written without a ledger (ledger mode `none`): source rows
+     * this task read and rows it wrote to the destination, both moved by each window's checkpoint
+     * in the window's transaction, so they never count more than was committed.
+     */
+    rowsRead: bigint("rows_read", { mode: "number" }).notNull().default(0),
+    rowsWritten: bigint("rows_written", { mode: "number" }).notNull().default(0),
     lastError: text("last_error"),
     startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),

@@ -8,6 +8,7 @@ import {
   jsonb,
   numeric,
   pgSchema,
+  primaryKey,
   text,
   timestamp,
   uuid,
@@ -159,5 +160,25 @@ export const emails = app.table(
   (t) => [
     index("emails_tenant_deal").on(t.tenantId, t.dealId),
     index("emails_tenant_sent").on(t.tenantId, t.sentAt),
+  ],
+);
+
+/**
+ * Events copied from a large source table (the pg-table source, seed 003's room_events): keyed by
+ * the source's ULID so a rewrite is an idempotent upsert, which is what lets that source run without
+ * a ledger row per event.
+ */
+export const roomEvents = app.table(
+  "room_events",
+  {
+    tenantId: text("tenant_id").notNull(),
+    id: text("id").notNull(),
+    roomId: uuid("room_id").notNull(),
+    data: jsonb("data").notNull(),
+    copiedAt: timestamp("copied_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.id] }),
+    index("room_events_tenant_room").on(t.tenantId, t.roomId),
   ],
 );
