@@ -104,6 +104,8 @@ export async function writeRows<T>(
         try {
           const outcome = await tx.transaction(async (sp) => {
             const result = await writer(sp, data, row.sourceId);
+            // An in-place update of the record the ledger already points to: the slot is not ours to claim.
+            if (result.action === "updated") return result;
             const won = await claimLedgerSlot(sp, {
               tenantId: run.tenantId,
               source: run.source,
@@ -123,6 +125,7 @@ export async function writeRows<T>(
           });
           if (outcome.action === "created") summary.created++;
           else if (outcome.action === "matched") summary.matched++;
+          else if (outcome.action === "updated") summary.alreadyHere++;
           else if (outcome.action === "skipped") {
             summary.skipped++;
             notes.push({ level: "warn", kind: task.kind, subjectId: row.sourceId, reason: outcome.reason });

@@ -66,7 +66,13 @@ export type RowResult =
       /** Source ids of same-phase references to resolve at the barrier, keyed by kind. */
       pendingRefs?: Record<string, string>;
     }
-  | { action: "skipped"; reason: string };
+  | { action: "skipped"; reason: string }
+  /**
+   * The ledger already points at recordId (an earlier pass created or matched it) and the writer
+   * changed that record in place, e.g. a catch-up pass applying what the customer edited mid-run.
+   * No ledger claim is made: the slot stays as it was. Counted as already here.
+   */
+  | { action: "updated"; recordType: string; recordId: number };
 
 /**
  * Writes one row inside its savepoint. Throw RowError (or let a constraint fail) to lose only this
