@@ -8,6 +8,8 @@ export interface SourceList {
   api: "v1" | "v2";
   path: string;
   params?: Record<string, string>;
+  /** Every row of this list is archived, whatever flag the row itself carries. */
+  archived?: boolean;
 }
 
 export const KIND_LISTS: Readonly<Record<string, readonly SourceList[]>> = {
@@ -16,11 +18,11 @@ export const KIND_LISTS: Readonly<Record<string, readonly SourceList[]>> = {
   deals: [
     // Without `deleted` in status, deals deleted in the last 30 days are not listed at all.
     { api: "v2", path: "/api/v2/deals", params: { status: "open,won,lost,deleted" } },
-    { api: "v2", path: "/api/v2/deals/archived" },
+    { api: "v2", path: "/api/v2/deals/archived", archived: true },
   ],
   leads: [
     { api: "v1", path: "/v1/leads" },
-    { api: "v1", path: "/v1/leads/archived" },
+    { api: "v1", path: "/v1/leads/archived", archived: true },
   ],
   // v2: the v1 `user_id` default (only the token owner's activities) does not exist there.
   activities: [{ api: "v2", path: "/api/v2/activities" }],

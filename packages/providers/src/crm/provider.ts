@@ -198,7 +198,9 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
         data: { rowError: "the row has no usable id" },
       };
     try {
-      return { sourceId: id, data: kind.parse(raw) };
+      const data = kind.parse(raw) as { archived?: boolean };
+      if (list.archived) data.archived = true;
+      return { sourceId: id, data };
     } catch (err) {
       return { sourceId: id, data: { rowError: (err as Error).message } };
     }
