@@ -137,7 +137,8 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
   },
   leads: {
     table: "leads",
-    select: "title, value_amount::text as value_amount, value_currency, custom_fields, contact_id, company_id",
+    select:
+      "title, value_amount::text as value_amount, value_currency, custom_fields, contact_id, company_id",
     fetch: row("leads"),
     parse: (raw) => parseLead(raw) as unknown as Obj,
     fields: [
