@@ -277,6 +277,11 @@ function tallyResult(tally: WindowTally, kind: string, sourceId: string, result:
       else tally.summary.created++;
       tally.written++;
       break;
+    case "updated":
+      // A catch-up pass rewrote a record an earlier pass imported: already here, and written.
+      tally.summary.alreadyHere++;
+      tally.written++;
+      break;
     case "skipped":
       tally.summary.skipped++;
       tally.notes.push({ level: "warn", kind, subjectId: sourceId, reason: result.reason });
@@ -297,7 +302,8 @@ function checkResultFitsLedger(mode: LedgerMode, result: RowResult): void {
 function claimOf(kind: string, sourceId: string, result: RowResult): LedgerSlotClaim {
   if (result.action === "skipped")
     return { kind, sourceId, action: "skipped", reason: result.reason, recordType: null, recordId: null };
-  if (result.action === "upserted") throw new PermanentError("an upserted row has no ledger slot");
+  if (result.action === "upserted" || result.action === "updated")
+    throw new PermanentError(`an ${result.action} row claims no ledger slot`);
   return {
     kind,
     sourceId,
@@ -343,7 +349,9 @@ async function writePerRowWindow<T>(
           const outcome = await tx.transaction(async (sp) => {
             const result = await writer(sp, data, row.sourceId);
             checkResultFitsLedger(mode, result);
-            if (mode === "none") return result;
+            // Without a ledger, or an in-place update of the record the ledger already points to:
+            // there is no slot to claim.
+            if (mode === "none" || result.action === "updated") return result;
             const won = await claimLedgerSlot(sp, {
               tenantId: run.tenantId,
               source: run.source,
@@ -407,8 +415,11 @@ async function writeBatchWindow<T>(
             `writeBatch returned ${results.length} results for ${writable.length} rows`,
           );
         for (const r of results) checkResultFitsLedger(mode, r);
-        if (mode === "per-row" && writable.length > 0) {
-          const claims = writable.map((w, i) => claimOf(task.kind, w.sourceId, results[i]!));
+        // An in-place update keeps the slot the ledger already has; every other result claims one.
+        const claims = writable.flatMap((w, i) =>
+          results[i]!.action === "updated" ? [] : [claimOf(task.kind, w.sourceId, results[i]!)],
+        );
+        if (mode === "per-row" && claims.length > 0) {
           const won = await claimLedgerSlots(
             tx,
             {

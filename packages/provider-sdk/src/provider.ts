@@ -71,7 +71,13 @@ export type RowResult =
    * Only without a ledger (ledger mode `none`): the row was upserted into a destination keyed by its
    * source id; `replaced` when a row with that key was already there (an earlier attempt wrote it).
    */
-  | { action: "upserted"; replaced: boolean };
+  | { action: "upserted"; replaced: boolean }
+  /**
+   * The ledger already points at recordId (an earlier pass created or matched it) and the writer
+   * changed that record in place, e.g. a catch-up pass applying what the customer edited mid-run.
+   * No ledger claim is made: the slot stays as it was. Counted as already here.
+   */
+  | { action: "updated"; recordType: string; recordId: number };
 
 /**
  * How a provider accounts for source rows.

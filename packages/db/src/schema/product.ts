@@ -67,7 +67,9 @@ export const deals = app.table(
     title: text("title").notNull(),
     value: numeric("value", { precision: 14, scale: 2 }),
     currency: text("currency"),
+    /** open, won, lost, or deleted (a deal the source deleted in its last 30 days, kept as such). */
     status: text("status").notNull().default("open"),
+    archived: boolean("archived").notNull().default(false),
     contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, {
       onDelete: "set null",
     }),
@@ -89,6 +91,7 @@ export const leads = app.table(
     title: text("title").notNull(),
     valueAmount: numeric("value_amount", { precision: 14, scale: 2 }),
     valueCurrency: text("value_currency"),
+    archived: boolean("archived").notNull().default(false),
     contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, {
       onDelete: "set null",
     }),
