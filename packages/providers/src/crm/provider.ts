@@ -102,11 +102,13 @@ export const crmProvider: Provider = {
           seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
           return;
         }
-        for (let stripe = 0; stripe < settings.stripes; stripe++) {
+        // An archived list is a small fraction of its kind: one walker is enough.
+        const stripes = list.archived ? 1 : settings.stripes;
+        for (let stripe = 0; stripe < stripes; stripe++) {
           const cursor: ListCursor = {
             list: i,
             page: stripe,
-            stripes: settings.stripes,
+            stripes,
             limit: settings.pageSize,
           };
           seeds.push({ kind, seedKey: `${kind}:${i}:page:${stripe}`, cursor: { ...cursor } });
