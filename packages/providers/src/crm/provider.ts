@@ -175,7 +175,9 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     );
     raws = items(body);
     const nextCursor = body?.additional_data?.next_cursor;
-    if (typeof nextCursor === "string" && nextCursor !== "" && raws.length > 0)
+    // next_cursor is null at the end; a page may be empty and still point on. A cursor that points
+    // back at itself would loop forever, so it ends the walk too.
+    if (typeof nextCursor === "string" && nextCursor !== "" && nextCursor !== cursor.cursor)
       next = { ...cursor, cursor: nextCursor, page: cursor.page + 1 };
   } else {
     offset = cursor.page * cursor.limit;
