@@ -100,3 +100,17 @@ describe("changes during a run", () => {
     ).toEqual(sorted([...truth.notes.edited, ...truth.notes.added]));
   });
 });
+
+describe("changes after a number of requests", () => {
+  it("apply by themselves once the sandbox has served that many API requests, and only once", async () => {
+    const s = await sandbox({ seed: 4, ...SIZES, changeEdits: 2, changeAdds: 1, changesAfterRequests: 3 });
+    expect(s.truth(["persons"]).kinds.persons.ids).toHaveLength(150);
+    for (let i = 0; i < 2; i++) await get(s, "/api/v2/persons?limit=1");
+    expect(s.truth(["persons"]).kinds.persons.added).toEqual([]);
+    await get(s, "/api/v2/persons?limit=1");
+    const truth = s.truth(["persons"]).kinds.persons;
+    expect(truth.added).toEqual(["151"]);
+    expect(truth.edited).toHaveLength(2);
+    expect(s.applyChanges()).toBe(false);
+  });
+});

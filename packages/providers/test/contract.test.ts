@@ -22,6 +22,8 @@ interface Seen {
   headers: IncomingHttpHeaders;
 }
 const seen: Seen[] = [];
+/** An updated_since for which the archived list answers an empty first page that points on. */
+const EMPTY_THEN_MORE = "2026-11-29T00:00:00.000Z";
 /** Whether the fixture account's per-deal mail list honours include_body. */
 let listBodies = true;
 
@@ -37,6 +39,8 @@ function answer(path: string, query: URLSearchParams): unknown {
     case "/api/v2/deals":
       return fixture(query.get("cursor") === "eyJkZWFsIjoxMDJ9" ? "v2-deals-page2" : "v2-deals-page1");
     case "/api/v2/deals/archived":
+      if (query.get("updated_since") === EMPTY_THEN_MORE)
+        return fixture(query.has("cursor") ? "v2-deals-archived" : "v2-empty-page-with-cursor");
       return fixture("v2-deals-archived");
     case "/api/v2/persons":
       return fixture("v2-persons");
@@ -397,5 +401,18 @@ describe("crm provider against recorded Pipedrive responses", () => {
     ]);
     expect(successors.map((s) => s.seed_key)).toEqual(["catch-up:deals:0:page:1"]);
     expect(successors[0]!.cursor).toMatchObject({ since, chain: ["notes"], cursor: "eyJkZWFsIjoxMDJ9" });
+  });
+
+  it("follows a cursor past an empty page until next_cursor is null", async () => {
+    const { runId, tenantId } = await newRun(["deals"]);
+    const cursor = { ...v2Deals, list: 1, stripes: 1, since: EMPTY_THEN_MORE, chain: [] };
+    const empty = await runTask(runId, "deals", "e0", cursor);
+    expect(empty.outcome).toMatchObject({ status: "succeeded", summary: { attempted: 0 } });
+    expect(empty.successors.map((s) => s.cursor.cursor)).toEqual(["eyJpZCI6NTAwfQ"]);
+    const rest = await runTask(runId, "deals", "e1", empty.successors[0]!.cursor);
+    expect(rest.outcome).toMatchObject({ status: "succeeded", summary: { created: 1 } });
+    // The archived list was the kind's last and the chain is empty: the catch-up ends here.
+    expect(rest.successors).toEqual([]);
+    expect((await ledgerOf(tenantId, "deals")).has("104")).toBe(true);
   });
 });

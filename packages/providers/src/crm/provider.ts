@@ -102,11 +102,13 @@ export const crmProvider: Provider = {
           seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
           return;
         }
-        for (let stripe = 0; stripe < settings.stripes; stripe++) {
+        // An archived list is a small fraction of its kind: one walker is enough.
+        const stripes = list.archived ? 1 : settings.stripes;
+        for (let stripe = 0; stripe < stripes; stripe++) {
           const cursor: ListCursor = {
             list: i,
             page: stripe,
-            stripes: settings.stripes,
+            stripes,
             limit: settings.pageSize,
           };
           seeds.push({ kind, seedKey: `${kind}:${i}:page:${stripe}`, cursor: { ...cursor } });
@@ -173,7 +175,9 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     );
     raws = items(body);
     const nextCursor = body?.additional_data?.next_cursor;
-    if (typeof nextCursor === "string" && nextCursor !== "" && raws.length > 0)
+    // next_cursor is null at the end; a page may be empty and still point on. A cursor that points
+    // back at itself would loop forever, so it ends the walk too.
+    if (typeof nextCursor === "string" && nextCursor !== "" && nextCursor !== cursor.cursor)
       next = { ...cursor, cursor: nextCursor, page: cursor.page + 1 };
   } else {
     offset = cursor.page * cursor.limit;

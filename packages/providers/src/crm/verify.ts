@@ -319,7 +319,7 @@ async function cursorIds(
     // Named as walkPage names a row without a usable id, so the two compare.
     ids.push(...rows.map((raw, j) => sourceId(raw) ?? `${kind}@${listIndex}:${page * PAGE_LIMIT + j}`));
     const next: string | null | undefined = body?.additional_data?.next_cursor;
-    if (typeof next !== "string" || next === "" || rows.length === 0) return ids;
+    if (typeof next !== "string" || next === "" || next === at) return ids;
     cursor = next;
   }
 }
