@@ -9,7 +9,7 @@ import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId } from "./fields.js";
 import { parseEmail, unwrapMail } from "./records.js";
-import { writeEmail } from "./writers.js";
+import { emailKind, independentBatch } from "./writers.js";
 
 /**
  * Where bodies come from: "list" when the account's per-deal list honours include_body (since
@@ -87,7 +87,8 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
           return { sourceId: id, data: { rowError: (err as Error).message } };
         }
       });
-      await ctx.writeRows(rows, (tx, email) => writeEmail(tx, tenantId, email as never, parents), {
+      // Messages are independent rows: a deal's messages go in one multi-row insert.
+      await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents, () => undefined) as never, {
         nextCursor: {
           deals: cursor.deals,
           index: cursor.index + k + 1,

@@ -29,27 +29,34 @@ import {
 } from "./records.js";
 import { crmVerifier } from "./verify.js";
 import {
+  activityKind,
+  companyKind,
+  dealKind,
   type Existing,
-  writeActivity,
-  writeCompany,
-  writeDeal,
-  writeLead,
-  writeNote,
+  type IndependentKind,
+  independentBatch,
+  leadKind,
+  noteKind,
   writePerson,
 } from "./writers.js";
 
-interface ListKind<T> {
-  parse(raw: unknown): T;
-  write(tx: Tx, tenantId: string, row: T, parents: ParentMap, existing: Existing): Promise<RowResult>;
-}
+/**
+ * How a kind's rows are written. Independent kinds take the batched path (a window in one
+ * multi-row insert); persons are matched by email, and two in one window may share one, so they
+ * are written one at a time, each in its savepoint.
+ */
+type ListKind<T> = { parse(raw: unknown): T } & (
+  | { independent: IndependentKind<T> }
+  | { write(tx: Tx, tenantId: string, row: T, parents: ParentMap, existing: Existing): Promise<RowResult> }
+);
 
 const LIST_KINDS: Record<string, ListKind<never>> = {
-  organizations: { parse: parseCompany, write: writeCompany },
+  organizations: { parse: parseCompany, independent: companyKind },
   persons: { parse: parsePerson, write: writePerson },
-  deals: { parse: parseDeal, write: writeDeal },
-  leads: { parse: parseLead, write: writeLead },
-  activities: { parse: parseActivity, write: writeActivity },
-  notes: { parse: parseNote, write: writeNote },
+  deals: { parse: parseDeal, independent: dealKind },
+  leads: { parse: parseLead, independent: leadKind },
+  activities: { parse: parseActivity, independent: activityKind },
+  notes: { parse: parseNote, independent: noteKind },
 } as unknown as Record<string, ListKind<never>>;
 
 /**
@@ -225,9 +232,13 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const parents = await ctx.resolveParents(wanted);
   const tenantId = ctx.run.tenantId;
   const own = ctx.task.kind;
-  await ctx.writeRows(rows, (tx, row, id) =>
-    kind.write(tx, tenantId, row as never, parents, cursor.since ? parents.get(own, id) : undefined),
-  );
+  const existingOf = (id: string): Existing => (cursor.since ? parents.get(own, id) : undefined);
+  if ("independent" in kind)
+    await ctx.writeBatches(rows as never, independentBatch(kind.independent, tenantId, parents, existingOf));
+  else
+    await ctx.writeRows(rows, (tx, row, id) =>
+      kind.write(tx, tenantId, row as never, parents, existingOf(id)),
+    );
 
   const successors: TaskSeed[] = [];
   const following = next

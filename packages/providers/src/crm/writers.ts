@@ -1,5 +1,5 @@
 import { activities, companies, contacts, deals, emails, leads, productNotes, type Tx } from "@drover/db";
-import type { ParentMap, RowResult } from "@drover/provider-sdk";
+import type { BatchWriter, ParentMap, RowResult } from "@drover/provider-sdk";
 import { and, eq, sql } from "drizzle-orm";
 import {
   type Activity,
@@ -27,13 +27,7 @@ export type Existing = number | undefined;
 
 async function updated(
   tx: Tx,
-  table:
-    | typeof companies
-    | typeof contacts
-    | typeof deals
-    | typeof leads
-    | typeof activities
-    | typeof productNotes,
+  table: InsertTable | typeof contacts,
   tenantId: string,
   recordId: number,
   recordType: string,
@@ -46,20 +40,181 @@ async function updated(
   return { action: "updated", recordType, recordId };
 }
 
-export async function writeCompany(
+/** How an independent row lands: the values of its record, or the reason it is skipped instead. */
+interface Planned {
+  values: Record<string, unknown>;
+  /** Set when the row has nothing to link to: inserted as nothing, recorded as skipped. */
+  skip?: string;
+}
+
+type InsertTable = typeof companies | typeof deals | typeof leads | typeof activities | typeof productNotes;
+
+/**
+ * A kind whose rows are independent of each other within a window (no matching, no same-window
+ * lookups): written one row at a time on the savepoint path, or a whole window as one multi-row
+ * insert on the batched path.
+ */
+export interface IndependentKind<T> {
+  table: InsertTable | typeof emails;
+  recordType: string;
+  plan(row: T, parents: ParentMap): Planned;
+}
+
+export const companyKind: IndependentKind<Company> = {
+  table: companies,
+  recordType: "company",
+  plan: (c) => ({ values: { name: c.name, address: c.address, customFields: c.customFields } }),
+};
+
+export const dealKind: IndependentKind<Deal> = {
+  table: deals,
+  recordType: "deal",
+  plan: (d, parents) => ({
+    values: {
+      title: d.title,
+      value: d.value === null ? null : d.value.toFixed(2),
+      currency: d.currency,
+      status: d.status,
+      archived: d.archived,
+      contactId: parents.get("persons", d.person) ?? null,
+      companyId: parents.get("organizations", d.organization) ?? null,
+      customFields: d.customFields,
+    },
+  }),
+};
+
+export const leadKind: IndependentKind<Lead> = {
+  table: leads,
+  recordType: "lead",
+  plan: (l, parents) => ({
+    values: {
+      title: l.title,
+      valueAmount: l.amount === null ? null : l.amount.toFixed(2),
+      valueCurrency: l.currency,
+      archived: l.archived,
+      contactId: parents.get("persons", l.person) ?? null,
+      companyId: parents.get("organizations", l.organization) ?? null,
+      customFields: l.customFields,
+    },
+  }),
+};
+
+/** Linked to every parent the ledger knows; skipped, as a placeholder, only when it knows none. */
+export const activityKind: IndependentKind<Activity> = {
+  table: activities,
+  recordType: "activity",
+  plan: (a, parents) => {
+    const links = linkedIds(parents, a);
+    return {
+      values: {
+        subject: a.subject,
+        type: a.type,
+        dueDate: a.dueDate,
+        done: a.done,
+        customFields: a.customFields,
+        ...links,
+      },
+      ...(Object.values(links).some((v) => v !== null) ? {} : { skip: NOT_LINKED }),
+    };
+  },
+};
+
+export const noteKind: IndependentKind<Note> = {
+  table: productNotes,
+  recordType: "note",
+  plan: (n, parents) => {
+    const links = linkedIds(parents, n);
+    return {
+      values: { content: n.content, customFields: n.customFields, ...links },
+      ...(Object.values(links).some((v) => v !== null) ? {} : { skip: NOT_LINKED }),
+    };
+  },
+};
+
+export const emailKind: IndependentKind<Email> = {
+  table: emails,
+  recordType: "email",
+  plan: (e, parents) => {
+    const dealId = parents.get("deals", e.deal);
+    return {
+      values: {
+        dealId: dealId ?? null,
+        subject: e.subject,
+        snippet: e.snippet,
+        fromAddress: e.from,
+        toAddresses: e.to,
+        body: e.body,
+        sentAt: e.sentAt,
+      },
+      ...(dealId === undefined ? { skip: NOT_LINKED } : {}),
+    };
+  },
+};
+
+/** One row of an independent kind, inside its savepoint: updated in place, skipped, or created. */
+export async function writeIndependent<T>(
+  kind: IndependentKind<T>,
   tx: Tx,
   tenantId: string,
-  c: Company,
-  _parents?: ParentMap,
+  row: T,
+  parents: ParentMap,
   existing?: Existing,
 ): Promise<RowResult> {
-  const values = { name: c.name, address: c.address, customFields: c.customFields };
-  if (existing !== undefined) return updated(tx, companies, tenantId, existing, "company", values);
-  const [row] = await tx
-    .insert(companies)
-    .values({ tenantId, ...values })
-    .returning({ id: companies.id });
-  return { action: "created", recordType: "company", recordId: row!.id };
+  const planned = kind.plan(row, parents);
+  if (existing !== undefined) {
+    if (kind.table === emails) throw new Error("mail is never applied again in place");
+    return updated(tx, kind.table as InsertTable, tenantId, existing, kind.recordType, planned.values);
+  }
+  if (planned.skip) return { action: "skipped", reason: planned.skip };
+  const [created] = await tx
+    .insert(kind.table)
+    .values({ tenantId, ...planned.values } as never)
+    .returning({ id: kind.table.id });
+  return { action: "created", recordType: kind.recordType, recordId: created!.id };
+}
+
+/**
+ * The batched path for an independent kind: a window's new rows in one multi-row INSERT, its
+ * in-place updates (catch-up) and skips decided row by row, all in the window's transaction and
+ * without savepoints. A failure undoes the window, which the engine then writes again through
+ * writeRow, one savepoint per row, so a bad row still loses only itself.
+ */
+export function independentBatch<T>(
+  kind: IndependentKind<T>,
+  tenantId: string,
+  parents: ParentMap,
+  existingOf: (sourceId: string) => Existing,
+): BatchWriter<T> {
+  return {
+    writeRow: (tx, row, sourceId) => writeIndependent(kind, tx, tenantId, row, parents, existingOf(sourceId)),
+    async writeBatch(tx, rows) {
+      const results: RowResult[] = new Array(rows.length);
+      const inserts: { at: number; values: Record<string, unknown> }[] = [];
+      for (const [at, row] of rows.entries()) {
+        const existing = existingOf(row.sourceId);
+        if (existing !== undefined) {
+          results[at] = await writeIndependent(kind, tx, tenantId, row.data, parents, existing);
+          continue;
+        }
+        const planned = kind.plan(row.data, parents);
+        if (planned.skip) results[at] = { action: "skipped", reason: planned.skip };
+        else inserts.push({ at, values: { tenantId, ...planned.values } });
+      }
+      if (inserts.length > 0) {
+        // One INSERT ... VALUES returns its rows in the order of its VALUES list: Postgres inserts
+        // them in that order and RETURNING reports each as it is inserted.
+        const created = await tx
+          .insert(kind.table)
+          .values(inserts.map((i) => i.values) as never)
+          .returning({ id: kind.table.id });
+        if (created.length !== inserts.length)
+          throw new Error(`inserted ${created.length} ${kind.recordType} rows for ${inserts.length}`);
+        for (const [k, insert] of inserts.entries())
+          results[insert.at] = { action: "created", recordType: kind.recordType, recordId: created[k]!.id };
+      }
+      return results;
+    },
+  };
 }
 
 /**
@@ -117,116 +272,4 @@ export async function writePerson(
     // Organizations are imported in the same phase: a parent not written yet is linked at the barrier.
     ...(p.organization && companyId === null ? { pendingRefs: { organizations: p.organization } } : {}),
   };
-}
-
-export async function writeDeal(
-  tx: Tx,
-  tenantId: string,
-  d: Deal,
-  parents: ParentMap,
-  existing?: Existing,
-): Promise<RowResult> {
-  const values = {
-    title: d.title,
-    value: d.value === null ? null : d.value.toFixed(2),
-    currency: d.currency,
-    status: d.status,
-    archived: d.archived,
-    contactId: parents.get("persons", d.person) ?? null,
-    companyId: parents.get("organizations", d.organization) ?? null,
-    customFields: d.customFields,
-  };
-  if (existing !== undefined) return updated(tx, deals, tenantId, existing, "deal", values);
-  const [row] = await tx
-    .insert(deals)
-    .values({ tenantId, ...values })
-    .returning({ id: deals.id });
-  return { action: "created", recordType: "deal", recordId: row!.id };
-}
-
-export async function writeLead(
-  tx: Tx,
-  tenantId: string,
-  l: Lead,
-  parents: ParentMap,
-  existing?: Existing,
-): Promise<RowResult> {
-  const values = {
-    title: l.title,
-    valueAmount: l.amount === null ? null : l.amount.toFixed(2),
-    valueCurrency: l.currency,
-    archived: l.archived,
-    contactId: parents.get("persons", l.person) ?? null,
-    companyId: parents.get("organizations", l.organization) ?? null,
-    customFields: l.customFields,
-  };
-  if (existing !== undefined) return updated(tx, leads, tenantId, existing, "lead", values);
-  const [row] = await tx
-    .insert(leads)
-    .values({ tenantId, ...values })
-    .returning({ id: leads.id });
-  return { action: "created", recordType: "lead", recordId: row!.id };
-}
-
-/** Linked to every parent the ledger knows; skipped, as a placeholder, only when it knows none. */
-export async function writeActivity(
-  tx: Tx,
-  tenantId: string,
-  a: Activity,
-  parents: ParentMap,
-  existing?: Existing,
-): Promise<RowResult> {
-  const links = linkedIds(parents, a);
-  const values = {
-    subject: a.subject,
-    type: a.type,
-    dueDate: a.dueDate,
-    done: a.done,
-    customFields: a.customFields,
-    ...links,
-  };
-  if (existing !== undefined) return updated(tx, activities, tenantId, existing, "activity", values);
-  if (!Object.values(links).some((v) => v !== null)) return { action: "skipped", reason: NOT_LINKED };
-  const [row] = await tx
-    .insert(activities)
-    .values({ tenantId, ...values })
-    .returning({ id: activities.id });
-  return { action: "created", recordType: "activity", recordId: row!.id };
-}
-
-export async function writeNote(
-  tx: Tx,
-  tenantId: string,
-  n: Note,
-  parents: ParentMap,
-  existing?: Existing,
-): Promise<RowResult> {
-  const links = linkedIds(parents, n);
-  const values = { content: n.content, customFields: n.customFields, ...links };
-  if (existing !== undefined) return updated(tx, productNotes, tenantId, existing, "note", values);
-  if (!Object.values(links).some((v) => v !== null)) return { action: "skipped", reason: NOT_LINKED };
-  const [row] = await tx
-    .insert(productNotes)
-    .values({ tenantId, ...values })
-    .returning({ id: productNotes.id });
-  return { action: "created", recordType: "note", recordId: row!.id };
-}
-
-export async function writeEmail(tx: Tx, tenantId: string, e: Email, parents: ParentMap): Promise<RowResult> {
-  const dealId = parents.get("deals", e.deal);
-  if (dealId === undefined) return { action: "skipped", reason: NOT_LINKED };
-  const [row] = await tx
-    .insert(emails)
-    .values({
-      tenantId,
-      dealId,
-      subject: e.subject,
-      snippet: e.snippet,
-      fromAddress: e.from,
-      toAddresses: e.to,
-      body: e.body,
-      sentAt: e.sentAt,
-    })
-    .returning({ id: emails.id });
-  return { action: "created", recordType: "email", recordId: row!.id };
 }
