@@ -135,6 +135,15 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 30_000 });
     expect(await page.locator("#resume").isEnabled()).toBe(true);
     expect(await page.locator("#stop").isDisabled()).toBe(true);
+
+    // Resume from the page: the run goes on and the page follows it live again; then stop it for good.
+    await page.locator("#resume").click();
+    await page.locator("#run-status[data-status=running]").waitFor({ timeout: 30_000 });
+    expect((await h.client.getRun({ runId })).run!.status).toBe(RunStatus.RUNNING);
+    await page.locator("#live").filter({ hasText: "live" }).waitFor({ timeout: 30_000 });
+    await page.locator("#stop").click();
+    await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 60_000 });
+    expect(await page.locator("#problem").isHidden()).toBe(true);
     expect(problems).toEqual([]);
   });
 

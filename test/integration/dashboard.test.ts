@@ -78,6 +78,12 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     const probe = await call("GET", `/api/runs/${globexRun.id}`, c.tokens.acme);
     expect(probe.status).toBe(404);
     expect(probe.body.error).toMatch(/^Run .* (does not exist|not found)/i);
+    // The live stream too: refused as plain HTTP before any event, so the page can say why.
+    const stream = await fetch(new URL(`/api/runs/${globexRun.id}/events`, dashboard.url), {
+      headers: { authorization: `Bearer ${c.tokens.acme}` },
+    });
+    expect(stream.status).toBe(404);
+    expect(stream.headers.get("content-type")).toMatch(/^application\/json/);
     const steer = await call("POST", `/api/runs/${globexRun.id}/stop`, c.tokens.acme);
     expect(steer.status).toBe(404);
     const { run: still } = await c.client.getRun({ runId: globexRun.id });

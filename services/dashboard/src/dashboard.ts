@@ -149,6 +149,9 @@ export async function startDashboard(
    * `problem` (a sentence) if the stream fails, and `end` when the run has finished.
    */
   const streamRun = async (req: IncomingMessage, res: ServerResponse, runId: string, token: string) => {
+    // Asked first, so that an unknown key or someone else's run is a plain HTTP refusal (the page
+    // shows the key form again) rather than an event on a stream already answered 200.
+    await client.getRun({ runId }, callOptions(token));
     const abort = new AbortController();
     streams.add(abort);
     liveStreams.inc({});

@@ -265,7 +265,11 @@ async function follow(runId, view) {
         }
       }
       view.setLive(false);
-      if (ended) return;
+      if (ended) {
+        // The run is over: a later Resume or Retry follows it again.
+        if (live && live.abort === abort) live = undefined;
+        return;
+      }
     } catch (err) {
       if (abort.signal.aborted) return;
       view.setLive(false);
