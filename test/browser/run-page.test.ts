@@ -21,7 +21,10 @@ const HOSTILE_ACCOUNT = `acme<img src=x onerror="window.__xss=1">`;
  * for Node, and the page's policy forbids evaluating strings).
  */
 interface InPage {
-  document: { querySelector(selector: string): { getAttribute(name: string): string | null } | null };
+  document: {
+    querySelector(selector: string): { getAttribute(name: string): string | null } | null;
+    querySelectorAll(selector: string): Iterable<{ textContent: string | null }>;
+  };
   __xss?: number;
 }
 
@@ -113,6 +116,24 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     expect(await page.locator("#main img").count()).toBe(0);
     // Malformed rows of the sandbox show up as grouped reasons once they are noted.
     await page.locator("#notes tbody tr td.num").first().waitFor({ timeout: 60_000 });
+    // The reasons follow the counts: as many failed rows in the table as in the bars.
+    await page.waitForFunction(
+      () => {
+        const doc = (globalThis as unknown as InPage).document;
+        const cells = (selector: string) =>
+          [...doc.querySelectorAll(selector)].map((c) => c.textContent ?? "");
+        const failed = cells("#kinds .counts").reduce(
+          (n, t) => n + Number(/([\d,]+) failed/.exec(t)?.[1]?.replace(/,/g, "") ?? 0),
+          0,
+        );
+        const noted = cells("#notes tbody tr")
+          .filter((t) => t.includes("error"))
+          .reduce((n, t) => n + Number(/^[\d,]+/.exec(t)?.[0]?.replace(/,/g, "") ?? 0), 0);
+        return failed > 0 && noted === failed;
+      },
+      undefined,
+      { timeout: 60_000 },
+    );
 
     mkdirSync(join(REPO_ROOT, ".artifacts", "screenshots"), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });

@@ -50,8 +50,11 @@ const SECURITY_HEADERS = {
 
 const RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STATUSES = new Set(["pending", "running", "stopping", "stopped", "succeeded", "failed"]);
-/** How often a live page's grouped reasons are read again while the run goes. */
-const NOTES_EVERY_MS = 5_000;
+/**
+ * A live page's grouped reasons are read again when the run's skipped or failed rows changed,
+ * at most this often (ListNotes groups every note of the run: not a call for every update).
+ */
+const NOTES_EVERY_MS = 1_000;
 const CALL_DEADLINE_MS = 15_000;
 
 class HttpProblem extends Error {
@@ -167,6 +170,7 @@ export async function startDashboard(
       if (!res.writableEnded) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     };
     let lastNotes = "";
+    let lastNoted = -1;
     let notesAt = 0;
     const sendNotes = async () => {
       notesAt = Date.now();
@@ -184,8 +188,13 @@ export async function startDashboard(
         { runId },
         { metadata: { authorization: `Bearer ${token}` }, signal: abort.signal },
       )) {
-        send("run", runJson(update.run!));
-        if (Date.now() - notesAt >= NOTES_EVERY_MS) await sendNotes();
+        const view = runJson(update.run!);
+        send("run", view);
+        const noted = view.progress.reduce((n, p) => n + p.skipped + p.failed, 0);
+        if (noted !== lastNoted && Date.now() - notesAt >= NOTES_EVERY_MS) {
+          lastNoted = noted;
+          await sendNotes();
+        }
       }
       await sendNotes();
       send("end", {});

@@ -461,7 +461,7 @@ class RunView {
       this.budget,
       b
         ? [
-            ["burst window", `${fmt(b.burstUsed)} of ${fmt(b.burstCapacity)} requests used`],
+            ["burst window", `${fmt(b.burstCapacity)} requests allowed`],
             ["daily allowance left", b.dailyRemaining === null ? "not reported yet" : fmt(b.dailyRemaining)],
             ["daily reset", when(b.dailyResetAt)],
             ["walled off until", b.blockedUntil ? when(b.blockedUntil) : "not walled off"],
