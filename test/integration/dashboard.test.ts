@@ -134,6 +134,22 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     expect(rows.at(-1)).toBeGreaterThan(0);
     expect(stream.some((e) => e.event === "notes")).toBe(true);
     expect(stream.at(-1)!.event).toBe("end");
+
+    // Its rows over time add up to what it wrote and noted as failed (not what was already here).
+    const { body } = await call("GET", `/api/runs/${run.id}/throughput`, c.tokens.admin);
+    // (Ledger hits are not this run's rows; matched records are, so read the run's raw counts.)
+    const { run: finished } = await c.client.getRun({ runId: run.id });
+    const wrote = finished!.progress.reduce(
+      (n, p) => n + Number(p.imported + p.matched + p.skipped + p.failed),
+      0,
+    );
+    const points = body.points as { at: string; rows: number }[];
+    expect(body.bucketSeconds).toBeGreaterThanOrEqual(1);
+    expect(points.length).toBeGreaterThan(0);
+    expect(points.reduce((n, p) => n + p.rows, 0)).toBe(wrote);
+    expect(Date.parse(points[1]?.at ?? points[0]!.at) - Date.parse(points[0]!.at)).toBe(
+      points.length > 1 ? (body.bucketSeconds as number) * 1000 : 0,
+    );
   });
 
   it("serves the page under a policy that refuses inline and foreign scripts", async () => {

@@ -13,7 +13,7 @@ import {
 } from "@drover/telemetry";
 import type { DashboardConfig } from "./config.js";
 import { type Problem, problemFor } from "./http-errors.js";
-import { noteGroupJson, runJson } from "./run-json.js";
+import { noteGroupJson, runJson, throughputJson } from "./run-json.js";
 
 export interface Dashboard {
   /** http://host:port/ */
@@ -120,7 +120,7 @@ export async function startDashboard(
       sendJson(res, 200, { runs: runs.map(runJson) });
       return "runs";
     }
-    const match = /^\/api\/runs\/([^/]+)(?:\/(events|stop|resume|retry))?$/.exec(path);
+    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|stop|resume|retry))?$/.exec(path);
     if (!match) throw new HttpProblem({ status: 404, message: "There is no such API." });
     const runId = decodeURIComponent(match[1]!);
     if (!RUN_ID.test(runId)) throw new HttpProblem({ status: 404, message: "There is no run with that id." });
@@ -133,11 +133,16 @@ export async function startDashboard(
       sendJson(res, 200, { run: runJson(run!), notes: groups.map(noteGroupJson) });
       return "run";
     }
+    if (req.method === "GET" && action === "throughput") {
+      const res2 = await client.getThroughput({ runId, buckets: 120 }, callOptions(token));
+      sendJson(res, 200, throughputJson(res2));
+      return "throughput";
+    }
     if (req.method === "GET" && action === "events") {
       await streamRun(req, res, runId, token);
       return "events";
     }
-    if (req.method === "POST" && action) {
+    if (req.method === "POST" && action && action !== "events" && action !== "throughput") {
       const call =
         action === "stop" ? client.stopRun : action === "resume" ? client.resumeRun : client.retryRun;
       const { run } = await call({ runId }, callOptions(token));
