@@ -14,9 +14,14 @@ export interface Throughput {
  * A run's rows over time, from what it committed: each ledger row it wrote (created, matched,
  * skipped) and each failed row it noted, by the time of its window's transaction. "Already here"
  * rows are not counted: their ledger rows belong to the run that wrote them. One indexed pass over
- * the run's ledger rows, so a page asks once and then follows the live counts.
+ * the run's ledger rows (index on run_id), which a live page repeats every few seconds.
  */
-export async function runThroughput(q: Queryable, run: RunRow, buckets: number, now = new Date()): Promise<Throughput> {
+export async function runThroughput(
+  q: Queryable,
+  run: RunRow,
+  buckets: number,
+  now = new Date(),
+): Promise<Throughput> {
   const start = run.startedAt ?? run.createdAt;
   const end = run.finishedAt ?? now;
   const seconds = Math.max(1, (end.getTime() - start.getTime()) / 1000);
