@@ -25,6 +25,8 @@ export const BUDGET_SANDBOX = {
   notes: 0,
   "mail-per-deal-max": 12,
   "heavy-mail-deal-rate": 1,
+  // An account whose mail list does not take include_body: one GET per message, the path measured here.
+  "list-include-body": 0,
   "latency-ms": 150,
   "burst-limit": BURST_LIMIT,
   "burst-window-ms": BURST_WINDOW_MS,

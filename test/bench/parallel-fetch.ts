@@ -22,6 +22,8 @@ export const PARALLEL_SANDBOX = {
   notes: 0,
   "mail-per-deal-max": 12,
   "heavy-mail-deal-rate": 1,
+  // An account whose mail list does not take include_body: one GET per message, the path measured here.
+  "list-include-body": 0,
   "latency-ms": 150,
   "burst-limit": 0,
 };

@@ -128,7 +128,7 @@ const INVALID_CALLS: Case[] = [
     name: "StartRun, more kinds than the source has",
     call: startWith((r) => (r.kinds = Array.from({ length: 1000 }, (_, i) => `kind${i}`))),
     code: Code.INVALID_ARGUMENT,
-    message: /^kinds lists 1000 kinds; crm has 7$/,
+    message: /^kinds lists 1000 kinds; crm has 8$/,
   },
   {
     name: "StartRun, an empty kind name",
@@ -482,6 +482,8 @@ function badSource(): Promise<{ url: string; server: Server; hits: Map<string, n
       data,
       additional_data: { pagination: { start: 0, limit: 50, more_items_in_collection: false } },
     });
+  const cursorPage = (data: unknown) =>
+    JSON.stringify({ success: true, data, additional_data: { next_cursor: null } });
   const org = (id: unknown, name: unknown) => ({
     id,
     name,
@@ -493,9 +495,9 @@ function badSource(): Promise<{ url: string; server: Server; hits: Map<string, n
     hits.set(path, (hits.get(path) ?? 0) + 1);
     res.setHeader("content-type", "application/json");
     switch (path) {
-      case "/v1/organizations":
+      case "/api/v2/organizations":
         return res.end(
-          page([
+          cursorPage([
             org(1, "Good One"),
             org(undefined, "No Id"),
             org({ value: 3 }, "Object Id"),
@@ -505,14 +507,18 @@ function badSource(): Promise<{ url: string; server: Server; hits: Map<string, n
             null,
           ]),
         );
-      case "/v1/persons":
+      case "/api/v2/persons":
         return res.end('{"success":true,"data":[{"id":1,"name":"Ann"');
       case "/v1/notes":
         // One row, malformed: it fails with its reason, the task does not ("every row failed" needs a few).
         return res.end(page([{ id: 77, content: 5 }]));
-      case "/v1/deals":
+      case "/api/v2/deals":
         res.setHeader("content-length", String(40 * 1024 * 1024));
         return res.end();
+      case "/api/v2/deals/archived":
+        return res.end(cursorPage([]));
+      case "/v1/leads/archived":
+        return res.end(JSON.stringify({ success: true, data: null }));
       case "/v1/leads":
         return res.end(
           page([
@@ -573,14 +579,14 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
          order by kind, subject_id collate "C"`);
       expect(notes).toEqual([
         { kind: "leads", subject_id: "lead-3", reason: "title is not text (got number)" },
-        { kind: "leads", subject_id: "leads@1", reason: "the row has no usable id" },
+        { kind: "leads", subject_id: "leads@0:1", reason: "the row has no usable id" },
         { kind: "leads", subject_id: "not-a-uuid-but-ok", reason: "title is not text (got object)" },
         { kind: "notes", subject_id: "77", reason: "content is not text (got number)" },
         { kind: "organizations", subject_id: "4", reason: "name is longer than 1000000 characters" },
-        { kind: "organizations", subject_id: "organizations@1", reason: "the row has no usable id" },
-        { kind: "organizations", subject_id: "organizations@2", reason: "the row has no usable id" },
-        { kind: "organizations", subject_id: "organizations@5", reason: "the row has no usable id" },
-        { kind: "organizations", subject_id: "organizations@6", reason: "the row has no usable id" },
+        { kind: "organizations", subject_id: "organizations@0:1", reason: "the row has no usable id" },
+        { kind: "organizations", subject_id: "organizations@0:2", reason: "the row has no usable id" },
+        { kind: "organizations", subject_id: "organizations@0:5", reason: "the row has no usable id" },
+        { kind: "organizations", subject_id: "organizations@0:6", reason: "the row has no usable id" },
       ]);
       const ledger = await c.database.db.execute<{ kind: string; source_id: string; action: string }>(sql`
         select kind, source_id, action from drover.ledger where run_id = ${run!.id}::uuid order by kind, source_id`);
@@ -593,27 +599,29 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
         status: string;
         last_error: string | null;
       }>(sql`
-        select kind, status, last_error from drover.tasks where run_id = ${run!.id}::uuid order by kind`);
+        select kind, status, last_error from drover.tasks where run_id = ${run!.id}::uuid order by kind, seed_key`);
       expect(tasks).toEqual([
         {
           kind: "deals",
           status: "failed",
           last_error: expect.stringMatching(
-            /\/v1\/deals: response of 41943040 bytes exceeds the 33554432-byte limit/,
+            /\/api\/v2\/deals: response of 41943040 bytes exceeds the 33554432-byte limit/,
           ),
         },
+        { kind: "deals", status: "succeeded", last_error: null },
         {
           kind: "leads",
           status: "failed",
           last_error: "every row failed (3); see the run's notes",
         },
+        { kind: "leads", status: "succeeded", last_error: null },
         { kind: "notes", status: "succeeded", last_error: null },
         { kind: "organizations", status: "succeeded", last_error: null },
         {
           kind: "persons",
           status: "failed",
           last_error: expect.stringMatching(
-            /\/v1\/persons: the source sent a body that is not JSON \(\d+ bytes\)/,
+            /\/api\/v2\/persons: the source sent a body that is not JSON \(\d+ bytes\)/,
           ),
         },
       ]);

@@ -192,13 +192,14 @@ describe("RunService", { timeout: 60_000 }, () => {
       expect(kinds!.kinds).toEqual(["organizations", "persons"]);
     });
 
-    it("a run asking for no kinds gets all four crm phases", async () => {
+    it("a run asking for no kinds gets all five crm phases, the catch-up pass last", async () => {
       const run = await start(tenant("plan-all"), []);
       expect(run.phases.map((p) => p.kinds)).toEqual([
         ["organizations", "persons"],
         ["deals", "leads"],
         ["activities", "notes"],
         ["mail"],
+        ["catch-up"],
       ]);
       expect(run.currentPhase).toBe(0);
     });

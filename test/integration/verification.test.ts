@@ -1,5 +1,6 @@
+import { SecretKeyring } from "@drover/auth";
 import type { Truth } from "@drover/crm-sandbox";
-import { type Run, RunStatus, timestampDate, type Verification } from "@drover/proto";
+import { Code, type Run, RunStatus, timestampDate, type Verification } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster, until, untilFinished } from "../support/in-process.js";
@@ -13,11 +14,20 @@ let c: Cluster;
 let truth: Truth;
 const TENANT = "verify-acme";
 
+/** Where the run's source credential was opened: one stack per SecretKeyring.open call. */
+const opened: string[] = [];
+const originalOpen = SecretKeyring.prototype.open;
+
 beforeAll(async () => {
+  SecretKeyring.prototype.open = function (this: SecretKeyring, ...args) {
+    opened.push(new Error("opened here").stack ?? "");
+    return originalOpen.apply(this, args);
+  };
   c = await startCluster({ workers: 2, laneWidth: 2, sandbox: { malformedRate: 0.03 } });
   truth = c.sandbox.truth();
 });
 afterAll(async () => {
+  SecretKeyring.prototype.open = originalOpen;
   await c?.close();
 });
 
@@ -44,6 +54,11 @@ describe("verification", { timeout: 60_000 }, () => {
     expect(v.ok).toBe(true);
     expect(v.kinds.map((k) => k.kind)).toEqual(run.phases.flatMap((p) => p.kinds));
     for (const k of v.kinds) {
+      if (k.kind === "catch-up") {
+        // The catch-up phase writes under the kinds it catches up; it has no rows of its own.
+        expect([k.sourceCount, k.ledgerCount, k.failedCount]).toEqual([0n, 0n, 0n]);
+        continue;
+      }
       const t = truth.kinds[k.kind as keyof Truth["kinds"]];
       expect({ kind: k.kind, source: Number(k.sourceCount) }).toEqual({ kind: k.kind, source: t.count });
       expect(Number(k.ledgerCount) + Number(k.failedCount)).toBe(t.count);
@@ -164,5 +179,35 @@ describe("verification", { timeout: 60_000 }, () => {
     // GetRun shows the stored result.
     const { run: shown } = await c.client.getRun({ runId: run.id });
     expect(mismatches(shown!.verification!)).toEqual(all);
+  });
+
+  it("VerifyRun while the source is down answers UNAVAILABLE with the reason, and the worker tries again later", async () => {
+    const faults = (rate: number) =>
+      fetch(`${c.sandbox.url}/__sandbox/faults?transientErrorRate=${rate}`, { method: "POST" });
+    await faults(1);
+    try {
+      const err = await c.client.verifyRun({ runId: run.id }).then(
+        () => undefined,
+        (e: unknown) => e as { code: number; message: string },
+      );
+      expect(err?.code).toBe(Code.UNAVAILABLE);
+      expect(err?.message).toMatch(
+        new RegExp(`^run ${run.id} could not be verified now: .*5\\d\\d.*; it is tried again automatically`),
+      );
+    } finally {
+      await faults(0);
+    }
+    const [request] = await c.database.db.execute<{ status: string; last_error: string }>(
+      sql`select status, last_error from drover.verification_requests where run_id = ${run.id}::uuid`,
+    );
+    expect(request).toMatchObject({ status: "pending", last_error: expect.stringMatching(/5\d\d/) });
+  });
+
+  it("the source credential is opened only by workers: by their tasks and their verifications, never by a coordinator", () => {
+    expect(opened.length).toBeGreaterThan(0);
+    const where = opened.map((stack) =>
+      /runVerification/.test(stack) ? "verification" : /runAssignment/.test(stack) ? "task" : stack,
+    );
+    expect(new Set(where)).toEqual(new Set(["task", "verification"]));
   });
 });

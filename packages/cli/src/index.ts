@@ -9,4 +9,5 @@ export {
   rowsDone,
   runSummary,
   statusName,
+  table,
 } from "./render.js";

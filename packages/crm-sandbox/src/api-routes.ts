@@ -13,8 +13,8 @@ export interface ApiRoute {
   run(): ApiResult;
 }
 
-const DEFAULT_LIMIT = 100;
-const MAX_LIMIT = 500;
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 500;
 
 const SINGULAR: Record<RowKind, string> = {
   organizations: "Organization",
@@ -25,7 +25,7 @@ const SINGULAR: Record<RowKind, string> = {
   notes: "Note",
 };
 
-const notFound = (what: string): ApiResult => ({
+export const notFound = (what: string): ApiResult => ({
   status: 404,
   body: {
     success: false,
@@ -36,7 +36,7 @@ const notFound = (what: string): ApiResult => ({
   },
 });
 
-const badRequest = (error: string): ApiResult => ({
+export const badRequest = (error: string): ApiResult => ({
   status: 400,
   body: { success: false, error, error_info: "Please check developers.pipedrive.com for more information." },
 });
@@ -86,6 +86,26 @@ function listPage(query: URLSearchParams, total: number, item: (position: number
   };
 }
 
+/** Lead positions in /v1/leads (archived = false) or /v1/leads/archived, rebuilt when leads are added. */
+const leadLists = new WeakMap<Dataset, { count: number; live: Int32Array; archived: Int32Array }>();
+
+function leadPositions(ds: Dataset, archived: boolean): Int32Array {
+  let lists = leadLists.get(ds);
+  if (!lists || lists.count !== ds.count("leads")) {
+    const live: number[] = [];
+    const gone: number[] = [];
+    for (let i = 0; i < ds.count("leads"); i++) (ds.isArchived("leads", i + 1) ? gone : live).push(i);
+    lists = { count: ds.count("leads"), live: Int32Array.from(live), archived: Int32Array.from(gone) };
+    leadLists.set(ds, lists);
+  }
+  return archived ? lists.archived : lists.live;
+}
+
+function listLeads(ds: Dataset, query: URLSearchParams, archived: boolean): ApiResult {
+  const positions = leadPositions(ds, archived);
+  return listPage(query, positions.length, (i) => ds.rowAt("leads", positions[i] as number));
+}
+
 function listActivities(ds: Dataset, query: URLSearchParams): ApiResult {
   const userId = query.get("user_id");
   // Pipedrive trap: without user_id=0, GET /v1/activities returns only the token owner's
@@ -102,7 +122,8 @@ function listDealMail(ds: Dataset, rawDealId: string, query: URLSearchParams): A
   if (!ds.findRow("deals", rawDealId)) return notFound("Deal");
   const dealId = Number(rawDealId);
   // Since 2026 the per-deal list accepts include_body, saving one request per message.
-  const includeBody = truthy(query.get("include_body"));
+  // Only where the account has it: elsewhere the list ignores the parameter and sends no body key.
+  const includeBody = ds.listIncludeBody && truthy(query.get("include_body"));
   return listPage(query, ds.mail.countFor(dealId), (index) => {
     const data = ds.mailMessage(dealId, index, includeBody) as Row;
     return { object: "mailMessage", timestamp: data.message_time, data };
@@ -146,7 +167,11 @@ export function matchApiRoute(
     const kind = first;
     if (second === undefined) {
       if (kind === "activities") return { callType: "list", run: () => listActivities(ds, query) };
+      if (kind === "leads") return { callType: "list", run: () => listLeads(ds, query, false) };
       return { callType: "list", run: () => listPage(query, ds.count(kind), (i) => ds.rowAt(kind, i)) };
+    }
+    if (kind === "leads" && second === "archived" && third === undefined) {
+      return { callType: "list", run: () => listLeads(ds, query, true) };
     }
     if (third === undefined) {
       return {

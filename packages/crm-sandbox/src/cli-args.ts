@@ -25,6 +25,8 @@ export const USAGE = `usage: crm-sandbox [--flag value ...]   (every flag also r
   --mail-per-deal-max 3 --heavy-mail-deal-rate 0.1
   --latency-ms 0 --latency-jitter-ms 0 --transient-error-rate 0 --malformed-rate 0
   --burst-limit 0 --burst-window-ms 2000 --daily-budget 0 --daily-reset-seconds 86400 --abuse-threshold 3
+  --archived-rate 0.05 --deleted-deal-rate 0.03 --list-include-body 1
+  --change-edits 0 --change-adds 0 --changes-after-requests 0   (mid-run changes; or POST /__sandbox/changes)
   --token-costs list=20,get=2,update=10,search=40 --tokens tokenA,tokenB   (0 = unlimited for limits)`;
 
 function parseValue(key: string, raw: string, source: string, issues: string[]): unknown {

@@ -1,6 +1,6 @@
 import { MailIndex } from "./mail-index.js";
 import { type MalformableKind, malform, type Row } from "./malform.js";
-import type { ResolvedOptions } from "./options.js";
+import { MAX_CHANGES, type ResolvedOptions } from "./options.js";
 import { hash3, Rng, unit } from "./prng.js";
 import { formatDate, formatDateTime } from "./time-format.js";
 import {
@@ -21,6 +21,16 @@ import {
 
 export type { Row } from "./malform.js";
 
+/** The field a change-set edit touches, per kind. */
+const LABEL_FIELD: Record<string, string> = {
+  organizations: "name",
+  persons: "name",
+  deals: "title",
+  leads: "title",
+  activities: "subject",
+  notes: "content",
+};
+
 export const ROW_KINDS = ["organizations", "persons", "deals", "leads", "activities", "notes"] as const;
 export type RowKind = (typeof ROW_KINDS)[number];
 
@@ -36,6 +46,8 @@ const DELETED_SPREAD = 10_000;
 const DAY_MS = 86_400_000;
 const EPOCH_MS = Date.UTC(2019, 0, 1);
 const SPAN_MS = 6 * 365 * DAY_MS;
+/** No generated row was updated after this: a later updated_since can only match the change set. */
+export const GENERATED_UNTIL_MS = EPOCH_MS + SPAN_MS + 182 * DAY_MS;
 
 export interface Parents {
   deal_id: number | null;
@@ -71,13 +83,17 @@ export class Dataset {
   readonly mail: MailIndex;
   /** Pipedrive names custom fields by a 40-hex key that differs per account. */
   readonly industryFieldKey: string;
+  /** What was generated: times and references are computed against these, so a change set never moves them. */
+  private readonly base: Record<RowKind, number>;
   private readonly counts: Record<RowKind, number>;
+  /** When the mid-run change set was applied; null until then. */
+  changedAtMs: number | null = null;
   private leadIndexes: Map<string, number> | undefined;
   private readonly activitiesByUser = new Map<number, Int32Array>();
 
   constructor(private readonly opts: ResolvedOptions) {
     this.seed = opts.seed;
-    this.counts = {
+    this.base = {
       organizations: opts.organizations,
       persons: opts.persons,
       deals: opts.deals,
@@ -85,12 +101,65 @@ export class Dataset {
       activities: opts.activities,
       notes: opts.notes,
     };
+    this.counts = { ...this.base };
     this.mail = new MailIndex(opts.seed, opts.deals, opts.mailPerDealMax, opts.heavyMailDealRate);
     this.industryFieldKey = new Rng(opts.seed, "fields/industry", 0).hex(40);
   }
 
   count(kind: RowKind): number {
     return this.counts[kind];
+  }
+
+  /** Whether this account's per-deal mail list honours include_body. */
+  get listIncludeBody(): boolean {
+    return this.opts.listIncludeBody === 1;
+  }
+
+  /**
+   * The customer keeps working during a run: `changeEdits` rows per kind get a new name or title and
+   * a fresh update_time, and `changeAdds` rows per kind appear after the last one. Applied once.
+   */
+  applyChanges(nowMs: number): boolean {
+    if (this.changedAtMs !== null) return false;
+    this.changedAtMs = nowMs;
+    for (const kind of ROW_KINDS) this.counts[kind] = this.base[kind] + this.opts.changeAdds;
+    this.leadIndexes = undefined;
+    this.activitiesByUser.clear();
+    return true;
+  }
+
+  /** 1-based ids (lead positions + 1) the change set edits: spread evenly over the generated rows. */
+  editedIds(kind: RowKind): number[] {
+    if (this.changedAtMs === null) return [];
+    const n = this.base[kind];
+    const e = Math.min(this.opts.changeEdits, n);
+    return Array.from({ length: e }, (_, i) => 1 + Math.floor((i * n) / e));
+  }
+
+  addedIds(kind: RowKind): number[] {
+    const n = this.base[kind];
+    return Array.from({ length: this.counts[kind] - n }, (_, i) => n + i + 1);
+  }
+
+  private isEdited(kind: RowKind, id: number): boolean {
+    if (this.changedAtMs === null || id > this.base[kind]) return false;
+    const n = this.base[kind];
+    const e = Math.min(this.opts.changeEdits, n);
+    if (e === 0) return false;
+    // Inverse of editedIds: id = 1 + floor(i n / e) for some i.
+    const i = Math.ceil(((id - 1) * e) / n);
+    return i < e && 1 + Math.floor((i * n) / e) === id;
+  }
+
+  /** Deals deleted in the last 30 days: listed only when status includes `deleted`. */
+  isDeletedDeal(id: number): boolean {
+    return id <= this.base.deals && unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate;
+  }
+
+  /** Archived deals (not deleted ones) and leads: only in the archived lists. Leads use position + 1. */
+  isArchived(kind: "deals" | "leads", id: number): boolean {
+    if (id > this.base[kind] || (kind === "deals" && this.isDeletedDeal(id))) return false;
+    return unit(this.seed, `${kind}/archived`, id) < this.opts.archivedRate;
   }
 
   /** Fixed per (seed, kind, id) so a bad row is bad on every request; leads use position + 1. */
@@ -106,7 +175,22 @@ export class Dataset {
   rowAt(kind: RowKind, index: number): Row {
     const id = index + 1;
     const row = this.cleanRow(kind, id);
+    if (this.changedAtMs !== null && (id > this.base[kind] || this.isEdited(kind, id))) {
+      // An edit or an addition: what a catch-up pass must see, with the time it happened.
+      row.update_time = formatDateTime(this.changedAtMs);
+      if (id > this.base[kind]) row.add_time = row.update_time;
+      const label = LABEL_FIELD[kind] as string;
+      if (this.isEdited(kind, id) && typeof row[label] === "string") row[label] = `${row[label]} (edited)`;
+    }
     return this.isMalformed(kind, id) ? malform(kind, row, unit(this.seed, `${kind}/malform-how`, id)) : row;
+  }
+
+  /** The row's update time in ms, without building it (for updated_since filters). */
+  updateTimeMs(kind: RowKind, id: number): number {
+    if (this.changedAtMs !== null && (id > this.base[kind] || this.isEdited(kind, id)))
+      return this.changedAtMs;
+    const added = this.addTimeMs(kind, id, this.base[kind]);
+    return added + Math.floor(unit(this.seed, `${kind}/update-time`, id) * 180 * DAY_MS);
   }
 
   /** Looks a row up by its public id (int or lead UUID); undefined for unknown or deleted ids. */
@@ -146,7 +230,7 @@ export class Dataset {
   }
 
   private times(kind: RowKind, id: number): { add_time: string; update_time: string } {
-    const added = this.addTimeMs(kind, id, this.counts[kind]);
+    const added = this.addTimeMs(kind, id, this.base[kind]);
     const updated = added + Math.floor(unit(this.seed, `${kind}/update-time`, id) * 180 * DAY_MS);
     return { add_time: formatDateTime(added), update_time: formatDateTime(updated) };
   }
@@ -171,7 +255,7 @@ export class Dataset {
   }
 
   personOrgId(id: number): number | null {
-    const orgs = this.counts.organizations;
+    const orgs = this.base.organizations;
     if (orgs === 0 || unit(this.seed, "persons/has-org", id) >= 0.85) return null;
     return 1 + Math.floor(unit(this.seed, "persons/org", id) * orgs);
   }
@@ -201,8 +285,8 @@ export class Dataset {
 
   dealRefs(id: number): { personId: number | null; orgId: number | null } {
     const rng = new Rng(this.seed, "deals/refs", id);
-    const persons = this.counts.persons;
-    const orgs = this.counts.organizations;
+    const persons = this.base.persons;
+    const orgs = this.base.organizations;
     const personId = persons > 0 && rng.chance(0.85) ? rng.int(1, persons) : null;
     let orgId = personId === null ? null : this.personOrgId(personId);
     if (orgId === null && orgs > 0 && rng.chance(0.6)) orgId = rng.int(1, orgs);
@@ -238,8 +322,8 @@ export class Dataset {
 
   private leadRefs(index: number): { personId: number | null; orgId: number | null } {
     const rng = new Rng(this.seed, "leads/refs", index);
-    const persons = this.counts.persons;
-    const orgs = this.counts.organizations;
+    const persons = this.base.persons;
+    const orgs = this.base.organizations;
     if (persons > 0 && (orgs === 0 || rng.chance(0.7))) {
       const personId = rng.int(1, persons);
       return { personId, orgId: this.personOrgId(personId) };
@@ -268,11 +352,12 @@ export class Dataset {
   parents(kind: "activities" | "notes", id: number): Parents {
     const rng = new Rng(this.seed, `${kind}/parents`, id);
     const none: Parents = { deal_id: null, person_id: null, org_id: null, lead_id: null };
-    const c = this.counts;
+    const c = this.base;
     if (this.isOrphan(kind, id)) {
       const first = rng.int(0, 3);
       const picks = rng.chance(0.5) ? [first, (first + 1) % 4] : [first];
-      const deleted = (count: number) => count + rng.int(1, DELETED_SPREAD);
+      // Past any id a change set can add, so an orphan stays one.
+      const deleted = (count: number) => count + MAX_CHANGES + rng.int(1, DELETED_SPREAD);
       for (const pick of picks) {
         if (pick === 0) none.deal_id = deleted(c.deals);
         else if (pick === 1) none.person_id = deleted(c.persons);
@@ -366,6 +451,7 @@ export class Dataset {
     return {
       id: this.leadId(index),
       title: `${who} lead`,
+      is_archived: this.isArchived("leads", index + 1),
       person_id: personId,
       organization_id: orgId,
       value: rng.chance(0.7)
@@ -378,7 +464,7 @@ export class Dataset {
   private activity(id: number): Row {
     const rng = new Rng(this.seed, "activities/row", id);
     const type = rng.pick(ACTIVITY_TYPES);
-    const added = this.addTimeMs("activities", id, this.counts.activities);
+    const added = this.addTimeMs("activities", id, this.base.activities);
     const topic = rng.pick(SUBJECT_TOPICS);
     return {
       id,
@@ -437,8 +523,7 @@ export class Dataset {
     const owner = USERS[0];
     const me = { email_address: owner.email, name: owner.name };
     const inbound = rng.chance(0.5);
-    const sent =
-      this.addTimeMs("deals", dealId, this.counts.deals) + (index + 1) * rng.int(1, 72) * 3_600_000;
+    const sent = this.addTimeMs("deals", dealId, this.base.deals) + (index + 1) * rng.int(1, 72) * 3_600_000;
     const topic = rng.pick(SUBJECT_TOPICS);
     const subject = `${index === 0 ? "" : "Re: "}${this.dealTitle(dealId)} - ${topic}`;
     const row: Row = {

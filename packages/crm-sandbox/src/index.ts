@@ -18,7 +18,10 @@ export {
 export type { Stats } from "./stats.js";
 export {
   type ActivitiesTruth,
+  type AttachedTruth,
+  type DealsTruth,
   type KindTruth,
+  type LeadsTruth,
   type MailTruth,
   type OrganizationsTruth,
   type PartialTruth,
@@ -38,6 +41,8 @@ export interface Sandbox {
   truth<K extends TruthKind>(kinds: readonly K[]): PartialTruth<K>;
   stats(): Stats;
   resetStats(): void;
+  /** Applies the mid-run change set now (as POST /__sandbox/changes does); false if it already was. */
+  applyChanges(): boolean;
   close(): Promise<void>;
 }
 
@@ -64,6 +69,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     truth: ((kinds?: readonly TruthKind[]) => app.truth(kinds ?? TRUTH_KINDS)) as Sandbox["truth"],
     stats: () => app.stats.snapshot(app.limiter.budgetRemaining),
     resetStats: () => app.stats.reset(),
+    applyChanges: () => app.applyChanges().applied,
     close: () => {
       closing ??= new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

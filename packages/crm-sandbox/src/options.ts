@@ -35,6 +35,18 @@ export interface SandboxOptions {
   dailyResetSeconds?: number;
   /** Requests tolerated inside a 429's reset period before the 403 page; 0 = never block. */
   abuseThreshold?: number;
+  /** Fraction of deals and of leads that are archived: served only by the archived lists. */
+  archivedRate?: number;
+  /** Fraction of deals deleted in the last 30 days: listed only when status includes `deleted`. */
+  deletedDealRate?: number;
+  /** 1 when the account's per-deal mail list honours include_body (since 2026); 0 when only the per-message get does. */
+  listIncludeBody?: number;
+  /** Rows per kind edited by the mid-run change set (name or title changed, update_time = when it applies). */
+  changeEdits?: number;
+  /** Rows per kind added by the mid-run change set. */
+  changeAdds?: number;
+  /** Applies the change set by itself after this many API requests; 0 = only on POST /__sandbox/changes. */
+  changesAfterRequests?: number;
   tokenCosts?: Partial<TokenCosts>;
   /** Accepted API tokens; absent or empty accepts any non-empty token. */
   tokens?: string[];
@@ -61,6 +73,12 @@ export interface ResolvedOptions {
   dailyBudget: number;
   dailyResetSeconds: number;
   abuseThreshold: number;
+  archivedRate: number;
+  deletedDealRate: number;
+  listIncludeBody: number;
+  changeEdits: number;
+  changeAdds: number;
+  changesAfterRequests: number;
   tokenCosts: TokenCosts;
   tokens: string[] | null;
 }
@@ -76,6 +94,8 @@ type NumericKey = Exclude<keyof ResolvedOptions, "host" | "tokenCosts" | "tokens
 
 // Sizes are capped so the per-deal mail index (a few typed arrays) stays well below a gigabyte.
 const MAX_ROWS = 10_000_000;
+/** Added rows take ids right after the generated ones; references to deleted records start past this. */
+export const MAX_CHANGES = 100_000;
 const int = (min: number, max: number, def: number): NumberSpec => ({
   integer: true,
   min,
@@ -104,6 +124,12 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   dailyBudget: int(0, Number.MAX_SAFE_INTEGER, 0),
   dailyResetSeconds: int(1, 31 * 86_400, 86_400),
   abuseThreshold: int(0, 1_000_000, 3),
+  archivedRate: fraction(0.05),
+  deletedDealRate: fraction(0.03),
+  listIncludeBody: int(0, 1, 1),
+  changeEdits: int(0, MAX_CHANGES, 0),
+  changeAdds: int(0, MAX_CHANGES, 0),
+  changesAfterRequests: int(0, 1_000_000_000, 0),
 };
 
 export const DEFAULT_TOKEN_COSTS: TokenCosts = { list: 20, get: 2, update: 10, search: 40 };

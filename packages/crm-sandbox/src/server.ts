@@ -6,6 +6,7 @@ import type { ResolvedOptions } from "./options.js";
 import { RateLimiter } from "./rate-limit.js";
 import { StatsRecorder } from "./stats.js";
 import { kindTruth, type PartialTruth, TRUTH_KINDS, type TruthKind, type TruthKinds } from "./truth.js";
+import { matchV2Route } from "./v2-routes.js";
 
 type Headers = Record<string, string>;
 
@@ -56,6 +57,7 @@ export class SandboxApp {
   private readonly truthCache = new Map<TruthKind, TruthKinds[TruthKind]>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private rays = 0;
+  private requests = 0;
 
   constructor(
     private readonly opts: ResolvedOptions,
@@ -63,6 +65,13 @@ export class SandboxApp {
   ) {
     this.limiter = new RateLimiter(opts);
     this.faults = new Faults(opts);
+  }
+
+  /** Applies the mid-run change set (once); the truth is recomputed to include it. */
+  applyChanges(): { applied: boolean; at: string } {
+    const applied = this.dataset.applyChanges(Date.now());
+    if (applied) this.truthCache.clear();
+    return { applied, at: new Date(this.dataset.changedAtMs ?? 0).toISOString() };
   }
 
   truth<K extends TruthKind>(kinds: readonly K[]): PartialTruth<K> {
@@ -106,7 +115,9 @@ export class SandboxApp {
     const url = new URL(req.url ?? "/", "http://sandbox");
     const segments = url.pathname.split("/").filter((s) => s.length > 0);
     const method = req.method ?? "GET";
-    if (segments[0] === "v1") return this.handleApi(req, res, url, segments.slice(1));
+    if (segments[0] === "v1") return this.handleApi(req, res, url, segments.slice(1), "v1");
+    if (segments[0] === "api" && segments[1] === "v2")
+      return this.handleApi(req, res, url, segments.slice(2), "v2");
     if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true });
     if (segments[0] === "__sandbox") return this.handleControl(res, method, segments[1], url.searchParams);
     sendJson(res, 404, { success: false, error: "Not found" });
@@ -145,6 +156,7 @@ export class SandboxApp {
         return sendJson(res, 400, { error: (err as Error).message });
       }
     }
+    if (method === "POST" && action === "changes") return sendJson(res, 200, this.applyChanges());
     if (method === "POST" && action === "reset-stats") {
       this.stats.reset();
       return sendJson(res, 200, { ok: true });
@@ -157,14 +169,24 @@ export class SandboxApp {
     return this.opts.tokens === null || this.opts.tokens.includes(token);
   }
 
-  private async handleApi(req: IncomingMessage, res: ServerResponse, url: URL, segments: string[]) {
+  private async handleApi(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+    segments: string[],
+    version: "v1" | "v2",
+  ) {
     const header = req.headers["x-api-token"];
     const token = (Array.isArray(header) ? header[0] : header) || url.searchParams.get("api_token") || "";
     if (!this.tokenAccepted(token)) {
       this.stats.record(401, null, 0, false);
       return sendJson(res, 401, { success: false, error: "unauthorized" });
     }
-    const route = matchApiRoute(this.dataset, req.method ?? "GET", segments, url.searchParams);
+    this.requests++;
+    if (this.opts.changesAfterRequests > 0 && this.requests >= this.opts.changesAfterRequests)
+      this.applyChanges();
+    const match = version === "v1" ? matchApiRoute : matchV2Route;
+    const route = match(this.dataset, req.method ?? "GET", segments, url.searchParams);
     const cost = route.callType === null ? 0 : this.opts.tokenCosts[route.callType];
     const admission = this.limiter.admit(token, cost);
 

@@ -9,6 +9,29 @@ export interface KindTruth {
   malformed: string[];
   /** Rows whose every parent reference points at a record that does not exist. */
   orphans: string[];
+  /** Rows the mid-run change set edited (their name or title ends in " (edited)"). */
+  edited: string[];
+  /** Rows the mid-run change set added. */
+  added: string[];
+}
+
+export interface DealsTruth extends KindTruth {
+  /** Only in /api/v2/deals/archived. */
+  archived: string[];
+  /** Deleted in the last 30 days: listed only with status including `deleted`. */
+  deleted: string[];
+}
+
+export interface LeadsTruth extends KindTruth {
+  /** Only in /v1/leads/archived. */
+  archived: string[];
+}
+
+export interface AttachedTruth extends KindTruth {
+  /** Rows pointing at two or more existing parents (deal, person, organization, lead). */
+  multiParent: string[];
+  /** Rows attached to an existing lead. */
+  leadAttached: string[];
 }
 
 export interface OrganizationsTruth extends KindTruth {
@@ -23,7 +46,7 @@ export interface PersonsTruth extends KindTruth {
   duplicateEmails: string[];
 }
 
-export interface ActivitiesTruth extends KindTruth {
+export interface ActivitiesTruth extends AttachedTruth {
   /** How many activities /v1/activities returns without user_id=0 (those of the token's owner). */
   ownedByTokenUser: number;
 }
@@ -38,10 +61,10 @@ export interface MailTruth extends KindTruth {
 export interface TruthKinds {
   organizations: OrganizationsTruth;
   persons: PersonsTruth;
-  deals: KindTruth;
-  leads: KindTruth;
+  deals: DealsTruth;
+  leads: LeadsTruth;
   activities: ActivitiesTruth;
-  notes: KindTruth;
+  notes: AttachedTruth;
   mail: MailTruth;
 }
 
@@ -79,7 +102,28 @@ function rowTruth(ds: Dataset, kind: RowKind): KindTruth {
     if (ds.isMalformed(kind, i + 1)) malformed.push(id);
     if ((kind === "activities" || kind === "notes") && ds.isOrphan(kind, i + 1)) orphans.push(id);
   }
-  return { count, ids, malformed, orphans };
+  const name = (n: number) => (kind === "leads" ? ds.leadId(n - 1) : String(n));
+  return {
+    count,
+    ids,
+    malformed,
+    orphans,
+    edited: ds.editedIds(kind).map(name),
+    added: ds.addedIds(kind).map(name),
+  };
+}
+
+function attachedTruth(ds: Dataset, kind: "activities" | "notes", base: KindTruth): AttachedTruth {
+  const multiParent: string[] = [];
+  const leadAttached: string[] = [];
+  for (let id = 1; id <= base.count; id++) {
+    if (ds.isOrphan(kind, id)) continue;
+    const p = ds.parents(kind, id);
+    const known = [p.deal_id, p.person_id, p.org_id, p.lead_id].filter((v) => v !== null).length;
+    if (known >= 2) multiParent.push(String(id));
+    if (p.lead_id !== null) leadAttached.push(String(id));
+  }
+  return { ...base, multiParent, leadAttached };
 }
 
 function mailTruth(ds: Dataset): MailTruth {
@@ -101,7 +145,17 @@ function mailTruth(ds: Dataset): MailTruth {
       else if (body === "empty") emptyBodies.push(id);
     }
   }
-  return { count: ids.length, ids, malformed, orphans: [], nullBodies, emptyBodies, heavyDeals };
+  return {
+    count: ids.length,
+    ids,
+    malformed,
+    orphans: [],
+    edited: [],
+    added: [],
+    nullBodies,
+    emptyBodies,
+    heavyDeals,
+  };
 }
 
 export function kindTruth<K extends TruthKind>(ds: Dataset, kind: K): TruthKinds[K] {
@@ -112,7 +166,22 @@ function computeKindTruth(ds: Dataset, kind: TruthKind): TruthKinds[TruthKind] {
   if (kind === "mail") return mailTruth(ds);
   const base = rowTruth(ds, kind);
   if (kind === "organizations") return { ...base, customFields: { [ds.industryFieldKey]: "Industry" } };
-  if (kind === "activities") return { ...base, ownedByTokenUser: ds.activityIdsOf(TOKEN_OWNER_ID).length };
+  if (kind === "activities")
+    return { ...attachedTruth(ds, kind, base), ownedByTokenUser: ds.activityIdsOf(TOKEN_OWNER_ID).length };
+  if (kind === "notes") return attachedTruth(ds, kind, base);
+  if (kind === "deals") {
+    const archived: string[] = [];
+    const deleted: string[] = [];
+    for (let id = 1; id <= base.count; id++) {
+      if (ds.isDeletedDeal(id)) deleted.push(String(id));
+      else if (ds.isArchived("deals", id)) archived.push(String(id));
+    }
+    return { ...base, archived, deleted };
+  }
+  if (kind === "leads") {
+    const archived = base.ids.filter((_, i) => ds.isArchived("leads", i + 1));
+    return { ...base, archived };
+  }
   if (kind === "persons") {
     const withoutEmail: string[] = [];
     const duplicateEmails: string[] = [];
@@ -123,5 +192,5 @@ function computeKindTruth(ds: Dataset, kind: TruthKind): TruthKinds[TruthKind] {
     }
     return { ...base, withoutEmail, duplicateEmails };
   }
-  return base;
+  return base as OrganizationsTruth;
 }

@@ -58,3 +58,21 @@ export async function walk(s: Sandbox, path: string, limit: number): Promise<Jso
     start = p.next_start;
   }
 }
+
+/** Follows a v2 list's next_cursor until it is null; returns every item in order. */
+export async function walkCursor(s: Sandbox, path: string, limit: number): Promise<Json[]> {
+  const rows: Json[] = [];
+  const sep = path.includes("?") ? "&" : "?";
+  let cursor: string | null = null;
+  for (let pages = 0; pages < 10_000; pages++) {
+    const r = await get(
+      s,
+      `${path}${sep}limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`,
+    );
+    if (r.status !== 200) throw new Error(`${path}: ${r.status} ${r.text}`);
+    rows.push(...((r.body.data as Json[] | null) ?? []));
+    cursor = (r.body.additional_data as { next_cursor: string | null }).next_cursor;
+    if (cursor === null) return rows;
+  }
+  throw new Error(`${path}: the cursor never ended`);
+}

@@ -15,6 +15,9 @@ export interface Checkpoint {
   cursor?: Record<string, unknown>;
   /** Added to the task's counters (created, matched, already_here, skipped, failed). */
   statsDelta: Record<string, number>;
+  /** Added to the task's rows_read / rows_written (per-slot accounting without a ledger). */
+  rowsRead?: number;
+  rowsWritten?: number;
 }
 
 /**
@@ -36,6 +39,7 @@ export async function writeCheckpoint(
            stats = (select coalesce(jsonb_object_agg(k, coalesce((t.stats ->> k)::bigint, 0) + coalesce((d.delta ->> k)::bigint, 0)), '{}'::jsonb)
                       from (select ${JSON.stringify(c.statsDelta)}::jsonb as delta) d,
                            jsonb_object_keys(t.stats || d.delta) as k),
+           rows_read = t.rows_read + ${c.rowsRead ?? 0}, rows_written = t.rows_written + ${c.rowsWritten ?? 0},
            locked_at = now(), updated_at = now()
      where t.id = ${taskId} and t.status = 'running' and t.locked_by = ${claimToken}
     returning t.id`);

@@ -25,6 +25,23 @@ export {
 } from "./task-runner.js";
 export { insertTaskSeeds } from "./task-seed.js";
 export {
+  claimVerification,
+  deferVerification,
+  dueVerifications,
+  handBackVerification,
+  requestAutomaticVerifications,
+  requestVerificationNow,
+  storedVerificationJson,
+  storeVerification,
+  touchVerification,
+  VERIFICATION_MAX_ATTEMPTS,
+  VERIFICATION_STALE_MS,
+  type VerificationClaim,
+  type VerificationRequestState,
+  verificationRequestState,
+} from "./verification-request.js";
+export { runVerification, type VerificationOutcome } from "./verification-runner.js";
+export {
   type KindVerificationResult,
   type VerificationResult,
   type VerifyRunOptions,
@@ -32,9 +49,13 @@ export {
 } from "./verify-run.js";
 export {
   addSummary,
+  BATCH_WINDOW_SIZE,
   emptySummary,
+  MAX_SAVEPOINTS_PER_TRANSACTION,
+  SavepointLimitError,
   TaskCancelledError,
   WINDOW_SIZE,
   type WindowWriterDeps,
+  writeBatches,
   writeRows,
 } from "./window-writer.js";

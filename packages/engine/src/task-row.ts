@@ -19,6 +19,8 @@ export function toTaskRow(r: Record<string, unknown>): TaskRow {
     availableAt: date(r.available_at) ?? new Date(0),
     dispatchedAt: date(r.dispatched_at),
     stats: (r.stats ?? {}) as Record<string, number>,
+    rowsRead: Number(r.rows_read ?? 0),
+    rowsWritten: Number(r.rows_written ?? 0),
     lastError: (r.last_error as string | null) ?? null,
     startedAt: date(r.started_at),
     finishedAt: date(r.finished_at),

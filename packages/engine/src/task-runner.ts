@@ -31,7 +31,14 @@ import {
   releaseTask,
   touchTask,
 } from "./task-outcome.js";
-import { addSummary, emptySummary, TaskCancelledError, writeRows } from "./window-writer.js";
+import {
+  addSummary,
+  emptySummary,
+  TaskCancelledError,
+  type WindowWriterDeps,
+  writeBatches,
+  writeRows,
+} from "./window-writer.js";
 
 export interface TaskRunnerDeps {
   db: Db;
@@ -145,6 +152,15 @@ export async function runAssignment(
     return r?.status !== "running";
   };
 
+  const writerDeps: WindowWriterDeps = {
+    db,
+    run: runInfo,
+    task: info,
+    claimToken,
+    notesCap: deps.notesCap,
+    stopRequested: interrupted,
+    ledger: provider.ledger ?? "per-row",
+  };
   const ctx: TaskContext = {
     run: runInfo,
     task: info,
@@ -153,12 +169,14 @@ export async function runAssignment(
     pacer: deps.pacerFor?.(runInfo),
     async writeRows(rows, writer, options) {
       const summary = await tracePage(info.kind, rows.length, () =>
-        writeRows(
-          { db, run: runInfo, task: info, claimToken, notesCap: deps.notesCap, stopRequested: interrupted },
-          rows,
-          writer,
-          options,
-        ),
+        writeRows(writerDeps, rows, writer, options),
+      );
+      addSummary(total, summary);
+      return summary;
+    },
+    async writeBatches(rows, writer, options) {
+      const summary = await tracePage(info.kind, rows.length, () =>
+        writeBatches(writerDeps, rows, writer, options),
       );
       addSummary(total, summary);
       return summary;

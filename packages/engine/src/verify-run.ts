@@ -1,5 +1,11 @@
 import type { Queryable, RunRow } from "@drover/db";
-import { type Pacer, PermanentError, type Provider, type SampleEntry } from "@drover/provider-sdk";
+import {
+  type Pacer,
+  PermanentError,
+  type Provider,
+  type SampleEntry,
+  type SlotVerification,
+} from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { toRunInfo } from "./run-info.js";
 
@@ -15,6 +21,8 @@ export interface KindVerificationResult {
   sampled: number;
   /** Every discrepancy, each starting with the source id it concerns. */
   mismatches: string[];
+  /** Sources without a ledger: per-slot counts. ledgerCount then counts destination rows. */
+  slots?: SlotVerification[];
 }
 
 export interface VerificationResult {
@@ -92,6 +100,10 @@ async function verifyKinds(
   const kinds: KindVerificationResult[] = [];
   for (const kind of run.plan.flat()) {
     signal.throwIfAborted();
+    if ((provider.ledger ?? "per-row") === "none") {
+      kinds.push(await verifyLedgerlessKind(db, provider, run, kind, ctx, options.sampleSize));
+      continue;
+    }
     const sourceIds = new Set(await verifier.sourceIds(ctx, kind));
     const ledger = await db.execute<{
       source_id: string;
@@ -165,4 +177,38 @@ async function verifyKinds(
     });
   }
   return { ok: kinds.every((k) => k.mismatches.length === 0), verifiedAt: new Date(), kinds };
+}
+
+/**
+ * A kind written without a ledger: nothing in drover.ledger to compare with, so the provider
+ * compares its source with the destination (per slot); the rows this run noted as failed are
+ * accounted for by their notes, as with a ledger.
+ */
+async function verifyLedgerlessKind(
+  db: Queryable,
+  provider: Provider,
+  run: RunRow,
+  kind: string,
+  ctx: Parameters<NonNullable<NonNullable<Provider["verifier"]>["verifyKind"]>>[0],
+  sampleSize: number,
+): Promise<KindVerificationResult> {
+  const verifyKind = provider.verifier?.verifyKind;
+  if (!verifyKind)
+    throw new PermanentError(`source "${provider.name}" keeps no ledger and cannot verify a kind itself`);
+  const failed = await db.execute<{ subject_id: string }>(sql`
+    select distinct subject_id from drover.notes
+     where run_id = ${run.id}::uuid and kind = ${kind} and level = 'error' and subject_id is not null`);
+  const r = await verifyKind.call(provider.verifier, ctx, kind, {
+    sampleSize,
+    failedIds: new Set(failed.map((f) => f.subject_id)),
+  });
+  return {
+    kind,
+    sourceCount: r.sourceCount,
+    ledgerCount: r.destinationCount,
+    failedCount: r.failedCount,
+    sampled: r.sampled,
+    mismatches: r.mismatches,
+    slots: r.slots,
+  };
 }

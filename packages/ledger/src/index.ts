@@ -1,2 +1,8 @@
-export { claimLedgerSlot, type LedgerClaim, type LedgerScope } from "./ledger-claim.js";
+export {
+  claimLedgerSlot,
+  claimLedgerSlots,
+  type LedgerClaim,
+  type LedgerScope,
+  type LedgerSlotClaim,
+} from "./ledger-claim.js";
 export { type ParentMap, resolveParents } from "./parent-resolution.js";

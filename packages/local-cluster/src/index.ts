@@ -7,5 +7,11 @@ export {
   type KindTruth,
 } from "./accounting.js";
 export { type Cluster, type ClusterOptions, startCluster } from "./cluster.js";
+export {
+  createSourceDatabase,
+  generateRoomEvents,
+  type RoomEventsOptions,
+  type SourceDatabase,
+} from "./room-events.js";
 export { REPO_ROOT, type ServiceProcess, type SpawnOptions, spawnService } from "./service-process.js";
 export { checkServices } from "./services-check.js";

@@ -66,7 +66,49 @@ export type RowResult =
       /** Source ids of same-phase references to resolve at the barrier, keyed by kind. */
       pendingRefs?: Record<string, string>;
     }
-  | { action: "skipped"; reason: string };
+  | { action: "skipped"; reason: string }
+  /**
+   * Only without a ledger (ledger mode `none`): the row was upserted into a destination keyed by its
+   * source id; `replaced` when a row with that key was already there (an earlier attempt wrote it).
+   */
+  | { action: "upserted"; replaced: boolean }
+  /**
+   * The ledger already points at recordId (an earlier pass created or matched it) and the writer
+   * changed that record in place, e.g. a catch-up pass applying what the customer edited mid-run.
+   * No ledger claim is made: the slot stays as it was. Counted as already here.
+   */
+  | { action: "updated"; recordType: string; recordId: number };
+
+/**
+ * How a provider accounts for source rows.
+ * - `per-row`: one ledger row per source row, claimed in the transaction that writes it. Invariants
+ *   1 and 2 hold through the ledger's write-once slot.
+ * - `none`: for tables of billions of rows, where a ledger would double every write. The writer
+ *   upserts into a destination keyed by the source id (a rewrite is harmless, a duplicate
+ *   impossible), failures are noted by source id, and each task keeps its rows read and written.
+ */
+export type LedgerMode = "per-row" | "none";
+
+/** A row ready to write: row errors were noted and left out before the batch. */
+export interface WritableRow<T> {
+  sourceId: string;
+  data: T;
+}
+
+/**
+ * Writes a whole window in a few statements (a multi-row insert or upsert), with `writeRow` for one
+ * row at a time when the window's batch failed. Rows of one window must not depend on each other.
+ */
+export interface BatchWriter<T> {
+  /**
+   * Writes every row, inside the window's transaction and without savepoints, and returns one
+   * result per row, in order. Any error undoes the whole window, which is then written again row
+   * by row through writeRow so that a bad row loses only itself.
+   */
+  writeBatch(tx: Tx, rows: readonly WritableRow<T>[]): Promise<RowResult[]>;
+  /** Writes one row inside its own savepoint; the same contract as a RowWriter. */
+  writeRow: RowWriter<T>;
+}
 
 /**
  * Writes one row inside its savepoint. Throw RowError (or let a constraint fail) to lose only this
@@ -74,12 +116,18 @@ export type RowResult =
  */
 export type RowWriter<T> = (tx: Tx, row: T, sourceId: string) => Promise<RowResult>;
 
-export interface WriteOptions {
+export interface WriteOptions<T = unknown> {
   /**
    * Where the task stands once every row given has been committed. Written in the last window's
    * transaction so a retry starts after these rows, e.g. the next deal of a mail task.
    */
   nextCursor?: Record<string, unknown>;
+  /**
+   * For keyset walks: the cursor once every row up to and including `row` is committed (e.g. its
+   * `last_id`). Written with each window's checkpoint, with processedOffset left at 0, so a retry
+   * or a resume reads on exactly after the last committed window.
+   */
+  cursorAfter?(row: SourceRow<T>): Record<string, unknown>;
 }
 
 export interface WriteSummary {
@@ -103,7 +151,18 @@ export interface TaskContext {
   writeRows<T>(
     rows: readonly SourceRow<T>[],
     writer: RowWriter<T>,
-    options?: WriteOptions,
+    options?: WriteOptions<T>,
+  ): Promise<WriteSummary>;
+  /**
+   * The batched path: each window (up to `windowSize`, default 500 rows) is one writeBatch plus,
+   * with a per-row ledger, one multi-row ledger claim, and the checkpoint, in one transaction. Only
+   * a window whose batch fails (a bad row, a ledger slot already taken) is written again row by row
+   * with savepoints, in transactions of at most 25 rows. Same skipping and checkpoint rules as writeRows.
+   */
+  writeBatches<T>(
+    rows: readonly SourceRow<T>[],
+    writer: BatchWriter<T>,
+    options?: WriteOptions<T> & { windowSize?: number },
   ): Promise<WriteSummary>;
   /** Source id -> local record id for created or matched rows of the given kinds; one query. */
   resolveParents(wanted: Readonly<Record<string, readonly string[]>>): Promise<ParentMap>;
@@ -138,6 +197,8 @@ export interface Provider {
   /** Ordered kind groups; kinds in one group may only reference each other through deferredLinks. */
   readonly phases: readonly (readonly string[])[];
   readonly deferredLinks?: readonly DeferredLink[];
+  /** How source rows are accounted for; `per-row` when absent. */
+  readonly ledger?: LedgerMode;
   /** Returns a sentence saying what to fix, or undefined when the configuration is usable. */
   validateConfig(config: {
     baseUrl: string;

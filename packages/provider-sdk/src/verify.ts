@@ -35,8 +35,40 @@ export interface SampleMismatch {
   problem: string;
 }
 
+/** One slot (or key range) of a ledgerless kind: the source's rows against the destination's. */
+export interface SlotVerification {
+  slot: string;
+  sourceCount: number;
+  destinationCount: number;
+  /** Source rows of the slot this run noted as failed (they have no destination row, by design). */
+  failedCount: number;
+  sampled: number;
+}
+
+/** A kind verified without a ledger (ledger mode `none`), by the provider itself. */
+export interface KindVerification {
+  sourceCount: number;
+  destinationCount: number;
+  failedCount: number;
+  sampled: number;
+  /** Every discrepancy, each starting with the source id (or slot) it concerns. */
+  mismatches: string[];
+  slots: SlotVerification[];
+}
+
 /** Optional on a Provider: without it, runs of that source cannot be verified. */
 export interface ProviderVerifier {
+  /**
+   * For sources without a ledger (ledger mode `none`), where there is no ledger row to compare a
+   * source id with: the provider compares the source with the destination itself, per slot — the
+   * counts, every missing or unexpected key where they differ, and `sampleSize` rows per slot field
+   * by field. `failedIds` are the source ids the run noted as failed: they count as accounted for.
+   */
+  verifyKind?(
+    ctx: VerifyContext,
+    kind: string,
+    options: { sampleSize: number; failedIds: ReadonlySet<string> },
+  ): Promise<KindVerification>;
   /**
    * Every id the source lists for `kind` now, in the form the ledger keys it. A row without a
    * usable id is named the way the import notes it, so the two can be compared. Costs source calls

@@ -2,7 +2,14 @@ import { randomBytes } from "node:crypto";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureTaskQueue, parseAssignment, publishTask, startLane, taskQueueNames } from "../src/index.js";
+import {
+  ensureTaskQueue,
+  parseAssignment,
+  publishTask,
+  startLane,
+  type TaskAssignment,
+  taskQueueNames,
+} from "../src/index.js";
 
 const names = taskQueueNames(`t${randomBytes(4).toString("hex")}`);
 let nc: NatsConnection;
@@ -43,7 +50,7 @@ describe("task lane", () => {
       async handle(msg) {
         concurrent++;
         peak = Math.max(peak, concurrent);
-        const a = parseAssignment(msg.data)!;
+        const a = parseAssignment(msg.data) as TaskAssignment;
         headersSeen.push(msg.headers?.get("traceparent") ?? "");
         await new Promise((r) => setTimeout(r, 20));
         seen.push(a.taskId);
@@ -63,5 +70,17 @@ describe("task lane", () => {
   it("a garbled assignment is recognised as such", () => {
     expect(parseAssignment(new TextEncoder().encode("{nope"))).toBeUndefined();
     expect(parseAssignment(new TextEncoder().encode('{"taskId":"1","runId":"r"}'))).toBeUndefined();
+    expect(parseAssignment(new TextEncoder().encode('{"verifyRunId":"r; drop table"}'))).toBeUndefined();
+  });
+
+  it("tells a verification request from a task assignment", () => {
+    const id = "0b6f3c1e-7d2a-4c55-9e1b-2f4a6c8d0e12";
+    expect(parseAssignment(new TextEncoder().encode(JSON.stringify({ verifyRunId: id })))).toEqual({
+      verifyRunId: id,
+    });
+    expect(parseAssignment(new TextEncoder().encode('{"taskId":4,"runId":"r"}'))).toEqual({
+      taskId: 4,
+      runId: "r",
+    });
   });
 });

@@ -11,8 +11,15 @@ import {
 } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
-import { ensureTaskQueue, taskQueueNames } from "@drover/task-queue";
-import { createLogger, extractTraceContext, type Logger, SpanKind, withSpan } from "@drover/telemetry";
+import { ensureTaskQueue, publishVerification, taskQueueNames } from "@drover/task-queue";
+import {
+  createLogger,
+  extractTraceContext,
+  injectTraceContext,
+  type Logger,
+  SpanKind,
+  withSpan,
+} from "@drover/telemetry";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import type { DevKeys } from "./api-key-store.js";
@@ -127,8 +134,11 @@ export async function startCoordinator(
     onUnexpectedError: (err: unknown, call: { method: string }) =>
       logger.error({ err, method: call.method }, "RPC failed"),
   };
-  // Finished runs are verified on the leader, in the background (kicked by the reaper pass) or on demand.
-  const verifications = new Verifications(ctx, security.secrets);
+  // Finished runs are verified by workers (where source credentials are opened): asked for by the
+  // leader's reaper pass or by VerifyRun, and published on the task queue.
+  const verifications = new Verifications(ctx, (runId) =>
+    publishVerification(js, names, runId, injectTraceContext()),
+  );
   addService(server.server, RunService, runService(ctx, security.secrets, verifications), serviceOptions);
   addService(server.server, WorkerService, workerService(ctx), serviceOptions);
   addService(server.server, Health, health.implementation);
@@ -158,7 +168,7 @@ export async function startCoordinator(
     const report = await sweep(ctx);
     if (report.released + report.failed + report.redispatched > 0)
       logger.info(report, "reaper repaired tasks");
-    verifications.kick();
+    await verifications.pass().catch((err) => logger.error({ err }, "asking for verifications failed"));
   };
   const stopTaskMetrics = refreshTaskMetrics(database.db);
   const timer = setInterval(() => {
@@ -183,9 +193,10 @@ export async function startCoordinator(
         clearInterval(timer);
         stopTaskMetrics();
         health.setStatus("", "NOT_SERVING");
+        // VerifyRuns waiting on a worker answer UNAVAILABLE now rather than hold the shutdown.
+        verifications.stop();
         await server.shutdown(config.DROVER_SHUTDOWN_GRACE_MS);
         await sweeping.catch(() => {});
-        await verifications.stop();
         if (leader.held)
           await budgets.persist(true).catch((err) => logger.error({ err }, "persisting budgets failed"));
         await leader.release();

@@ -31,7 +31,7 @@ import {
   requireText,
   requireToken,
 } from "./validation.js";
-import { Verifications } from "./verification.js";
+import type { Verifications } from "./verification.js";
 
 const WATCH_POLL_MS = 500;
 const MAX_PAGE_SIZE = 500;
@@ -43,7 +43,7 @@ const MAX_PAGE_SIZE = 500;
 export function runService(
   ctx: CoordinatorContext,
   secrets: SecretKeyring,
-  verifications: Verifications = new Verifications(ctx, secrets),
+  verifications: Verifications,
 ): ServiceImplementation<typeof RunService> {
   const { db } = ctx;
 

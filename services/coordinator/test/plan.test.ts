@@ -15,6 +15,7 @@ describe("plan", () => {
       ["deals", "leads"],
       ["activities", "notes"],
       ["mail"],
+      ["catch-up"],
     ]);
   });
 });

@@ -1,10 +1,17 @@
 import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
 import { openDatabase } from "@drover/db";
-import { type AssignmentOutcome, runAssignment } from "@drover/engine";
+import { type AssignmentOutcome, runAssignment, runVerification } from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
-import { ensureTaskQueue, parseAssignment, startLane, taskQueueNames } from "@drover/task-queue";
+import {
+  ensureTaskQueue,
+  isVerificationAssignment,
+  parseAssignment,
+  startLane,
+  taskQueueNames,
+  type VerificationAssignment,
+} from "@drover/task-queue";
 import {
   Attr,
   createLogger,
@@ -28,6 +35,11 @@ const deferrals = metrics.counter(
   "Task messages deferred because the database was under pressure",
 );
 const taskOutcomes = metrics.counter("drover_worker_tasks_total", "Task attempts by outcome", ["outcome"]);
+const verificationOutcomes = metrics.counter(
+  "drover_worker_verifications_total",
+  "Verification attempts by outcome",
+  ["outcome"],
+);
 
 export type WorkerState = "running" | "draining" | "stopped";
 
@@ -130,11 +142,12 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     if (await pressure.underPressure()) {
       // Before the claim, so nothing is held: the message comes back after the delay.
       deferrals.inc({});
-      logger.info(
-        { task_id: assignment.taskId, pressure: pressure.lastValue },
-        "database under pressure; deferring",
-      );
+      logger.info({ assignment, pressure: pressure.lastValue }, "database under pressure; deferring");
       msg.nak(config.DROVER_PRESSURE_DEFER_MS);
+      return;
+    }
+    if (isVerificationAssignment(assignment)) {
+      await verify(msg, assignment);
       return;
     }
     const outcome = await withSpan(
@@ -180,6 +193,35 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
         )
         .catch((err) => logger.debug({ err: String(err) }, "TaskFinished did not arrive"));
     }
+  };
+
+  /** A finished run checked against its source: here, because only workers open source credentials. */
+  const verify = async (msg: JsMsg, assignment: VerificationAssignment) => {
+    const outcome = await withSpan(
+      "verification",
+      { [Attr.runId]: assignment.verifyRunId },
+      async (span) => {
+        const result = await runVerification(deps, assignment.verifyRunId, {
+          shutdown: shutdown.signal,
+          working: () => msg.working(),
+        });
+        span.setAttributes({ "drover.outcome": result.status });
+        return result;
+      },
+      { parent: extractTraceContext(msg.headers ?? {}), kind: SpanKind.CONSUMER },
+    );
+    verificationOutcomes.inc({ outcome: outcome.status });
+    if (outcome.status === "handed_back") msg.nak();
+    else msg.ack();
+    if (outcome.status === "dropped") return;
+    const log = { run_id: outcome.runId, outcome: outcome.status, attempt: outcome.attempt };
+    if (outcome.status === "deferred") logger.warn({ ...log, error: outcome.error }, "verification deferred");
+    else if (outcome.status === "verified")
+      logger.info(
+        { ...log, ok: outcome.ok, mismatches: outcome.mismatches, error: outcome.error },
+        "run verified",
+      );
+    else logger.info(log, "verification ended");
   };
 
   const lane = await startLane(jetstream(nc), names, {

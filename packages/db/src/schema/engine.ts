@@ -104,6 +104,13 @@ export const tasks = drover.table(
     availableAt: timestamp("available_at", { withTimezone: true }).notNull().defaultNow(),
     dispatchedAt: timestamp("dispatched_at", { withTimezone: true }),
     stats: jsonb("stats").$type<Record<string, number>>().notNull().default({}),
+    /**
+     * Per-slot accounting for sources written without a ledger (ledger mode `none`): source rows
+     * this task read and rows it wrote to the destination, both moved by each window's checkpoint
+     * in the window's transaction, so they never count more than was committed.
+     */
+    rowsRead: bigint("rows_read", { mode: "number" }).notNull().default(0),
+    rowsWritten: bigint("rows_written", { mode: "number" }).notNull().default(0),
     lastError: text("last_error"),
     startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),
@@ -233,3 +240,41 @@ export const apiKeys = drover.table(
 );
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+
+export const VERIFICATION_REQUEST_STATUSES = ["pending", "running", "done"] as const;
+
+/**
+ * A finished run waiting to be checked against its source. Verification calls the source with the
+ * customer's credential, so it runs on a worker (the only place the secret is opened); the
+ * coordinator asks for it here and publishes the request on the task queue, and a worker claims it
+ * exactly like a task. One row per run: a run that finishes again (after a retry) is asked for again.
+ */
+export const verificationRequests = drover.table(
+  "verification_requests",
+  {
+    runId: uuid("run_id")
+      .primaryKey()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    /** The finish being verified: a result is stored only while the run still has this finish. */
+    forFinishedAt: timestamp("for_finished_at", { withTimezone: true, precision: 6 }).notNull(),
+    status: text("status", { enum: VERIFICATION_REQUEST_STATUSES }).notNull().default("pending"),
+    /** Bumped by each on-demand request, so a VerifyRun waits for a verification made after it asked. */
+    generation: integer("generation").notNull().default(1),
+    sampleSize: integer("sample_size").notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    notBefore: timestamp("not_before", { withTimezone: true }).notNull().defaultNow(),
+    /** Unique per claim; the result is stored only by the claim that still holds the request. */
+    claimToken: uuid("claim_token"),
+    claimedBy: text("claimed_by"),
+    heartbeatAt: timestamp("heartbeat_at", { withTimezone: true }),
+    publishedAt: timestamp("published_at", { withTimezone: true }),
+    lastError: text("last_error"),
+    ...timestamps,
+  },
+  (t) => [
+    check("verification_requests_status_check", sql`${t.status} in ('pending','running','done')`),
+    index("verification_requests_due").on(t.status, t.notBefore),
+  ],
+);
+
+export type VerificationRequestRow = typeof verificationRequests.$inferSelect;

@@ -8,6 +8,7 @@ import {
   jsonb,
   numeric,
   pgSchema,
+  primaryKey,
   text,
   timestamp,
   uuid,
@@ -66,7 +67,9 @@ export const deals = app.table(
     title: text("title").notNull(),
     value: numeric("value", { precision: 14, scale: 2 }),
     currency: text("currency"),
+    /** open, won, lost, or deleted (a deal the source deleted in its last 30 days, kept as such). */
     status: text("status").notNull().default("open"),
+    archived: boolean("archived").notNull().default(false),
     contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, {
       onDelete: "set null",
     }),
@@ -88,6 +91,7 @@ export const leads = app.table(
     title: text("title").notNull(),
     valueAmount: numeric("value_amount", { precision: 14, scale: 2 }),
     valueCurrency: text("value_currency"),
+    archived: boolean("archived").notNull().default(false),
     contactId: bigint("contact_id", { mode: "number" }).references(() => contacts.id, {
       onDelete: "set null",
     }),
@@ -159,5 +163,25 @@ export const emails = app.table(
   (t) => [
     index("emails_tenant_deal").on(t.tenantId, t.dealId),
     index("emails_tenant_sent").on(t.tenantId, t.sentAt),
+  ],
+);
+
+/**
+ * Events copied from a large source table (the pg-table source, seed 003's room_events): keyed by
+ * the source's ULID so a rewrite is an idempotent upsert, which is what lets that source run without
+ * a ledger row per event.
+ */
+export const roomEvents = app.table(
+  "room_events",
+  {
+    tenantId: text("tenant_id").notNull(),
+    id: text("id").notNull(),
+    roomId: uuid("room_id").notNull(),
+    data: jsonb("data").notNull(),
+    copiedAt: timestamp("copied_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.id] }),
+    index("room_events_tenant_room").on(t.tenantId, t.roomId),
   ],
 );

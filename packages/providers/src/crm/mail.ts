@@ -11,10 +11,19 @@ import { sourceId } from "./fields.js";
 import { parseEmail, unwrapMail } from "./records.js";
 import { writeEmail } from "./writers.js";
 
+/**
+ * Where bodies come from: "list" when the account's per-deal list honours include_body (since
+ * 2026, one request per deal), "fetch" when it does not (one GET per message, the seeds'
+ * twenty-hour phase).
+ */
+export type BodySource = "list" | "fetch";
+
 interface MailCursor {
   deals: string[];
   /** The deal being imported; every deal before it is done. */
   index: number;
+  /** Decided by the task's first list answer that carries messages, then kept for its retries. */
+  bodies?: BodySource;
 }
 
 interface V1List {
@@ -38,10 +47,12 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const parents = await ctx.resolveParents({ deals: cursor.deals });
   const tenantId = ctx.run.tenantId;
   const deals = cursor.deals.slice(cursor.index);
+  const askBodies = cursor.bodies !== "fetch";
   const lists = await pooled(deals, settings.bodyConcurrency, (deal) =>
-    listMessages(client, deal, settings.pageSize, ctx.signal),
+    listMessages(client, deal, settings.pageSize, ctx.signal, askBodies),
   );
   ctx.working();
+  const bodySource = cursor.bodies ?? detectBodySource(lists);
 
   for (let g = 0; g < deals.length; ) {
     // A group of deals whose messages fit in memory together (always at least one deal).
@@ -58,7 +69,10 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
         if (id !== null) wanted.push(id);
       }
     }
-    const bodies = await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal);
+    const bodies =
+      bodySource === "list"
+        ? listedBodies(lists.slice(g, end).flat())
+        : await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal);
     ctx.working();
 
     for (let k = g; k < end; k++) {
@@ -74,12 +88,41 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
         }
       });
       await ctx.writeRows(rows, (tx, email) => writeEmail(tx, tenantId, email as never, parents), {
-        nextCursor: { deals: cursor.deals, index: cursor.index + k + 1 },
+        nextCursor: {
+          deals: cursor.deals,
+          index: cursor.index + k + 1,
+          ...(bodySource ? { bodies: bodySource } : {}),
+        },
       });
     }
     g = end;
   }
   return {};
+}
+
+/**
+ * An account whose list honours include_body sends a `body` key on its messages (null or "" when
+ * there is none); one that does not, sends none at all. Decided once, on the first answer that has
+ * messages: an absent body on a later message then means no body, not "fetch it".
+ */
+export function detectBodySource(lists: readonly (readonly unknown[])[]): BodySource | undefined {
+  for (const messages of lists) {
+    for (const m of messages) {
+      if (typeof m === "object" && m !== null) return "body" in m ? "list" : "fetch";
+    }
+  }
+  return undefined;
+}
+
+function listedBodies(messages: readonly unknown[]): Map<string, string | null> {
+  const out = new Map<string, string | null>();
+  for (const m of messages) {
+    const id = sourceId(m);
+    if (id === null) continue;
+    const body = (m as { body?: unknown }).body;
+    out.set(id, typeof body === "string" && body !== "" ? body : null);
+  }
+  return out;
 }
 
 /**
@@ -115,13 +158,14 @@ export async function listMessages(
   deal: string,
   limit: number,
   signal: AbortSignal,
+  includeBody = false,
 ): Promise<unknown[]> {
   const out: unknown[] = [];
   let start = 0;
   for (;;) {
     const page = await client.getJson<V1List>(
       `/v1/deals/${encodeURIComponent(deal)}/mailMessages`,
-      { start, limit },
+      { start, limit, ...(includeBody ? { include_body: 1 } : {}) },
       "list",
       signal,
     );

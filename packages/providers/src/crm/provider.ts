@@ -2,8 +2,10 @@ import type { Tx } from "@drover/db";
 import {
   isRowErrorInfo,
   type ParentMap,
+  PermanentError,
   type Provider,
   type RowResult,
+  type RunInfo,
   type SeedContext,
   type SourceRow,
   type TaskContext,
@@ -14,6 +16,7 @@ import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { sourceId } from "./fields.js";
+import { CATCH_UP, items, KIND_LISTS, PARENT_ORDER, type V1Envelope, type V2Envelope } from "./lists.js";
 import { walkMail } from "./mail.js";
 import {
   parentRefs,
@@ -25,50 +28,49 @@ import {
   parsePerson,
 } from "./records.js";
 import { crmVerifier } from "./verify.js";
-import { writeActivity, writeCompany, writeDeal, writeLead, writeNote, writePerson } from "./writers.js";
+import {
+  type Existing,
+  writeActivity,
+  writeCompany,
+  writeDeal,
+  writeLead,
+  writeNote,
+  writePerson,
+} from "./writers.js";
 
 interface ListKind<T> {
-  path: string;
-  params?: Record<string, string>;
   parse(raw: unknown): T;
-  write(tx: Tx, tenantId: string, row: T, parents: ParentMap): Promise<RowResult>;
+  write(tx: Tx, tenantId: string, row: T, parents: ParentMap, existing: Existing): Promise<RowResult>;
 }
 
-/** Kinds read from v1 offset lists: pages are addressable, so a kind can be striped. */
 const LIST_KINDS: Record<string, ListKind<never>> = {
-  organizations: {
-    path: "/v1/organizations",
-    parse: parseCompany,
-    write: (tx: Tx, t: string, r: never) => writeCompany(tx, t, r),
-  },
-  persons: { path: "/v1/persons", parse: parsePerson, write: writePerson },
-  deals: { path: "/v1/deals", parse: parseDeal, write: writeDeal },
-  leads: { path: "/v1/leads", parse: parseLead, write: writeLead },
-  // Without user_id=0 Pipedrive returns only the token owner's activities: a silent partial import.
-  activities: {
-    path: "/v1/activities",
-    params: { user_id: "0" },
-    parse: parseActivity,
-    write: writeActivity,
-  },
-  notes: { path: "/v1/notes", parse: parseNote, write: writeNote },
+  organizations: { parse: parseCompany, write: writeCompany },
+  persons: { parse: parsePerson, write: writePerson },
+  deals: { parse: parseDeal, write: writeDeal },
+  leads: { parse: parseLead, write: writeLead },
+  activities: { parse: parseActivity, write: writeActivity },
+  notes: { parse: parseNote, write: writeNote },
 } as unknown as Record<string, ListKind<never>>;
 
-interface PageCursor {
+/**
+ * Where a list task stands. A v2 list is walked by one task per list whose successor carries the
+ * next opaque cursor (pages cannot be addressed arithmetically); a v1 list by `stripes` tasks, each
+ * walking every stripes-th page. A catch-up task (`since` set) asks only for what changed since the
+ * run started, and hands over to the next list, then the next kind in `chain`, when its list ends.
+ */
+export interface ListCursor {
+  list: number;
   page: number;
-  stripes: number;
   limit: number;
-}
-
-interface V1Envelope {
-  success?: boolean;
-  data?: unknown[] | null;
-  additional_data?: { pagination?: { more_items_in_collection?: boolean } } | null;
+  cursor?: string | null;
+  stripes?: number;
+  since?: string;
+  chain?: string[];
 }
 
 export const crmProvider: Provider = {
   name: "crm",
-  phases: [["organizations", "persons"], ["deals", "leads"], ["activities", "notes"], ["mail"]],
+  phases: [["organizations", "persons"], ["deals", "leads"], ["activities", "notes"], ["mail"], [CATCH_UP]],
   deferredLinks: [{ kind: "persons", ref: "organizations", table: "app.contacts", column: "company_id" }],
   verifier: crmVerifier,
 
@@ -88,10 +90,30 @@ export const crmProvider: Provider = {
         seeds.push(...(await seedMail(ctx, settings.dealsPerMailTask)));
         continue;
       }
-      for (let stripe = 0; stripe < settings.stripes; stripe++) {
-        const cursor: PageCursor = { page: stripe, stripes: settings.stripes, limit: settings.pageSize };
-        seeds.push({ kind, seedKey: `${kind}:page:${stripe}`, cursor: { ...cursor } });
+      if (kind === CATCH_UP) {
+        const seed = catchUpSeed(ctx.run, settings.pageSize);
+        if (seed) seeds.push(seed);
+        continue;
       }
+      const lists = KIND_LISTS[kind] ?? [];
+      lists.forEach((list, i) => {
+        if (list.api === "v2") {
+          const cursor: ListCursor = { list: i, page: 0, limit: settings.pageSize, cursor: null };
+          seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
+          return;
+        }
+        // An archived list is a small fraction of its kind: one walker is enough.
+        const stripes = list.archived ? 1 : settings.stripes;
+        for (let stripe = 0; stripe < stripes; stripe++) {
+          const cursor: ListCursor = {
+            list: i,
+            page: stripe,
+            stripes,
+            limit: settings.pageSize,
+          };
+          seeds.push({ kind, seedKey: `${kind}:${i}:page:${stripe}`, cursor: { ...cursor } });
+        }
+      });
     }
     return seeds;
   },
@@ -99,56 +121,155 @@ export const crmProvider: Provider = {
   async runTask(ctx: TaskContext): Promise<TaskResult> {
     if (ctx.task.kind === "mail") return walkMail(ctx);
     const kind = LIST_KINDS[ctx.task.kind];
-    if (!kind) throw new Error(`crm provider has no kind "${ctx.task.kind}"`);
+    if (!kind) throw new PermanentError(`crm provider has no kind "${ctx.task.kind}"`);
     return walkPage(ctx, kind);
   },
 };
 
-/** One page of a stripe: fetch, resolve parents in one query, write in windows, seed the stripe's next page. */
+/** The run's row kinds, parents first. */
+function runKinds(run: RunInfo): string[] {
+  const inRun = new Set(run.plan.flat());
+  return PARENT_ORDER.filter((k) => inRun.has(k));
+}
+
+/**
+ * The catch-up pass is one chain of tasks, kind after kind in parent order, so a person added
+ * mid-run exists before the deal added with it is linked. It asks for what changed since the run
+ * started: the barrier has seen everything before that.
+ */
+function catchUpSeed(run: RunInfo, limit: number): TaskSeed | undefined {
+  const [first, ...chain] = runKinds(run);
+  if (!first) return undefined;
+  const since = (run.startedAt ?? new Date(0)).toISOString();
+  const cursor: ListCursor = { list: 0, page: 0, limit, cursor: null, stripes: 1, since, chain };
+  return { kind: first, seedKey: `${CATCH_UP}:${first}:0:page:0`, cursor: { ...cursor } };
+}
+
+function pageKey(kind: string, c: ListCursor): string {
+  return `${c.since ? `${CATCH_UP}:` : ""}${kind}:${c.list}:page:${c.page}`;
+}
+
+/** One page of a list: fetch, resolve parents in one query, write in windows, seed what comes next. */
 async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskResult> {
-  const cursor = ctx.task.cursor as unknown as PageCursor;
+  const cursor = ctx.task.cursor as unknown as ListCursor;
+  const list = KIND_LISTS[ctx.task.kind]?.[cursor.list];
+  if (!list) throw new PermanentError(`crm provider has no list ${cursor.list} for "${ctx.task.kind}"`);
   const { baseUrl } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
-  const start = cursor.page * cursor.limit;
-  const body = await client.getJson<V1Envelope>(
-    kind.path,
-    { ...kind.params, start, limit: cursor.limit },
-    "list",
-    ctx.signal,
-  );
-  // An empty v1 collection may come back as data: null, with or without additional_data.
-  const items = Array.isArray(body?.data) ? body.data : [];
 
-  const rows: SourceRow<unknown>[] = items.map((raw, i) => {
+  let raws: unknown[];
+  let next: ListCursor | undefined;
+  let offset: number;
+  if (list.api === "v2") {
+    offset = cursor.page * cursor.limit;
+    const body = await client.getJson<V2Envelope>(
+      list.path,
+      {
+        ...list.params,
+        limit: cursor.limit,
+        ...(cursor.cursor ? { cursor: cursor.cursor } : {}),
+        ...(cursor.since ? { updated_since: cursor.since } : {}),
+      },
+      "list",
+      ctx.signal,
+    );
+    raws = items(body);
+    const nextCursor = body?.additional_data?.next_cursor;
+    // next_cursor is null at the end; a page may be empty and still point on. A cursor that points
+    // back at itself would loop forever, so it ends the walk too.
+    if (typeof nextCursor === "string" && nextCursor !== "" && nextCursor !== cursor.cursor)
+      next = { ...cursor, cursor: nextCursor, page: cursor.page + 1 };
+  } else {
+    offset = cursor.page * cursor.limit;
+    const body = await client.getJson<V1Envelope>(
+      list.path,
+      { ...list.params, start: offset, limit: cursor.limit },
+      "list",
+      ctx.signal,
+    );
+    raws = items(body);
+    if (body?.additional_data?.pagination?.more_items_in_collection === true && raws.length > 0)
+      next = { ...cursor, page: cursor.page + (cursor.stripes ?? 1) };
+    // v1 leads and notes have no updated_since: the catch-up walks them and keeps what changed.
+    if (cursor.since) raws = raws.filter((raw) => changedSince(raw, cursor.since!));
+  }
+
+  const rows: SourceRow<unknown>[] = raws.map((raw, i) => {
     const id = sourceId(raw);
     if (id === null)
-      return { sourceId: `${ctx.task.kind}@${start + i}`, data: { rowError: "the row has no usable id" } };
+      return {
+        sourceId: `${ctx.task.kind}@${cursor.list}:${offset + i}`,
+        data: { rowError: "the row has no usable id" },
+      };
     try {
-      return { sourceId: id, data: kind.parse(raw) };
+      const data = kind.parse(raw) as { archived?: boolean };
+      if (list.archived) data.archived = true;
+      return { sourceId: id, data };
     } catch (err) {
       return { sourceId: id, data: { rowError: (err as Error).message } };
     }
   });
 
   const wanted: Record<string, string[]> = {};
+  const want = (k: string, id: string | null) => {
+    if (!id) return;
+    wanted[k] ??= [];
+    wanted[k].push(id);
+  };
   for (const row of rows) {
     if (isRowErrorInfo(row.data)) continue;
-    for (const [parentKind, id] of Object.entries(parentRefs(ctx.task.kind, row.data))) {
-      if (!id) continue;
-      wanted[parentKind] ??= [];
-      wanted[parentKind].push(id);
-    }
+    for (const [parentKind, id] of Object.entries(parentRefs(ctx.task.kind, row.data))) want(parentKind, id);
+    // The catch-up applies a change to the record the ledger already points to, rather than create another.
+    if (cursor.since) want(ctx.task.kind, row.sourceId);
   }
   const parents = await ctx.resolveParents(wanted);
   const tenantId = ctx.run.tenantId;
-  await ctx.writeRows(rows, (tx, row) => kind.write(tx, tenantId, row as never, parents));
+  const own = ctx.task.kind;
+  await ctx.writeRows(rows, (tx, row, id) =>
+    kind.write(tx, tenantId, row as never, parents, cursor.since ? parents.get(own, id) : undefined),
+  );
 
-  const more = body?.additional_data?.pagination?.more_items_in_collection === true;
-  if (!more || items.length === 0) return {};
-  const next: PageCursor = { ...cursor, page: cursor.page + cursor.stripes };
-  return {
-    successors: [{ kind: ctx.task.kind, seedKey: `${ctx.task.kind}:page:${next.page}`, cursor: { ...next } }],
-  };
+  const successors: TaskSeed[] = [];
+  const following = next
+    ? { kind: ctx.task.kind, cursor: next }
+    : cursor.since
+      ? nextCatchUp(ctx.task.kind, cursor)
+      : undefined;
+  if (following)
+    successors.push({
+      kind: following.kind,
+      seedKey: pageKey(following.kind, following.cursor),
+      cursor: { ...following.cursor },
+    });
+  // Deals changed or added mid-run may carry mail the mail phase never listed: list theirs too.
+  if (cursor.since && ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail")) {
+    const deals = rows.filter((r) => !isRowErrorInfo(r.data)).map((r) => r.sourceId);
+    if (deals.length > 0)
+      successors.push({
+        kind: "mail",
+        seedKey: `mail:${pageKey("deals", cursor)}`,
+        cursor: { deals, index: 0 },
+      });
+  }
+  return { successors };
+}
+
+/** Where the catch-up chain goes once a list is exhausted: the kind's next list, else the next kind. */
+function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListCursor } | undefined {
+  const base = { page: 0, limit: c.limit, cursor: null, stripes: 1, since: c.since! };
+  if (c.list + 1 < (KIND_LISTS[kind]?.length ?? 0))
+    return { kind, cursor: { ...base, list: c.list + 1, chain: c.chain ?? [] } };
+  const [nextKind, ...chain] = c.chain ?? [];
+  return nextKind ? { kind: nextKind, cursor: { ...base, list: 0, chain } } : undefined;
+}
+
+/** A row whose update_time is unreadable is kept: parsing will fail it with a reason. */
+function changedSince(raw: unknown, since: string): boolean {
+  const v =
+    typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).update_time : undefined;
+  if (typeof v !== "string") return true;
+  const t = Date.parse(/[TZ+]/.test(v.slice(10)) ? v : `${v.replace(" ", "T")}Z`);
+  return Number.isNaN(t) || t >= Date.parse(since);
 }
 
 /**

@@ -24,7 +24,9 @@ export interface Deal {
   title: string;
   value: number | null;
   currency: string | null;
+  /** open, won, lost; "deleted" for a deal the source deleted (listed only when asked for). */
   status: string;
+  archived: boolean;
   person: string | null;
   organization: string | null;
   customFields: Record<string, unknown> | null;
@@ -36,6 +38,8 @@ export interface Lead {
   currency: string | null;
   person: string | null;
   organization: string | null;
+  archived: boolean;
+  customFields: Record<string, unknown> | null;
 }
 
 /** Activities and notes may point at a deal, a person, an organization and a lead at once. */
@@ -51,10 +55,12 @@ export interface Activity extends Parents {
   type: string;
   dueDate: string | null;
   done: boolean;
+  customFields: Record<string, unknown> | null;
 }
 
 export interface Note extends Parents {
   content: string;
+  customFields: Record<string, unknown> | null;
 }
 
 export interface Email {
@@ -83,9 +89,17 @@ export function parseCompany(raw: unknown): Company {
   checkCommon(r);
   return {
     name: text(r, "name", { required: true }),
-    address: text(r, "address"),
+    address: address(r),
     customFields: customFields(r),
   };
+}
+
+/** v1 sends the address as text; v2 as an object whose `value` is the formatted address. */
+function address(r: Record<string, unknown>): string | null {
+  const v = r.address;
+  if (typeof v === "object" && v !== null && !Array.isArray(v))
+    return text(v as Record<string, unknown>, "value");
+  return text(r, "address");
 }
 
 export function parsePerson(raw: unknown): Person {
@@ -116,7 +130,9 @@ export function parseDeal(raw: unknown): Deal {
     title: text(r, "title", { required: true }),
     value: number(r, "value"),
     currency: currency(r, "currency"),
-    status: text(r, "status") ?? "open",
+    // v2 flags a deleted deal with is_deleted; v1 said so in status. Either way it is kept, as deleted.
+    status: r.is_deleted === true ? "deleted" : (text(r, "status") ?? "open"),
+    archived: r.is_archived === true,
     person: ref(r, "person_id"),
     organization: ref(r, "org_id"),
     customFields: customFields(r),
@@ -133,16 +149,27 @@ export function parseLead(raw: unknown): Lead {
     currency: value ? currency(value, "currency") : null,
     person: ref(r, "person_id"),
     organization: ref(r, "organization_id") ?? ref(r, "org_id"),
+    archived: r.is_archived === true,
+    customFields: customFields(r),
   };
 }
 
 function parents(r: Record<string, unknown>): Parents {
   return {
     deal: ref(r, "deal_id"),
-    person: ref(r, "person_id"),
+    person: ref(r, "person_id") ?? primaryParticipant(r),
     organization: ref(r, "org_id"),
     lead: ref(r, "lead_id"),
   };
+}
+
+/** v2 activities name their persons in `participants`; the primary one stands for person_id when that is empty. */
+function primaryParticipant(r: Record<string, unknown>): string | null {
+  const list = r.participants;
+  if (!Array.isArray(list)) return null;
+  const entries = list.filter((p): p is Record<string, unknown> => typeof p === "object" && p !== null);
+  const pick = entries.find((p) => p.primary === true) ?? entries[0];
+  return pick ? ref(pick, "person_id") : null;
 }
 
 export function parseActivity(raw: unknown): Activity {
@@ -153,6 +180,7 @@ export function parseActivity(raw: unknown): Activity {
     type: text(r, "type") ?? "task",
     dueDate: day(r, "due_date"),
     done: bool(r, "done"),
+    customFields: customFields(r),
     ...parents(r),
   };
 }
@@ -160,7 +188,7 @@ export function parseActivity(raw: unknown): Activity {
 export function parseNote(raw: unknown): Note {
   const r = asObject(raw);
   checkCommon(r);
-  return { content: text(r, "content", { required: true }), ...parents(r) };
+  return { content: text(r, "content", { required: true }), customFields: customFields(r), ...parents(r) };
 }
 
 /** A mail list item is wrapped as {object, timestamp, data}; tolerate the bare message too. */

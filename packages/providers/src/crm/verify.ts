@@ -12,6 +12,7 @@ import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { ref, sourceId } from "./fields.js";
+import { CATCH_UP, items, KIND_LISTS, type SourceList, type V1Envelope, type V2Envelope } from "./lists.js";
 import { listMessages } from "./mail.js";
 import {
   parseActivity,
@@ -35,16 +36,6 @@ import {
  * Sampled rows are fetched one by one (`GET /v1/<kind>/:id`, a get call, 2 tokens each).
  */
 
-/** The lists walkPage reads (provider.ts), with the same parameters: activities need user_id=0. */
-const LISTS: Record<string, { path: string; params?: Record<string, string> }> = {
-  organizations: { path: "/v1/organizations" },
-  persons: { path: "/v1/persons" },
-  deals: { path: "/v1/deals" },
-  leads: { path: "/v1/leads" },
-  activities: { path: "/v1/activities", params: { user_id: "0" } },
-  notes: { path: "/v1/notes" },
-};
-
 const PAGE_LIMIT = 500;
 /** List pages fetched side by side once a kind has more than one. */
 const PAGES_AT_ONCE = 4;
@@ -54,11 +45,6 @@ const PAGES_AT_ONCE = 4;
  */
 const LIST_CONCURRENCY = 16;
 const GET_CONCURRENCY = 16;
-
-interface V1List {
-  data?: unknown[] | null;
-  additional_data?: { pagination?: { more_items_in_collection?: boolean } } | null;
-}
 
 type Obj = Record<string, unknown>;
 
@@ -109,13 +95,14 @@ const parentLinks = [
   link("lead", "leads", "lead_id"),
 ];
 const row = (kind: string) => (id: string) => ({ path: `/v1/${kind}/${encodeURIComponent(id)}` });
+const rowV2 = (kind: string) => (id: string) => ({ path: `/api/v2/${kind}/${encodeURIComponent(id)}` });
 
 /** The comparable fields per kind: what the writers (writers.ts) store, column by column. */
 export const COMPARED: Readonly<Record<string, KindCheck>> = {
   organizations: {
     table: "companies",
     select: "name, address, custom_fields",
-    fetch: row("organizations"),
+    fetch: rowV2("organizations"),
     parse: (raw) => parseCompany(raw) as unknown as Obj,
     fields: [text("name"), text("address"), text("customFields", "custom_fields")],
     matchedFields: [],
@@ -124,7 +111,7 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
   persons: {
     table: "contacts",
     select: "name, email, phone, custom_fields, company_id",
-    fetch: row("persons"),
+    fetch: rowV2("persons"),
     parse: (raw) => parsePerson(raw) as unknown as Obj,
     fields: [text("name"), text("email"), text("phone"), text("customFields", "custom_fields")],
     // A person matched to a contact the product already had is the same person by email only.
@@ -136,7 +123,7 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
   deals: {
     table: "deals",
     select: "title, value::text as value, currency, status, custom_fields, contact_id, company_id",
-    fetch: row("deals"),
+    fetch: rowV2("deals"),
     parse: (raw) => parseDeal(raw) as unknown as Obj,
     fields: [
       text("title"),
@@ -150,17 +137,23 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
   },
   leads: {
     table: "leads",
-    select: "title, value_amount::text as value_amount, value_currency, contact_id, company_id",
+    select:
+      "title, value_amount::text as value_amount, value_currency, custom_fields, contact_id, company_id",
     fetch: row("leads"),
     parse: (raw) => parseLead(raw) as unknown as Obj,
-    fields: [text("title"), money("amount", "value_amount"), text("currency", "value_currency")],
+    fields: [
+      text("title"),
+      money("amount", "value_amount"),
+      text("currency", "value_currency"),
+      text("customFields", "custom_fields"),
+    ],
     matchedFields: [],
     links: [link("person", "persons", "contact_id"), link("organization", "organizations", "company_id")],
   },
   activities: {
     table: "activities",
     select: "subject, type, due_date::text as due_date, done, deal_id, contact_id, company_id, lead_id",
-    fetch: row("activities"),
+    fetch: rowV2("activities"),
     parse: (raw) => parseActivity(raw) as unknown as Obj,
     fields: [text("subject"), text("type"), text("dueDate", "due_date"), text("done")],
     matchedFields: [],
@@ -211,19 +204,29 @@ export const crmVerifier: ProviderVerifier = {
     if (known) return known;
     const client = verifyClient(ctx);
     let ids: string[];
-    if (kind === "mail") {
+    if (kind === CATCH_UP) {
+      // Not a kind of row: its tasks write under the kinds they catch up.
+      ids = [];
+    } else if (kind === "mail") {
       const deals = (await crmVerifier.sourceIds(ctx, "deals")).filter((id) => sourceIdPattern.test(id));
       ids = await mailIds(ctx, client, deals);
     } else {
-      const list = LISTS[kind];
-      if (!list) throw new PermanentError(`crm provider has no kind "${kind}"`);
-      ids = await listIds(ctx, client, kind, list);
+      const lists = KIND_LISTS[kind];
+      if (!lists) throw new PermanentError(`crm provider has no kind "${kind}"`);
+      ids = [];
+      for (const [i, list] of lists.entries())
+        ids.push(
+          ...(await (list.api === "v2"
+            ? cursorIds(ctx, client, kind, i, list)
+            : listIds(ctx, client, kind, i, list))),
+        );
     }
     ctx.memo.set(memoKey, ids);
     return ids;
   },
 
   async compareSample(ctx, kind, entries) {
+    if (kind === CATCH_UP) return [];
     const check = COMPARED[kind];
     if (!check) throw new PermanentError(`crm provider has no kind "${kind}"`);
     if (entries.length === 0) return [];
@@ -290,6 +293,37 @@ function verifyClient(ctx: VerifyContext): SourceClient {
   return clientFor(ctx.run, baseUrl, ctx.pacer);
 }
 
+/** Walks a v2 list: cursor pages cannot be fetched side by side, so one after the other. */
+async function cursorIds(
+  ctx: VerifyContext,
+  client: SourceClient,
+  kind: string,
+  listIndex: number,
+  list: SourceList,
+): Promise<string[]> {
+  const ids: string[] = [];
+  let cursor: string | null = null;
+  for (let page = 0; ; page++) {
+    const at: string | null = cursor;
+    const body: V2Envelope | null = await withRetries(
+      () =>
+        client.getJson<V2Envelope>(
+          list.path,
+          { ...list.params, limit: PAGE_LIMIT, ...(at ? { cursor: at } : {}) },
+          "list",
+          ctx.signal,
+        ),
+      { signal: ctx.signal },
+    );
+    const rows = items(body);
+    // Named as walkPage names a row without a usable id, so the two compare.
+    ids.push(...rows.map((raw, j) => sourceId(raw) ?? `${kind}@${listIndex}:${page * PAGE_LIMIT + j}`));
+    const next: string | null | undefined = body?.additional_data?.next_cursor;
+    if (typeof next !== "string" || next === "" || next === at) return ids;
+    cursor = next;
+  }
+}
+
 /**
  * Walks a v1 list: the first page alone (most kinds fit in one page of 500), then PAGES_AT_ONCE
  * pages side by side until a page says there is no more — at most PAGES_AT_ONCE - 1 list calls
@@ -299,19 +333,25 @@ async function listIds(
   ctx: VerifyContext,
   client: SourceClient,
   kind: string,
-  list: { path: string; params?: Record<string, string> },
+  listIndex: number,
+  list: SourceList,
 ): Promise<string[]> {
   const page = async (index: number) => {
     const start = index * PAGE_LIMIT;
     const body = await withRetries(
       () =>
-        client.getJson<V1List>(list.path, { ...list.params, start, limit: PAGE_LIMIT }, "list", ctx.signal),
+        client.getJson<V1Envelope>(
+          list.path,
+          { ...list.params, start, limit: PAGE_LIMIT },
+          "list",
+          ctx.signal,
+        ),
       { signal: ctx.signal },
     );
-    const items = Array.isArray(body?.data) ? body.data : [];
+    const rows = items(body);
     const more = body?.additional_data?.pagination?.more_items_in_collection === true;
     // Named as walkPage names a row without a usable id, so the two compare.
-    return { ids: items.map((raw, j) => sourceId(raw) ?? `${kind}@${start + j}`), more };
+    return { ids: rows.map((raw, j) => sourceId(raw) ?? `${kind}@${listIndex}:${start + j}`), more };
   };
   const first = await page(0);
   const ids = [...first.ids];

@@ -19,10 +19,45 @@ import {
 
 export const NOT_LINKED = "not linked to any record";
 
-export async function writeCompany(tx: Tx, tenantId: string, c: Company): Promise<RowResult> {
+/**
+ * The record the ledger already points to for this source row, when the row is being applied again
+ * (the catch-up pass): the writer then updates it in place instead of creating a second one.
+ */
+export type Existing = number | undefined;
+
+async function updated(
+  tx: Tx,
+  table:
+    | typeof companies
+    | typeof contacts
+    | typeof deals
+    | typeof leads
+    | typeof activities
+    | typeof productNotes,
+  tenantId: string,
+  recordId: number,
+  recordType: string,
+  values: Record<string, unknown>,
+): Promise<RowResult> {
+  await tx
+    .update(table)
+    .set({ ...values, updatedAt: new Date() })
+    .where(and(eq(table.id, recordId), eq(table.tenantId, tenantId)));
+  return { action: "updated", recordType, recordId };
+}
+
+export async function writeCompany(
+  tx: Tx,
+  tenantId: string,
+  c: Company,
+  _parents?: ParentMap,
+  existing?: Existing,
+): Promise<RowResult> {
+  const values = { name: c.name, address: c.address, customFields: c.customFields };
+  if (existing !== undefined) return updated(tx, companies, tenantId, existing, "company", values);
   const [row] = await tx
     .insert(companies)
-    .values({ tenantId, name: c.name, address: c.address, customFields: c.customFields })
+    .values({ tenantId, ...values })
     .returning({ id: companies.id });
   return { action: "created", recordType: "company", recordId: row!.id };
 }
@@ -36,7 +71,18 @@ export async function writePerson(
   tenantId: string,
   p: Person,
   parents: ParentMap,
+  existing?: Existing,
 ): Promise<RowResult> {
+  if (existing !== undefined) {
+    const companyId = parents.get("organizations", p.organization) ?? null;
+    return updated(tx, contacts, tenantId, existing, "contact", {
+      name: p.name,
+      email: p.email,
+      phone: p.phone,
+      companyId,
+      customFields: p.customFields,
+    });
+  }
   if (p.email) {
     // Two persons sharing an email, written at once by two tasks, would each find no contact and
     // each create one. A transaction lock on (tenant, email) makes the second wait for the first's
@@ -73,34 +119,51 @@ export async function writePerson(
   };
 }
 
-export async function writeDeal(tx: Tx, tenantId: string, d: Deal, parents: ParentMap): Promise<RowResult> {
+export async function writeDeal(
+  tx: Tx,
+  tenantId: string,
+  d: Deal,
+  parents: ParentMap,
+  existing?: Existing,
+): Promise<RowResult> {
+  const values = {
+    title: d.title,
+    value: d.value === null ? null : d.value.toFixed(2),
+    currency: d.currency,
+    status: d.status,
+    archived: d.archived,
+    contactId: parents.get("persons", d.person) ?? null,
+    companyId: parents.get("organizations", d.organization) ?? null,
+    customFields: d.customFields,
+  };
+  if (existing !== undefined) return updated(tx, deals, tenantId, existing, "deal", values);
   const [row] = await tx
     .insert(deals)
-    .values({
-      tenantId,
-      title: d.title,
-      value: d.value === null ? null : d.value.toFixed(2),
-      currency: d.currency,
-      status: d.status,
-      contactId: parents.get("persons", d.person) ?? null,
-      companyId: parents.get("organizations", d.organization) ?? null,
-      customFields: d.customFields,
-    })
+    .values({ tenantId, ...values })
     .returning({ id: deals.id });
   return { action: "created", recordType: "deal", recordId: row!.id };
 }
 
-export async function writeLead(tx: Tx, tenantId: string, l: Lead, parents: ParentMap): Promise<RowResult> {
+export async function writeLead(
+  tx: Tx,
+  tenantId: string,
+  l: Lead,
+  parents: ParentMap,
+  existing?: Existing,
+): Promise<RowResult> {
+  const values = {
+    title: l.title,
+    valueAmount: l.amount === null ? null : l.amount.toFixed(2),
+    valueCurrency: l.currency,
+    archived: l.archived,
+    contactId: parents.get("persons", l.person) ?? null,
+    companyId: parents.get("organizations", l.organization) ?? null,
+    customFields: l.customFields,
+  };
+  if (existing !== undefined) return updated(tx, leads, tenantId, existing, "lead", values);
   const [row] = await tx
     .insert(leads)
-    .values({
-      tenantId,
-      title: l.title,
-      valueAmount: l.amount === null ? null : l.amount.toFixed(2),
-      valueCurrency: l.currency,
-      contactId: parents.get("persons", l.person) ?? null,
-      companyId: parents.get("organizations", l.organization) ?? null,
-    })
+    .values({ tenantId, ...values })
     .returning({ id: leads.id });
   return { action: "created", recordType: "lead", recordId: row!.id };
 }
@@ -111,22 +174,40 @@ export async function writeActivity(
   tenantId: string,
   a: Activity,
   parents: ParentMap,
+  existing?: Existing,
 ): Promise<RowResult> {
   const links = linkedIds(parents, a);
+  const values = {
+    subject: a.subject,
+    type: a.type,
+    dueDate: a.dueDate,
+    done: a.done,
+    customFields: a.customFields,
+    ...links,
+  };
+  if (existing !== undefined) return updated(tx, activities, tenantId, existing, "activity", values);
   if (!Object.values(links).some((v) => v !== null)) return { action: "skipped", reason: NOT_LINKED };
   const [row] = await tx
     .insert(activities)
-    .values({ tenantId, subject: a.subject, type: a.type, dueDate: a.dueDate, done: a.done, ...links })
+    .values({ tenantId, ...values })
     .returning({ id: activities.id });
   return { action: "created", recordType: "activity", recordId: row!.id };
 }
 
-export async function writeNote(tx: Tx, tenantId: string, n: Note, parents: ParentMap): Promise<RowResult> {
+export async function writeNote(
+  tx: Tx,
+  tenantId: string,
+  n: Note,
+  parents: ParentMap,
+  existing?: Existing,
+): Promise<RowResult> {
   const links = linkedIds(parents, n);
+  const values = { content: n.content, customFields: n.customFields, ...links };
+  if (existing !== undefined) return updated(tx, productNotes, tenantId, existing, "note", values);
   if (!Object.values(links).some((v) => v !== null)) return { action: "skipped", reason: NOT_LINKED };
   const [row] = await tx
     .insert(productNotes)
-    .values({ tenantId, content: n.content, ...links })
+    .values({ tenantId, ...values })
     .returning({ id: productNotes.id });
   return { action: "created", recordType: "note", recordId: row!.id };
 }

@@ -1,0 +1,116 @@
+import { describe, expect, it } from "vitest";
+import { get, type Json, sandbox, walk, walkCursor } from "./helpers.js";
+
+const SIZES = { organizations: 80, persons: 150, deals: 300, leads: 200, activities: 120, notes: 90 };
+const ids = (rows: Json[]) => rows.map((r) => String(r.id));
+const sorted = (a: string[]) => [...a].sort((x, y) => x.length - y.length || (x < y ? -1 : x > y ? 1 : 0));
+
+describe("v2 cursor lists", () => {
+  it("walk every organization, person and activity once with plain ids and RFC 3339 times", async () => {
+    const s = await sandbox({ seed: 3, ...SIZES });
+    const truth = s.truth();
+    for (const kind of ["organizations", "persons", "activities"] as const) {
+      const rows = await walkCursor(s, `/api/v2/${kind}`, 37);
+      expect(ids(rows), kind).toEqual(truth.kinds[kind].ids);
+      for (const r of rows) {
+        expect(String(r.add_time), kind).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
+        for (const key of ["org_id", "person_id", "owner_id", "deal_id"])
+          if (key in r) expect(r[key] === null || typeof r[key] === "number", `${kind}.${key}`).toBe(true);
+        expect(typeof r.custom_fields, kind).toBe("object");
+      }
+    }
+  });
+
+  it("show a person without email as [] in v2 and as one empty primary entry in v1", async () => {
+    const s = await sandbox({ seed: 3, ...SIZES });
+    const without = s.truth(["persons"]).kinds.persons.withoutEmail[0]!;
+    const v2 = await get(s, `/api/v2/persons/${without}`);
+    expect((v2.body.data as Json).emails).toEqual([]);
+    const v1 = await get(s, `/v1/persons/${without}`);
+    expect((v1.body.data as Json).email).toEqual([{ value: "", primary: true }]);
+  });
+
+  it("list deleted deals only when status asks for them, and archived deals only in the archived list", async () => {
+    const s = await sandbox({ seed: 3, ...SIZES, archivedRate: 0.1, deletedDealRate: 0.1 });
+    const truth = s.truth(["deals"]).kinds.deals;
+    expect(truth.archived.length).toBeGreaterThan(0);
+    expect(truth.deleted.length).toBeGreaterThan(0);
+    const normal = ids(await walkCursor(s, "/api/v2/deals", 100));
+    const withDeleted = await walkCursor(s, "/api/v2/deals?status=open,won,lost,deleted", 100);
+    const archived = ids(await walkCursor(s, "/api/v2/deals/archived", 100));
+    expect(normal.filter((id) => truth.deleted.includes(id) || truth.archived.includes(id))).toEqual([]);
+    expect(withDeleted.filter((r) => r.is_deleted === true).map((r) => String(r.id))).toEqual(truth.deleted);
+    expect(archived).toEqual(truth.archived);
+    expect(sorted([...ids(withDeleted), ...archived])).toEqual(truth.ids);
+  });
+
+  it("lists archived leads only under /v1/leads/archived, with UUID ids", async () => {
+    const s = await sandbox({ seed: 3, ...SIZES, archivedRate: 0.1 });
+    const truth = s.truth(["leads"]).kinds.leads;
+    const live = ids(await walk(s, "/v1/leads", 50));
+    const archived = ids(await walk(s, "/v1/leads/archived", 50));
+    expect(archived).toEqual(truth.archived);
+    expect(new Set([...live, ...archived])).toEqual(new Set(truth.ids));
+    expect(live.filter((id) => archived.includes(id))).toEqual([]);
+    expect(live[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+});
+
+describe("mail bodies", () => {
+  it("come with the per-deal list only where the account honours include_body", async () => {
+    for (const listIncludeBody of [1, 0]) {
+      const s = await sandbox({ seed: 3, deals: 20, mailPerDealMax: 5, listIncludeBody });
+      const deal = s.truth(["mail"]).kinds.mail.heavyDeals[0] ?? "1";
+      const list = await get(s, `/v1/deals/${deal}/mailMessages?include_body=1`);
+      const items = list.body.data as Json[];
+      expect(items[0]).toMatchObject({ object: "mailMessage" });
+      const bodies = items.map((w) => "body" in (w.data as Json));
+      expect(bodies.every((b) => b === (listIncludeBody === 1))).toBe(true);
+      const one = await get(s, `/v1/mailbox/mailMessages/${(items[0]!.data as Json).id}?include_body=1`);
+      expect("body" in (one.body.data as Json)).toBe(true);
+    }
+  });
+});
+
+describe("changes during a run", () => {
+  it("edit and add rows after they apply, visible through updated_since and in the truth", async () => {
+    const s = await sandbox({ seed: 3, ...SIZES, changeEdits: 4, changeAdds: 3 });
+    const before = new Date().toISOString();
+    expect(ids(await walkCursor(s, `/api/v2/deals?updated_since=${before}`, 100))).toEqual([]);
+    expect((await fetch(`${s.url}/__sandbox/changes`, { method: "POST" })).status).toBe(200);
+    const truth = s.truth(["deals", "notes"]).kinds;
+    expect(truth.deals.edited).toHaveLength(4);
+    expect(truth.deals.added).toEqual(["301", "302", "303"]);
+    expect(truth.deals.ids).toHaveLength(303);
+    const changed = await walkCursor(
+      s,
+      `/api/v2/deals?status=open,won,lost,deleted&updated_since=${before}`,
+      2,
+    );
+    const archived = await walkCursor(s, `/api/v2/deals/archived?updated_since=${before}`, 2);
+    expect(sorted([...ids(changed), ...ids(archived)])).toEqual(
+      sorted([...truth.deals.edited, ...truth.deals.added]),
+    );
+    for (const r of changed)
+      if (truth.deals.edited.includes(String(r.id))) expect(String(r.title)).toMatch(/\(edited\)$/);
+    // v1 lists have no updated_since: the change shows in update_time.
+    const notes = await walk(s, "/v1/notes", 500);
+    expect(
+      notes.filter((n) => String(n.update_time) >= before.slice(0, 10)).map((n) => String(n.id)),
+    ).toEqual(sorted([...truth.notes.edited, ...truth.notes.added]));
+  });
+});
+
+describe("changes after a number of requests", () => {
+  it("apply by themselves once the sandbox has served that many API requests, and only once", async () => {
+    const s = await sandbox({ seed: 4, ...SIZES, changeEdits: 2, changeAdds: 1, changesAfterRequests: 3 });
+    expect(s.truth(["persons"]).kinds.persons.ids).toHaveLength(150);
+    for (let i = 0; i < 2; i++) await get(s, "/api/v2/persons?limit=1");
+    expect(s.truth(["persons"]).kinds.persons.added).toEqual([]);
+    await get(s, "/api/v2/persons?limit=1");
+    const truth = s.truth(["persons"]).kinds.persons;
+    expect(truth.added).toEqual(["151"]);
+    expect(truth.edited).toHaveLength(2);
+    expect(s.applyChanges()).toBe(false);
+  });
+});

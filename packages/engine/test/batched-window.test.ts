@@ -1,0 +1,174 @@
+import type { Tx } from "@drover/db";
+import type { BatchWriter, SourceRow } from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  claimTask,
+  MAX_SAVEPOINTS_PER_TRANSACTION,
+  SavepointLimitError,
+  toRunInfo,
+  writeBatches,
+  writeRows,
+} from "../src/index.js";
+import { companyWriter, type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
+
+let h: Harness;
+beforeAll(async () => {
+  h = await openHarness();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+type Company = { name: string | null };
+
+/** One multi-row insert per window; a null name violates NOT NULL and fails the whole statement. */
+function companyBatch(tenant: string, calls: { batches: number; rows: number }): BatchWriter<Company> {
+  return {
+    async writeBatch(tx: Tx, rows) {
+      calls.batches++;
+      const ids = await tx.execute<{ id: string }>(sql`
+        insert into app.companies (tenant_id, name)
+        select ${tenant}, n from unnest(${sql.param(rows.map((r) => r.data.name))}::text[]) with ordinality as u(n, i)
+        order by i
+        returning id`);
+      return ids.map((r) => ({ action: "created" as const, recordType: "company", recordId: Number(r.id) }));
+    },
+    async writeRow(tx, row, sourceId) {
+      calls.rows++;
+      return companyWriter(tx, row, sourceId);
+    },
+  };
+}
+
+function rowsOf(n: number, prefix: string, bad: (i: number) => boolean = () => false): SourceRow<Company>[] {
+  return Array.from({ length: n }, (_, i) => ({
+    sourceId: `${prefix}${i}`,
+    data: { name: bad(i) ? null : `${prefix} ${i}` },
+  }));
+}
+
+async function claimed(run: Awaited<ReturnType<typeof insertRun>>, extra: Record<string, unknown> = {}) {
+  const t = await insertTask(h.db, run.id);
+  const c = (await claimTask(h.db, t.id, `w/${t.id}`))!;
+  return {
+    db: h.db,
+    run: toRunInfo(run),
+    task: {
+      id: c.id,
+      kind: "companies",
+      phase: 0,
+      cursor: c.cursor,
+      processedOffset: 0,
+      attempts: c.attempts,
+    },
+    claimToken: c.lockedBy!,
+    notesCap: 1000,
+    stopRequested: async () => false,
+    ...extra,
+  };
+}
+
+async function one<T>(query: ReturnType<typeof sql>): Promise<T> {
+  const [r] = await h.db.execute<Record<string, unknown>>(query);
+  return r as T;
+}
+
+describe("batched windows", () => {
+  it("a clean window is one batch and one ledger claim, with the checkpoint in its transaction", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run);
+    const calls = { batches: 0, rows: 0 };
+    const summary = await writeBatches(deps, rowsOf(120, "ok-"), companyBatch(run.tenantId, calls), {
+      windowSize: 50,
+    });
+    expect(summary).toMatchObject({ attempted: 120, created: 120, failed: 0 });
+    expect(calls).toEqual({ batches: 3, rows: 0 });
+    const ledger = await one<{ n: number }>(
+      sql`select count(*)::int as n from drover.ledger where run_id = ${run.id}`,
+    );
+    expect(ledger.n).toBe(120);
+    const task = await one<{ processed_offset: number; rows_read: string; rows_written: string }>(
+      sql`select processed_offset, rows_read, rows_written from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task).toMatchObject({ processed_offset: 120, rows_read: "120", rows_written: "120" });
+  });
+
+  it("a window holding one bad row loses only that row; the rest commits through the per-row fallback", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run);
+    const calls = { batches: 0, rows: 0 };
+    const rows = rowsOf(100, "bad-", (i) => i === 73);
+    const summary = await writeBatches(deps, rows, companyBatch(run.tenantId, calls), { windowSize: 50 });
+    expect(summary).toMatchObject({ attempted: 100, created: 99, failed: 1 });
+    // The first window went through as a batch; only the second was written again row by row.
+    expect(calls).toEqual({ batches: 2, rows: 50 });
+    const notes = await h.db.execute<{ subject_id: string; reason: string }>(
+      sql`select subject_id, reason from drover.notes where run_id = ${run.id} and level = 'error'`,
+    );
+    expect(notes.map((n) => n.subject_id)).toEqual(["bad-73"]);
+    expect(notes[0]!.reason).toMatch(/23502/);
+    const ledger = await one<{ n: number; distinct_ids: number }>(
+      sql`select count(*)::int as n, count(distinct source_id)::int as distinct_ids from drover.ledger where run_id = ${run.id}`,
+    );
+    expect(ledger).toEqual({ n: 99, distinct_ids: 99 });
+    expect(deps.task.processedOffset).toBe(100);
+  });
+
+  it("a window whose ledger slots are partly taken is rewritten row by row, undoing only the taken rows", async () => {
+    const first = await insertRun(h.db);
+    const rows = rowsOf(40, `dup-${first.id.slice(0, 6)}-`);
+    await writeRows(await claimed(first), rows.slice(0, 10), companyWriter);
+    await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
+    const second = await insertRun(h.db, { tenantId: first.tenantId });
+    const calls = { batches: 0, rows: 0 };
+    const before = await one<{ n: number }>(sql`select count(*)::int as n from app.companies`);
+    const summary = await writeBatches(await claimed(second), rows, companyBatch(first.tenantId, calls), {
+      windowSize: 40,
+    });
+    expect(summary).toMatchObject({ attempted: 40, created: 30, alreadyHere: 10 });
+    const after = await one<{ n: number }>(sql`select count(*)::int as n from app.companies`);
+    expect(after.n - before.n).toBe(30);
+  });
+
+  it("never opens more than 64 savepoints in one transaction, even when every window falls back", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run);
+    const perTransaction = new Map<string, number>();
+    const calls = { batches: 0, rows: 0 };
+    const batch = companyBatch(run.tenantId, calls);
+    const counting: BatchWriter<Company> = {
+      writeBatch: batch.writeBatch,
+      async writeRow(tx, row, id) {
+        // txid_current() inside a savepoint is the top-level transaction's id.
+        const [x] = await tx.execute<{ xid: string }>(sql`select txid_current()::text as xid`);
+        perTransaction.set(x!.xid, (perTransaction.get(x!.xid) ?? 0) + 1);
+        return batch.writeRow(tx, row, id);
+      },
+    };
+    // Windows of 500 rows, each with a bad row: 1,000 rows written through savepoints.
+    const rows = rowsOf(1000, "sp-", (i) => i % 500 === 7);
+    const summary = await writeBatches(deps, rows, counting, { windowSize: 500 });
+    expect(summary).toMatchObject({ created: 998, failed: 2 });
+    expect([...perTransaction.values()].reduce((a, b) => a + b, 0)).toBe(1000);
+    expect(Math.max(...perTransaction.values())).toBeLessThanOrEqual(MAX_SAVEPOINTS_PER_TRANSACTION);
+  });
+
+  it("refuses a per-row window larger than the savepoint limit instead of overflowing the cache", async () => {
+    const run = await insertRun(h.db);
+    await expect(
+      writeRows(await claimed(run, { windowSize: 65 }), rowsOf(70, "big-"), companyWriter),
+    ).rejects.toBeInstanceOf(SavepointLimitError);
+    await expect(
+      writeBatches(
+        await claimed(run, { savepointLimit: 10 }),
+        rowsOf(30, "small-", (i) => i === 3),
+        companyBatch(run.tenantId, { batches: 0, rows: 0 }),
+      ),
+    ).rejects.toBeInstanceOf(SavepointLimitError);
+    const written = await one<{ n: number }>(
+      sql`select count(*)::int as n from drover.ledger where run_id = ${run.id}`,
+    );
+    expect(written.n).toBe(0);
+  });
+});

@@ -1,0 +1,95 @@
+import type { Queryable } from "@drover/db";
+import { PermanentError, type RowResult, type WritableRow } from "@drover/provider-sdk";
+import { type SQL, sql } from "drizzle-orm";
+import { keyDestination, type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
+import type { SourceRecord } from "./source-table.js";
+
+/** The destination's columns as the writer needs them: each mapped column and the type to cast its text to. */
+export interface DestinationShape {
+  /** Destination columns in mapping order, with their types as `"schema"."type"`. */
+  columns: { name: string; type: string }[];
+  /** The ON CONFLICT target: the tenant column (if any) and the key's column. */
+  conflict: string[];
+}
+
+/**
+ * Reads the destination's columns from information_schema and checks that every mapped column and
+ * the tenant column exist, and that a unique index covers exactly the conflict target (what makes a
+ * rewrite an update instead of a duplicate, invariant 2 without a ledger).
+ */
+export async function destinationShape(q: Queryable, config: PgTableConfig): Promise<DestinationShape> {
+  const { schema, name } = config.destination;
+  const rows = await q.execute<{ column_name: string; udt_schema: string; udt_name: string }>(sql`
+    select column_name, udt_schema, udt_name from information_schema.columns
+     where table_schema = ${schema} and table_name = ${name}`);
+  if (rows.length === 0) throw new PermanentError(`destination table ${schema}.${name} does not exist`);
+  const types = new Map(
+    rows.map((r) => [r.column_name, `${quoteIdent(r.udt_schema)}.${quoteIdent(r.udt_name)}`]),
+  );
+  const wanted = [...config.mapping.keys(), ...(config.tenantColumn ? [config.tenantColumn] : [])];
+  const missing = wanted.filter((c) => !types.has(c));
+  if (missing.length > 0)
+    throw new PermanentError(`destination table ${schema}.${name} has no column(s) ${missing.join(", ")}`);
+  const conflict = [...(config.tenantColumn ? [config.tenantColumn] : []), keyDestination(config)];
+  const [unique] = await q.execute<{ ok: boolean }>(sql`
+    select exists (
+      select 1 from pg_index i
+       where i.indrelid = to_regclass(${quoteQualified(config.destination)}) and i.indisunique and i.indpred is null
+         and (select array_agg(a.attname::text order by a.attname::text) from pg_attribute a
+               where a.attrelid = i.indrelid and a.attnum = any(i.indkey)) = ${sql.param([...conflict].sort())}::text[]
+    ) as ok`);
+  if (!unique?.ok)
+    throw new PermanentError(
+      `destination table ${schema}.${name} needs a unique index on (${conflict.join(", ")}): rewrites must be idempotent upserts`,
+    );
+  return { columns: [...config.mapping.keys()].map((c) => ({ name: c, type: types.get(c)! })), conflict };
+}
+
+/**
+ * The window's upsert, one statement whatever its size: the rows arrive as one text array per
+ * column, each cast to its destination type, and a row whose key is already there is overwritten.
+ * `xmax = 0` tells a fresh insert from an overwrite. Returned rows are matched back by key, since
+ * RETURNING promises no order.
+ */
+export async function upsertRecords(
+  q: Queryable,
+  config: PgTableConfig,
+  shape: DestinationShape,
+  tenantId: string,
+  rows: readonly WritableRow<SourceRecord>[],
+): Promise<RowResult[]> {
+  const keyColumn = keyDestination(config);
+  const keyIndex = shape.columns.findIndex((c) => c.name === keyColumn);
+  const arrays = shape.columns.map((_, i) => rows.map((r) => r.data.values[i] ?? null));
+  const unnestArgs = sql.join(
+    arrays.map((a) => sql`${sql.param(a)}::text[]`),
+    sql`, `,
+  );
+  const aliases = shape.columns.map((_, i) => `c${i}`).join(", ");
+  const target: string[] = [];
+  const values: SQL[] = [];
+  if (config.tenantColumn) {
+    target.push(quoteIdent(config.tenantColumn));
+    values.push(sql`${tenantId}::text`);
+  }
+  shape.columns.forEach((c, i) => {
+    target.push(quoteIdent(c.name));
+    values.push(sql.raw(`u.c${i}::${c.type}`));
+  });
+  const updatable = shape.columns.filter((c) => !shape.conflict.includes(c.name));
+  const set = (updatable.length > 0 ? updatable : [{ name: keyColumn }])
+    .map((c) => `${quoteIdent(c.name)} = excluded.${quoteIdent(c.name)}`)
+    .join(", ");
+  const returned = await q.execute<{ k: string; inserted: boolean }>(sql`
+    insert into ${sql.raw(quoteQualified(config.destination))} (${sql.raw(target.join(", "))})
+    select ${sql.join(values, sql`, `)}
+      from unnest(${unnestArgs}) as u(${sql.raw(aliases)})
+    on conflict (${sql.raw(shape.conflict.map(quoteIdent).join(", "))}) do update set ${sql.raw(set)}
+    returning ${sql.raw(quoteIdent(keyColumn))}::text as k, (xmax = 0) as inserted`);
+  const inserted = new Map(returned.map((r) => [r.k, r.inserted]));
+  return rows.map((r) => {
+    const was = inserted.get(r.data.values[keyIndex] ?? "");
+    if (was === undefined) throw new PermanentError(`the upsert returned no row for key ${r.sourceId}`);
+    return { action: "upserted", replaced: !was };
+  });
+}

@@ -1,0 +1,112 @@
+import {
+  type BatchWriter,
+  PermanentError,
+  type Provider,
+  type SourceRow,
+  type TaskContext,
+  type TaskResult,
+} from "@drover/provider-sdk";
+import { connectionProblem, parsePgTableSettings, runConfig } from "./config.js";
+import { type DestinationShape, destinationShape, upsertRecords } from "./destination-table.js";
+import { PG_TABLE_KIND, slotSeeds } from "./slots.js";
+import {
+  checkSourceTable,
+  readPage,
+  type SlotCursor,
+  type SourceRecord,
+  sourceDatabase,
+} from "./source-table.js";
+import { pgTableVerifier } from "./verify.js";
+
+/**
+ * pg-table: copies a large Postgres table (seed 003's room_events: ULID id, room id, JSON data) into
+ * a destination table of the product database, one task per time slot. No ledger: the destination
+ * is keyed by the source id, so a rewrite after a crash is an idempotent upsert, and each task
+ * counts the rows it read and wrote.
+ */
+export const pgTableProvider: Provider = {
+  name: "pg-table",
+  phases: [[PG_TABLE_KIND]],
+  ledger: "none",
+  verifier: pgTableVerifier,
+
+  validateConfig({ apiToken, settings }) {
+    const problem = connectionProblem(apiToken);
+    if (problem) return problem;
+    const parsed = parsePgTableSettings(settings);
+    return typeof parsed === "string" ? parsed : undefined;
+  },
+
+  async seedPhase(ctx) {
+    const config = runConfig(ctx.run);
+    // The destination is in the product database: checked now, so a wrong name fails the start.
+    await destinationShape(ctx.tx, config);
+    return slotSeeds(config);
+  },
+
+  runTask: copySlot,
+};
+
+/**
+ * Walks the slot by keyset from the checkpoint's last_id, a page at a time (the next page read
+ * while this one is written), and writes each page in windows of one upsert. Each window's
+ * checkpoint is the last key it wrote, so a retry or a resume reads on right after it: no row is
+ * read twice once committed, and none is skipped. An empty slot is one query.
+ */
+async function copySlot(ctx: TaskContext): Promise<TaskResult> {
+  const config = runConfig(ctx.run);
+  if (ctx.task.kind !== PG_TABLE_KIND) throw new PermanentError(`pg-table has no kind "${ctx.task.kind}"`);
+  const source = sourceDatabase(ctx.run.secret);
+  await checkSourceTable(source, config);
+  const slot = { from: Number(ctx.task.cursor.from), to: Number(ctx.task.cursor.to) };
+  const tenantId = ctx.run.tenantId;
+
+  let shape: DestinationShape | undefined;
+  const writer: BatchWriter<SourceRecord> = {
+    async writeBatch(tx, rows) {
+      shape ??= await destinationShape(tx, config);
+      return upsertRecords(tx, config, shape, tenantId, rows);
+    },
+    async writeRow(tx, row, sourceId) {
+      shape ??= await destinationShape(tx, config);
+      const [result] = await upsertRecords(tx, config, shape, tenantId, [{ sourceId, data: row }]);
+      return result!;
+    },
+  };
+  const cursorAfter = (row: SourceRow<SourceRecord>): Record<string, unknown> => {
+    const time = (row.data as SourceRecord).time;
+    return {
+      ...slot,
+      lastId: row.sourceId,
+      ...(config.timeColumn && time !== null ? { lastTime: time } : {}),
+    };
+  };
+
+  const start = ctx.task.cursor as unknown as SlotCursor;
+  let next = readPage(source, config, start, config.pageSize);
+  for (;;) {
+    ctx.signal.throwIfAborted();
+    const page = await next;
+    if (page.length === 0) break;
+    const more = page.length === config.pageSize;
+    if (more) {
+      const last = page[page.length - 1]!;
+      next = readPage(
+        source,
+        config,
+        { ...slot, lastId: last.id, ...(last.time !== null ? { lastTime: last.time } : {}) },
+        config.pageSize,
+      );
+      // Awaited on the next turn; until then a failure must not count as unhandled.
+      next.catch(() => {});
+    }
+    await ctx.writeBatches(
+      page.map((r) => ({ sourceId: r.id, data: r })),
+      writer,
+      { windowSize: config.windowSize, cursorAfter },
+    );
+    ctx.working();
+    if (!more) break;
+  }
+  return {};
+}
