@@ -1,8 +1,8 @@
 import { type Dashboard, loadDashboardConfig, startDashboard } from "@drover/dashboard";
 import { RunStatus } from "@drover/proto";
-import { createLogger } from "@drover/telemetry";
+import { createLogger, metrics } from "@drover/telemetry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cluster, startCluster, untilFinished } from "../support/in-process.js";
+import { type Cluster, startCluster, until, untilFinished } from "../support/in-process.js";
 
 /**
  * The dashboard's API against a live coordinator: it keeps no credential, forwards the operator's
@@ -150,6 +150,24 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     expect(Date.parse(points[1]?.at ?? points[0]!.at) - Date.parse(points[0]!.at)).toBe(
       points.length > 1 ? (body.bucketSeconds as number) * 1000 : 0,
     );
+  });
+
+  it("ends the coordinator's watch when the page goes away", async () => {
+    const run = await c.start("leaving-tenant", ["organizations"]);
+    const open = () => metrics.collect().find((m) => m.name === "drover_dashboard_live_streams")!;
+    const streams = () => [...open().series.values()][0]?.value ?? 0;
+    const page = new AbortController();
+    const res = await fetch(new URL(`/api/runs/${run.id}/events`, dashboard.url), {
+      headers: { authorization: `Bearer ${c.tokens.admin}` },
+      signal: page.signal,
+    });
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toMatch(/^event: run\n/);
+    expect(streams()).toBe(1);
+    page.abort();
+    await until(() => streams() === 0, 10_000, "the live stream to close");
+    await c.client.stopRun({ runId: run.id });
   });
 
   it("serves the page under a policy that refuses inline and foreign scripts", async () => {

@@ -56,6 +56,7 @@ const STATUSES = new Set(["pending", "running", "stopping", "stopped", "succeede
  */
 const NOTES_EVERY_MS = 1_000;
 const CALL_DEADLINE_MS = 15_000;
+const KEEP_ALIVE_MS = 15_000;
 
 class HttpProblem extends Error {
   constructor(readonly problem: Problem) {
@@ -163,7 +164,8 @@ export async function startDashboard(
     const abort = new AbortController();
     streams.add(abort);
     liveStreams.inc({});
-    req.on("close", () => abort.abort());
+    // The response closes when the page goes away (or the stream ends): the watch ends with it.
+    res.on("close", () => abort.abort());
     res.writeHead(200, {
       ...SECURITY_HEADERS,
       "content-type": "text/event-stream; charset=utf-8",
@@ -174,6 +176,11 @@ export async function startDashboard(
     const send = (event: string, data: unknown) => {
       if (!res.writableEnded) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     };
+    // WatchRun says nothing while a run waits (parked on a 429, say); proxies close a silent
+    // connection, so a comment line goes out now and then.
+    const keepAlive = setInterval(() => {
+      if (!res.writableEnded) res.write(": keep-alive\n\n");
+    }, KEEP_ALIVE_MS);
     let lastNotes = "";
     let lastNoted = -1;
     let notesAt = 0;
@@ -206,6 +213,7 @@ export async function startDashboard(
     } catch (err) {
       if (!abort.signal.aborted) send("problem", { message: problemFor(err, coordinator).message });
     } finally {
+      clearInterval(keepAlive);
       streams.delete(abort);
       liveStreams.dec({});
       res.end();
