@@ -21,7 +21,10 @@ const HOSTILE_ACCOUNT = `acme<img src=x onerror="window.__xss=1">`;
  * for Node, and the page's policy forbids evaluating strings).
  */
 interface InPage {
-  document: { querySelector(selector: string): { getAttribute(name: string): string | null } | null };
+  document: {
+    querySelector(selector: string): { getAttribute(name: string): string | null } | null;
+    querySelectorAll(selector: string): Iterable<{ textContent: string | null }>;
+  };
   __xss?: number;
 }
 
@@ -35,15 +38,17 @@ beforeAll(async () => {
     workers: 1,
     laneWidth: 2,
     dashboard: true,
+    // About a minute of work for one worker, so the run is still going however slowly the page
+    // is driven on a loaded machine; the test stops it long before.
     sandbox: {
-      organizations: 300,
-      persons: 600,
-      deals: 400,
-      leads: 100,
-      activities: 300,
-      notes: 300,
+      organizations: 1000,
+      persons: 3000,
+      deals: 1500,
+      leads: 300,
+      activities: 1500,
+      notes: 1500,
       "mail-per-deal-max": 2,
-      "latency-ms": 80,
+      "latency-ms": 100,
       "malformed-rate": 0.03,
     },
   });
@@ -113,6 +118,24 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     expect(await page.locator("#main img").count()).toBe(0);
     // Malformed rows of the sandbox show up as grouped reasons once they are noted.
     await page.locator("#notes tbody tr td.num").first().waitFor({ timeout: 60_000 });
+    // The reasons follow the counts: as many failed rows in the table as in the bars.
+    await page.waitForFunction(
+      () => {
+        const doc = (globalThis as unknown as InPage).document;
+        const cells = (selector: string) =>
+          [...doc.querySelectorAll(selector)].map((c) => c.textContent ?? "");
+        const failed = cells("#kinds .counts").reduce(
+          (n, t) => n + Number(/([\d,]+) failed/.exec(t)?.[1]?.replace(/,/g, "") ?? 0),
+          0,
+        );
+        const noted = cells("#notes tbody tr")
+          .filter((t) => t.includes("error"))
+          .reduce((n, t) => n + Number(/^[\d,]+/.exec(t)?.[0]?.replace(/,/g, "") ?? 0), 0);
+        return failed > 0 && noted === failed;
+      },
+      undefined,
+      { timeout: 60_000 },
+    );
 
     mkdirSync(join(REPO_ROOT, ".artifacts", "screenshots"), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
@@ -135,6 +158,15 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 30_000 });
     expect(await page.locator("#resume").isEnabled()).toBe(true);
     expect(await page.locator("#stop").isDisabled()).toBe(true);
+
+    // Resume from the page: the run goes on and the page follows it live again; then stop it for good.
+    await page.locator("#resume").click();
+    await page.locator("#run-status[data-status=running]").waitFor({ timeout: 30_000 });
+    expect((await h.client.getRun({ runId })).run!.status).toBe(RunStatus.RUNNING);
+    await page.locator("#live").filter({ hasText: "live" }).waitFor({ timeout: 30_000 });
+    await page.locator("#stop").click();
+    await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 60_000 });
+    expect(await page.locator("#problem").isHidden()).toBe(true);
     expect(problems).toEqual([]);
   });
 

@@ -1,8 +1,8 @@
 import { type Dashboard, loadDashboardConfig, startDashboard } from "@drover/dashboard";
 import { RunStatus } from "@drover/proto";
-import { createLogger } from "@drover/telemetry";
+import { createLogger, metrics } from "@drover/telemetry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cluster, startCluster, untilFinished } from "../support/in-process.js";
+import { type Cluster, startCluster, until, untilFinished } from "../support/in-process.js";
 
 /**
  * The dashboard's API against a live coordinator: it keeps no credential, forwards the operator's
@@ -78,6 +78,12 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     const probe = await call("GET", `/api/runs/${globexRun.id}`, c.tokens.acme);
     expect(probe.status).toBe(404);
     expect(probe.body.error).toMatch(/^Run .* (does not exist|not found)/i);
+    // The live stream too: refused as plain HTTP before any event, so the page can say why.
+    const stream = await fetch(new URL(`/api/runs/${globexRun.id}/events`, dashboard.url), {
+      headers: { authorization: `Bearer ${c.tokens.acme}` },
+    });
+    expect(stream.status).toBe(404);
+    expect(stream.headers.get("content-type")).toMatch(/^application\/json/);
     const steer = await call("POST", `/api/runs/${globexRun.id}/stop`, c.tokens.acme);
     expect(steer.status).toBe(404);
     const { run: still } = await c.client.getRun({ runId: globexRun.id });
@@ -128,6 +134,40 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     expect(rows.at(-1)).toBeGreaterThan(0);
     expect(stream.some((e) => e.event === "notes")).toBe(true);
     expect(stream.at(-1)!.event).toBe("end");
+
+    // Its rows over time add up to what it wrote and noted as failed (not what was already here).
+    const { body } = await call("GET", `/api/runs/${run.id}/throughput`, c.tokens.admin);
+    // (Ledger hits are not this run's rows; matched records are, so read the run's raw counts.)
+    const { run: finished } = await c.client.getRun({ runId: run.id });
+    const wrote = finished!.progress.reduce(
+      (n, p) => n + Number(p.imported + p.matched + p.skipped + p.failed),
+      0,
+    );
+    const points = body.points as { at: string; rows: number }[];
+    expect(body.bucketSeconds).toBeGreaterThanOrEqual(1);
+    expect(points.length).toBeGreaterThan(0);
+    expect(points.reduce((n, p) => n + p.rows, 0)).toBe(wrote);
+    expect(Date.parse(points[1]?.at ?? points[0]!.at) - Date.parse(points[0]!.at)).toBe(
+      points.length > 1 ? (body.bucketSeconds as number) * 1000 : 0,
+    );
+  });
+
+  it("ends the coordinator's watch when the page goes away", async () => {
+    const run = await c.start("leaving-tenant", ["organizations"]);
+    const open = () => metrics.collect().find((m) => m.name === "drover_dashboard_live_streams")!;
+    const streams = () => [...open().series.values()][0]?.value ?? 0;
+    const page = new AbortController();
+    const res = await fetch(new URL(`/api/runs/${run.id}/events`, dashboard.url), {
+      headers: { authorization: `Bearer ${c.tokens.admin}` },
+      signal: page.signal,
+    });
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toMatch(/^event: run\n/);
+    expect(streams()).toBe(1);
+    page.abort();
+    await until(() => streams() === 0, 10_000, "the live stream to close");
+    await c.client.stopRun({ runId: run.id });
   });
 
   it("serves the page under a policy that refuses inline and foreign scripts", async () => {

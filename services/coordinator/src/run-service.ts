@@ -21,6 +21,7 @@ import { explainMissingRow } from "./explain-missing.js";
 import { buildPlan, providerKinds } from "./plan.js";
 import { fromProtoStatus, loadRun, runView, TERMINAL_STATUSES } from "./run-view.js";
 import { sealSourceSecret } from "./source-secrets.js";
+import { DEFAULT_BUCKETS, MAX_BUCKETS, runThroughput } from "./throughput.js";
 import {
   invalid,
   optionalText,
@@ -312,6 +313,14 @@ export function runService(
             ? `${kind} ${sourceId} was skipped: ${entry.reason}`
             : `${kind} ${sourceId} was ${entry.action} as ${entry.record_type} ${entry.record_id} by run ${entry.run_id}`,
       };
+    },
+
+    async getThroughput(req, call) {
+      const run = await mustLoad(req.runId, call);
+      const buckets = req.buckets === 0 ? DEFAULT_BUCKETS : req.buckets;
+      if (buckets < 1 || buckets > MAX_BUCKETS) throw invalid(`buckets must be between 1 and ${MAX_BUCKETS}`);
+      // A pruned run keeps its ledger rows (its failed rows' notes are gone): still worth drawing.
+      return runThroughput(db, run, buckets);
     },
 
     async verifyRun(req, call) {

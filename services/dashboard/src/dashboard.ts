@@ -13,7 +13,7 @@ import {
 } from "@drover/telemetry";
 import type { DashboardConfig } from "./config.js";
 import { type Problem, problemFor } from "./http-errors.js";
-import { noteGroupJson, runJson } from "./run-json.js";
+import { noteGroupJson, runJson, throughputJson } from "./run-json.js";
 
 export interface Dashboard {
   /** http://host:port/ */
@@ -50,9 +50,13 @@ const SECURITY_HEADERS = {
 
 const RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STATUSES = new Set(["pending", "running", "stopping", "stopped", "succeeded", "failed"]);
-/** How often a live page's grouped reasons are read again while the run goes. */
-const NOTES_EVERY_MS = 5_000;
+/**
+ * A live page's grouped reasons are read again when the run's skipped or failed rows changed,
+ * at most this often (ListNotes groups every note of the run: not a call for every update).
+ */
+const NOTES_EVERY_MS = 1_000;
 const CALL_DEADLINE_MS = 15_000;
+const KEEP_ALIVE_MS = 15_000;
 
 class HttpProblem extends Error {
   constructor(readonly problem: Problem) {
@@ -117,7 +121,7 @@ export async function startDashboard(
       sendJson(res, 200, { runs: runs.map(runJson) });
       return "runs";
     }
-    const match = /^\/api\/runs\/([^/]+)(?:\/(events|stop|resume|retry))?$/.exec(path);
+    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|stop|resume|retry))?$/.exec(path);
     if (!match) throw new HttpProblem({ status: 404, message: "There is no such API." });
     const runId = decodeURIComponent(match[1]!);
     if (!RUN_ID.test(runId)) throw new HttpProblem({ status: 404, message: "There is no run with that id." });
@@ -130,11 +134,16 @@ export async function startDashboard(
       sendJson(res, 200, { run: runJson(run!), notes: groups.map(noteGroupJson) });
       return "run";
     }
+    if (req.method === "GET" && action === "throughput") {
+      const res2 = await client.getThroughput({ runId, buckets: 120 }, callOptions(token));
+      sendJson(res, 200, throughputJson(res2));
+      return "throughput";
+    }
     if (req.method === "GET" && action === "events") {
       await streamRun(req, res, runId, token);
       return "events";
     }
-    if (req.method === "POST" && action) {
+    if (req.method === "POST" && action && action !== "events" && action !== "throughput") {
       const call =
         action === "stop" ? client.stopRun : action === "resume" ? client.resumeRun : client.retryRun;
       const { run } = await call({ runId }, callOptions(token));
@@ -149,10 +158,14 @@ export async function startDashboard(
    * `problem` (a sentence) if the stream fails, and `end` when the run has finished.
    */
   const streamRun = async (req: IncomingMessage, res: ServerResponse, runId: string, token: string) => {
+    // Asked first, so that an unknown key or someone else's run is a plain HTTP refusal (the page
+    // shows the key form again) rather than an event on a stream already answered 200.
+    await client.getRun({ runId }, callOptions(token));
     const abort = new AbortController();
     streams.add(abort);
     liveStreams.inc({});
-    req.on("close", () => abort.abort());
+    // The response closes when the page goes away (or the stream ends): the watch ends with it.
+    res.on("close", () => abort.abort());
     res.writeHead(200, {
       ...SECURITY_HEADERS,
       "content-type": "text/event-stream; charset=utf-8",
@@ -163,7 +176,13 @@ export async function startDashboard(
     const send = (event: string, data: unknown) => {
       if (!res.writableEnded) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     };
+    // WatchRun says nothing while a run waits (parked on a 429, say); proxies close a silent
+    // connection, so a comment line goes out now and then.
+    const keepAlive = setInterval(() => {
+      if (!res.writableEnded) res.write(": keep-alive\n\n");
+    }, KEEP_ALIVE_MS);
     let lastNotes = "";
+    let lastNoted = -1;
     let notesAt = 0;
     const sendNotes = async () => {
       notesAt = Date.now();
@@ -181,14 +200,20 @@ export async function startDashboard(
         { runId },
         { metadata: { authorization: `Bearer ${token}` }, signal: abort.signal },
       )) {
-        send("run", runJson(update.run!));
-        if (Date.now() - notesAt >= NOTES_EVERY_MS) await sendNotes();
+        const view = runJson(update.run!);
+        send("run", view);
+        const noted = view.progress.reduce((n, p) => n + p.skipped + p.failed, 0);
+        if (noted !== lastNoted && Date.now() - notesAt >= NOTES_EVERY_MS) {
+          lastNoted = noted;
+          await sendNotes();
+        }
       }
       await sendNotes();
       send("end", {});
     } catch (err) {
       if (!abort.signal.aborted) send("problem", { message: problemFor(err, coordinator).message });
     } finally {
+      clearInterval(keepAlive);
       streams.delete(abort);
       liveStreams.dec({});
       res.end();

@@ -1,4 +1,10 @@
-import { type NoteGroup, type Run, RunStatus, timestampDate } from "@drover/proto";
+import {
+  type GetThroughputResponse,
+  type NoteGroup,
+  type Run,
+  RunStatus,
+  timestampDate,
+} from "@drover/proto";
 
 type Timestamp = NonNullable<Run["createdAt"]>;
 
@@ -121,5 +127,18 @@ export function noteGroupJson(g: NoteGroup): NoteGroupJson {
     reason: g.reason,
     count: Number(g.count),
     samples: [...g.sampleSubjectIds],
+  };
+}
+
+export interface ThroughputJson {
+  bucketSeconds: number;
+  /** Rows the run accounted for in each bucket, from `at` on; the last bucket may still be filling. */
+  points: { at: string; rows: number }[];
+}
+
+export function throughputJson(t: GetThroughputResponse): ThroughputJson {
+  return {
+    bucketSeconds: t.bucketSeconds,
+    points: t.points.map((p) => ({ at: iso(p.at) ?? "", rows: Number(p.rows) })),
   };
 }

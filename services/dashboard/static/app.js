@@ -221,6 +221,7 @@ async function showRun(runId) {
   main.replaceChildren(view.root);
   view.render(run);
   view.renderNotes(notes);
+  await view.refreshThroughput();
   follow(runId, view);
 }
 
@@ -258,14 +259,23 @@ async function follow(runId, view) {
             else if (line.startsWith("data: ")) data += line.slice(6);
           }
           const payload = data ? JSON.parse(data) : {};
-          if (event === "run") view.render(payload);
-          else if (event === "notes") view.renderNotes(payload);
+          if (event === "run") {
+            view.render(payload);
+            view.refreshThroughput(5000);
+          } else if (event === "notes") view.renderNotes(payload);
           else if (event === "problem") showProblem(payload.message);
-          else if (event === "end") ended = true;
+          else if (event === "end") {
+            ended = true;
+            view.refreshThroughput();
+          }
         }
       }
       view.setLive(false);
-      if (ended) return;
+      if (ended) {
+        // The run is over: a later Resume or Retry follows it again.
+        if (live && live.abort === abort) live = undefined;
+        return;
+      }
     } catch (err) {
       if (abort.signal.aborted) return;
       view.setLive(false);
@@ -280,7 +290,8 @@ async function follow(runId, view) {
 class RunView {
   constructor(runId) {
     this.runId = runId;
-    this.samples = []; // [{ t: ms, rows }]
+    this.throughput = null; // { bucketSeconds, points: [{ at, rows }] }
+    this.throughputAt = 0;
     this.title = h("h1", {}, `Run ${runId}`);
     this.status = h("span", { class: "status", id: "run-status" });
     this.liveBadge = h("span", { class: "notice", id: "live" });
@@ -457,7 +468,7 @@ class RunView {
       this.budget,
       b
         ? [
-            ["burst window", `${fmt(b.burstUsed)} of ${fmt(b.burstCapacity)} requests used`],
+            ["burst window", `${fmt(b.burstCapacity)} requests allowed`],
             ["daily allowance left", b.dailyRemaining === null ? "not reported yet" : fmt(b.dailyRemaining)],
             ["daily reset", when(b.dailyResetAt)],
             ["walled off until", b.blockedUntil ? when(b.blockedUntil) : "not walled off"],
@@ -466,23 +477,39 @@ class RunView {
         : [["budget", "no request leased on this account yet"]],
     );
 
-    const now = Date.now();
-    const lastSample = this.samples[this.samples.length - 1];
-    if (!lastSample || lastSample.rows !== run.rows || now - lastSample.t > 2000) {
-      this.samples.push({ t: now, rows: run.rows });
-      if (this.samples.length > 600) this.samples.shift();
-    }
     this.drawChart(run);
   }
 
-  /** Rows/s between successive updates since the page opened, as an inline SVG line. */
+  /** Reads the run's rows over time again, at most every `minMs`. */
+  async refreshThroughput(minMs = 0) {
+    if (Date.now() - this.throughputAt < minMs) return;
+    this.throughputAt = Date.now();
+    try {
+      this.throughput = await api("GET", `/api/runs/${encodeURIComponent(this.runId)}/throughput`);
+      if (this.last) this.drawChart(this.last);
+    } catch (err) {
+      onError(err);
+    }
+  }
+
+  /**
+   * Rows/s over the whole run, from the rows it committed per time bucket, as an inline SVG line.
+   * A live run's last bucket is still filling: its rate counts the time it has had.
+   */
   drawChart(run) {
+    const t = this.throughput;
     const points = [];
-    for (let i = 1; i < this.samples.length; i++) {
-      const a = this.samples[i - 1];
-      const b = this.samples[i];
-      const dt = (b.t - a.t) / 1000;
-      if (dt > 0) points.push({ t: b.t, rate: Math.max(0, (b.rows - a.rows) / dt) });
+    if (t) {
+      t.points.forEach((p, i) => {
+        const at = Date.parse(p.at);
+        const last = i === t.points.length - 1;
+        // As of when the counts were read, not of now: the bucket's rows are those of that moment.
+        const seconds =
+          last && !run.finishedAt
+            ? Math.min(t.bucketSeconds, (this.throughputAt - at) / 1000)
+            : t.bucketSeconds;
+        if (seconds > 0) points.push({ t: at + seconds * 1000, rate: p.rows / seconds });
+      });
     }
     const W = 600;
     const H = 160;
@@ -502,7 +529,7 @@ class RunView {
           "text",
           { x: pad.l, y: H / 2 },
           active
-            ? "Measuring: the chart starts with the updates this page receives."
+            ? "Measuring: the chart fills in as the run commits rows."
             : `${fmt(run.rows)} rows; the run is ${run.status}.`,
         ),
       );
@@ -520,11 +547,15 @@ class RunView {
       svg("polyline", { class: "line", points: line }),
       svg("text", { x: 2, y: pad.t + 10 }, `${Math.round(max)}`),
       svg("text", { x: 2, y: H - pad.b }, "0"),
-      svg("text", { x: pad.l, y: H - 4 }, duration((t1 - t0) / 1000) + " shown"),
+      svg(
+        "text",
+        { x: pad.l, y: H - 4 },
+        `${duration((t1 - t0) / 1000)} of the run, ${t.bucketSeconds}s buckets`,
+      ),
       svg(
         "text",
         { x: W - pad.r - 150, y: H - 4 },
-        `now ${Math.round(points[points.length - 1].rate)} rows/s`,
+        `${run.finishedAt ? "last" : "now"} ${Math.round(points[points.length - 1].rate)} rows/s`,
       ),
     );
     this.chart.replaceChildren(root);

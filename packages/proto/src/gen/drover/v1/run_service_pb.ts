@@ -6,13 +6,15 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { LedgerEntry, Note, NoteGroup, Run, RunStatus, SourceConfig, Verification } from "./run_pb.js";
 import { file_drover_v1_run } from "./run_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file drover/v1/run_service.proto.
  */
 export const file_drover_v1_run_service: GenFile = /*@__PURE__*/
-  fileDesc("Chtkcm92ZXIvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSKLAQoPU3RhcnRSdW5SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzb3VyY2UYAiABKAkSFgoOc291cmNlX2FjY291bnQYAyABKAkSDQoFa2luZHMYBCADKAkSLgoNc291cmNlX2NvbmZpZxgFIAEoCzIXLmRyb3Zlci52MS5Tb3VyY2VDb25maWciLwoQU3RhcnRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiAKDlN0b3BSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIuCg9TdG9wUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIiChBSZXN1bWVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIwChFSZXN1bWVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiEKD1JldHJ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLwoQUmV0cnlSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4icwoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRImCghzdGF0dXNlcxgCIAMoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiSQoQTGlzdFJ1bnNSZXNwb25zZRIcCgRydW5zGAEgAygLMg4uZHJvdmVyLnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIQoPV2F0Y2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIvChBXYXRjaFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4iUAoQTGlzdE5vdGVzUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEa2luZBgCIAEoCRINCgVsZXZlbBgDIAEoCRIPCgdzYW1wbGVzGAQgASgFIjkKEUxpc3ROb3Rlc1Jlc3BvbnNlEiQKBmdyb3VwcxgBIAMoCzIULmRyb3Zlci52MS5Ob3RlR3JvdXAicgoURXhwbGFpblJlY29yZFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg4KBnNvdXJjZRgCIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgDIAEoCRIMCgRraW5kGAQgASgJEhEKCXNvdXJjZV9pZBgFIAEoCSKCAQoVRXhwbGFpblJlY29yZFJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEiUKBWVudHJ5GAIgASgLMhYuZHJvdmVyLnYxLkxlZGdlckVudHJ5Eh4KBW5vdGVzGAMgAygLMg8uZHJvdmVyLnYxLk5vdGUSEwoLZXhwbGFuYXRpb24YBCABKAkiIgoQVmVyaWZ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiQgoRVmVyaWZ5UnVuUmVzcG9uc2USLQoMdmVyaWZpY2F0aW9uGAEgASgLMhcuZHJvdmVyLnYxLlZlcmlmaWNhdGlvbjLPBQoKUnVuU2VydmljZRJDCghTdGFydFJ1bhIaLmRyb3Zlci52MS5TdGFydFJ1blJlcXVlc3QaGy5kcm92ZXIudjEuU3RhcnRSdW5SZXNwb25zZRJACgdTdG9wUnVuEhkuZHJvdmVyLnYxLlN0b3BSdW5SZXF1ZXN0GhouZHJvdmVyLnYxLlN0b3BSdW5SZXNwb25zZRJGCglSZXN1bWVSdW4SGy5kcm92ZXIudjEuUmVzdW1lUnVuUmVxdWVzdBocLmRyb3Zlci52MS5SZXN1bWVSdW5SZXNwb25zZRJDCghSZXRyeVJ1bhIaLmRyb3Zlci52MS5SZXRyeVJ1blJlcXVlc3QaGy5kcm92ZXIudjEuUmV0cnlSdW5SZXNwb25zZRI9CgZHZXRSdW4SGC5kcm92ZXIudjEuR2V0UnVuUmVxdWVzdBoZLmRyb3Zlci52MS5HZXRSdW5SZXNwb25zZRJDCghMaXN0UnVucxIaLmRyb3Zlci52MS5MaXN0UnVuc1JlcXVlc3QaGy5kcm92ZXIudjEuTGlzdFJ1bnNSZXNwb25zZRJFCghXYXRjaFJ1bhIaLmRyb3Zlci52MS5XYXRjaFJ1blJlcXVlc3QaGy5kcm92ZXIudjEuV2F0Y2hSdW5SZXNwb25zZTABEkYKCUxpc3ROb3RlcxIbLmRyb3Zlci52MS5MaXN0Tm90ZXNSZXF1ZXN0GhwuZHJvdmVyLnYxLkxpc3ROb3Rlc1Jlc3BvbnNlElIKDUV4cGxhaW5SZWNvcmQSHy5kcm92ZXIudjEuRXhwbGFpblJlY29yZFJlcXVlc3QaIC5kcm92ZXIudjEuRXhwbGFpblJlY29yZFJlc3BvbnNlEkYKCVZlcmlmeVJ1bhIbLmRyb3Zlci52MS5WZXJpZnlSdW5SZXF1ZXN0GhwuZHJvdmVyLnYxLlZlcmlmeVJ1blJlc3BvbnNlYgZwcm90bzM", [file_drover_v1_run]);
+  fileDesc("Chtkcm92ZXIvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSKLAQoPU3RhcnRSdW5SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzb3VyY2UYAiABKAkSFgoOc291cmNlX2FjY291bnQYAyABKAkSDQoFa2luZHMYBCADKAkSLgoNc291cmNlX2NvbmZpZxgFIAEoCzIXLmRyb3Zlci52MS5Tb3VyY2VDb25maWciLwoQU3RhcnRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiAKDlN0b3BSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIuCg9TdG9wUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIiChBSZXN1bWVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIwChFSZXN1bWVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiEKD1JldHJ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLwoQUmV0cnlSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4icwoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRImCghzdGF0dXNlcxgCIAMoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiSQoQTGlzdFJ1bnNSZXNwb25zZRIcCgRydW5zGAEgAygLMg4uZHJvdmVyLnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIQoPV2F0Y2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIvChBXYXRjaFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4iUAoQTGlzdE5vdGVzUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEa2luZBgCIAEoCRINCgVsZXZlbBgDIAEoCRIPCgdzYW1wbGVzGAQgASgFIjkKEUxpc3ROb3Rlc1Jlc3BvbnNlEiQKBmdyb3VwcxgBIAMoCzIULmRyb3Zlci52MS5Ob3RlR3JvdXAicgoURXhwbGFpblJlY29yZFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg4KBnNvdXJjZRgCIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgDIAEoCRIMCgRraW5kGAQgASgJEhEKCXNvdXJjZV9pZBgFIAEoCSKCAQoVRXhwbGFpblJlY29yZFJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEiUKBWVudHJ5GAIgASgLMhYuZHJvdmVyLnYxLkxlZGdlckVudHJ5Eh4KBW5vdGVzGAMgAygLMg8uZHJvdmVyLnYxLk5vdGUSEwoLZXhwbGFuYXRpb24YBCABKAkiIgoQVmVyaWZ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiQgoRVmVyaWZ5UnVuUmVzcG9uc2USLQoMdmVyaWZpY2F0aW9uGAEgASgLMhcuZHJvdmVyLnYxLlZlcmlmaWNhdGlvbiI3ChRHZXRUaHJvdWdocHV0UmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYnVja2V0cxgCIAEoBSJHCg9UaHJvdWdocHV0UG9pbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBHJvd3MYAiABKAMiWwoVR2V0VGhyb3VnaHB1dFJlc3BvbnNlEhYKDmJ1Y2tldF9zZWNvbmRzGAEgASgFEioKBnBvaW50cxgCIAMoCzIaLmRyb3Zlci52MS5UaHJvdWdocHV0UG9pbnQyowYKClJ1blNlcnZpY2USQwoIU3RhcnRSdW4SGi5kcm92ZXIudjEuU3RhcnRSdW5SZXF1ZXN0GhsuZHJvdmVyLnYxLlN0YXJ0UnVuUmVzcG9uc2USQAoHU3RvcFJ1bhIZLmRyb3Zlci52MS5TdG9wUnVuUmVxdWVzdBoaLmRyb3Zlci52MS5TdG9wUnVuUmVzcG9uc2USRgoJUmVzdW1lUnVuEhsuZHJvdmVyLnYxLlJlc3VtZVJ1blJlcXVlc3QaHC5kcm92ZXIudjEuUmVzdW1lUnVuUmVzcG9uc2USQwoIUmV0cnlSdW4SGi5kcm92ZXIudjEuUmV0cnlSdW5SZXF1ZXN0GhsuZHJvdmVyLnYxLlJldHJ5UnVuUmVzcG9uc2USPQoGR2V0UnVuEhguZHJvdmVyLnYxLkdldFJ1blJlcXVlc3QaGS5kcm92ZXIudjEuR2V0UnVuUmVzcG9uc2USQwoITGlzdFJ1bnMSGi5kcm92ZXIudjEuTGlzdFJ1bnNSZXF1ZXN0GhsuZHJvdmVyLnYxLkxpc3RSdW5zUmVzcG9uc2USRQoIV2F0Y2hSdW4SGi5kcm92ZXIudjEuV2F0Y2hSdW5SZXF1ZXN0GhsuZHJvdmVyLnYxLldhdGNoUnVuUmVzcG9uc2UwARJGCglMaXN0Tm90ZXMSGy5kcm92ZXIudjEuTGlzdE5vdGVzUmVxdWVzdBocLmRyb3Zlci52MS5MaXN0Tm90ZXNSZXNwb25zZRJSCg1FeHBsYWluUmVjb3JkEh8uZHJvdmVyLnYxLkV4cGxhaW5SZWNvcmRSZXF1ZXN0GiAuZHJvdmVyLnYxLkV4cGxhaW5SZWNvcmRSZXNwb25zZRJGCglWZXJpZnlSdW4SGy5kcm92ZXIudjEuVmVyaWZ5UnVuUmVxdWVzdBocLmRyb3Zlci52MS5WZXJpZnlSdW5SZXNwb25zZRJSCg1HZXRUaHJvdWdocHV0Eh8uZHJvdmVyLnYxLkdldFRocm91Z2hwdXRSZXF1ZXN0GiAuZHJvdmVyLnYxLkdldFRocm91Z2hwdXRSZXNwb25zZWIGcHJvdG8z", [file_drover_v1_run, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message drover.v1.StartRunRequest
@@ -463,6 +465,79 @@ export const VerifyRunResponseSchema: GenMessage<VerifyRunResponse> = /*@__PURE_
   messageDesc(file_drover_v1_run_service, 19);
 
 /**
+ * @generated from message drover.v1.GetThroughputRequest
+ */
+export type GetThroughputRequest = Message<"drover.v1.GetThroughputRequest"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * How many buckets the run's time so far is cut into (default 60, at most 500); a bucket lasts
+   * at least a second.
+   *
+   * @generated from field: int32 buckets = 2;
+   */
+  buckets: number;
+};
+
+/**
+ * Describes the message drover.v1.GetThroughputRequest.
+ * Use `create(GetThroughputRequestSchema)` to create a new message.
+ */
+export const GetThroughputRequestSchema: GenMessage<GetThroughputRequest> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 20);
+
+/**
+ * @generated from message drover.v1.ThroughputPoint
+ */
+export type ThroughputPoint = Message<"drover.v1.ThroughputPoint"> & {
+  /**
+   * The bucket's start.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 1;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int64 rows = 2;
+   */
+  rows: bigint;
+};
+
+/**
+ * Describes the message drover.v1.ThroughputPoint.
+ * Use `create(ThroughputPointSchema)` to create a new message.
+ */
+export const ThroughputPointSchema: GenMessage<ThroughputPoint> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 21);
+
+/**
+ * @generated from message drover.v1.GetThroughputResponse
+ */
+export type GetThroughputResponse = Message<"drover.v1.GetThroughputResponse"> & {
+  /**
+   * @generated from field: int32 bucket_seconds = 1;
+   */
+  bucketSeconds: number;
+
+  /**
+   * Every bucket from the run's start to its end (or now), oldest first, empty ones included.
+   *
+   * @generated from field: repeated drover.v1.ThroughputPoint points = 2;
+   */
+  points: ThroughputPoint[];
+};
+
+/**
+ * Describes the message drover.v1.GetThroughputResponse.
+ * Use `create(GetThroughputResponseSchema)` to create a new message.
+ */
+export const GetThroughputResponseSchema: GenMessage<GetThroughputResponse> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 22);
+
+/**
  * The public API: internal services start and steer migrations with it.
  *
  * @generated from service drover.v1.RunService
@@ -549,6 +624,16 @@ export const RunService: GenService<{
     methodKind: "unary";
     input: typeof VerifyRunRequestSchema;
     output: typeof VerifyRunResponseSchema;
+  },
+  /**
+   * Rows the run accounted for over time (ledger rows it wrote, failed rows it noted), in buckets.
+   *
+   * @generated from rpc drover.v1.RunService.GetThroughput
+   */
+  getThroughput: {
+    methodKind: "unary";
+    input: typeof GetThroughputRequestSchema;
+    output: typeof GetThroughputResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_drover_v1_run_service, 0);
