@@ -182,10 +182,10 @@ describe("RunService", { timeout: 60_000 }, () => {
   });
 
   describe("plan", () => {
-    it("a run asking for organizations and persons gets one phase holding both", async () => {
+    it("a run asking for organizations and persons gets one phase holding both, then the catch-up pass", async () => {
       const run = await start(tenant("plan-one"), ["organizations", "persons"]);
-      expect(run.phases.map((p) => p.kinds)).toEqual([["organizations", "persons"]]);
-      expect(run.progress.map((p) => p.kind)).toEqual(["organizations", "persons"]);
+      expect(run.phases.map((p) => p.kinds)).toEqual([["organizations", "persons"], ["catch-up"]]);
+      expect(run.progress.map((p) => p.kind)).toEqual(["organizations", "persons", "catch-up"]);
       const [kinds] = await c.database.db.execute<{ kinds: string[] }>(
         sql`select array_agg(distinct kind order by kind) as kinds from drover.tasks where run_id = ${run.id}::uuid`,
       );
@@ -204,9 +204,9 @@ describe("RunService", { timeout: 60_000 }, () => {
       expect(run.currentPhase).toBe(0);
     });
 
-    it("a run asking for kinds of later phases only gets just those phases", async () => {
+    it("a run asking for kinds of later phases only gets just those phases, and the catch-up pass", async () => {
       const run = await start(tenant("plan-late"), ["notes", "deals"]);
-      expect(run.phases.map((p) => p.kinds)).toEqual([["deals"], ["notes"]]);
+      expect(run.phases.map((p) => p.kinds)).toEqual([["deals"], ["notes"], ["catch-up"]]);
     });
   });
 
@@ -397,6 +397,8 @@ describe("RunService", { timeout: 60_000 }, () => {
           ["persons", expect.any(BigInt)],
           ["deals", 80n],
           ["leads", 30n],
+          // Nothing changed in the source while the run lasted: the catch-up pass finds nothing.
+          ["catch-up", 0n],
         ]);
       } finally {
         await worker.stop();

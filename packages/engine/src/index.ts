@@ -3,6 +3,7 @@ export { advanceBarrier, finalizeRun, settleStoppingRun } from "./barrier.js";
 export { type Checkpoint, LostClaimError, writeCheckpoint } from "./checkpoint.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
 export { appendNotes, type NoteInput } from "./notes.js";
+export { readRunFact, settleRunFact } from "./run-facts.js";
 export { openSourceSecret, sourceSecretContext, toRunInfo } from "./run-info.js";
 export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
 export { claimTask } from "./task-claim.js";

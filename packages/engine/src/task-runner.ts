@@ -18,6 +18,7 @@ import { eq, sql } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { LostClaimError } from "./checkpoint.js";
 import { tracePage } from "./instrumentation.js";
+import { readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { claimTask } from "./task-claim.js";
 import {
@@ -182,6 +183,8 @@ export async function runAssignment(
       return summary;
     },
     resolveParents: (wanted) => resolveParents(db, runInfo, wanted),
+    runFact: (key) => readRunFact(db, run.id, key),
+    settleRunFact: (key, value) => settleRunFact(db, run.id, key, value),
   };
 
   // Windows refresh the lock too; this covers long fetches between them.

@@ -164,6 +164,14 @@ export interface TaskContext {
     writer: BatchWriter<T>,
     options?: WriteOptions<T> & { windowSize?: number },
   ): Promise<WriteSummary>;
+  /**
+   * Facts about the source learned during this run and shared by all its tasks (e.g. whether the
+   * account's mail lists carry bodies), so the run decides them once. runFact reads one (undefined
+   * while unknown); settleRunFact records it unless another task did first, and returns the value
+   * that stands.
+   */
+  runFact(key: string): Promise<unknown>;
+  settleRunFact(key: string, value: unknown): Promise<unknown>;
   /** Source id -> local record id for created or matched rows of the given kinds; one query. */
   resolveParents(wanted: Readonly<Record<string, readonly string[]>>): Promise<ParentMap>;
   /** Tells JetStream the task is alive; call during long fetches. */
@@ -197,6 +205,11 @@ export interface Provider {
   /** Ordered kind groups; kinds in one group may only reference each other through deferredLinks. */
   readonly phases: readonly (readonly string[])[];
   readonly deferredLinks?: readonly DeferredLink[];
+  /**
+   * Kinds of the last phase that every run importing anything else gets, asked for or not: a pass
+   * over what the customer changed while the run lasted is part of importing any kind.
+   */
+  readonly closingKinds?: readonly string[];
   /** How source rows are accounted for; `per-row` when absent. */
   readonly ledger?: LedgerMode;
   /** Returns a sentence saying what to fix, or undefined when the configuration is usable. */

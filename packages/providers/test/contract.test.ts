@@ -379,6 +379,26 @@ describe("crm provider against recorded Pipedrive responses", () => {
     }
   });
 
+  it("decides the body mode once per run: a later task follows the run's finding instead of asking again", async () => {
+    listBodies = false;
+    try {
+      const { runId, tenantId } = await newRun(["mail"]);
+      await knownParent(tenantId, runId, "deals", "101");
+      await runTask(runId, "mail", "m1", { deals: ["101"], index: 0 });
+      const [fact] = await database.db.execute<{ value: string }>(
+        sql`select value from drover.run_facts where run_id = ${runId}::uuid and key = 'crm.mail.bodies'`,
+      );
+      expect(fact!.value).toBe("fetch");
+      // A second task of the same run no longer asks its lists for bodies: the run knows they come per message.
+      const { requests } = await runTask(runId, "mail", "m2", { deals: ["101"], index: 0 });
+      const lists = requests.filter((r) => r.path.startsWith("/v1/deals/"));
+      expect(lists.length).toBeGreaterThan(0);
+      expect(lists.every((r) => r.query.get("include_body") === null)).toBe(true);
+    } finally {
+      listBodies = true;
+    }
+  });
+
   it("catches up with updated_since: a known row is updated in place, a new one created once, then the chain moves on", async () => {
     const { runId, tenantId } = await newRun(["deals"]);
     const known = await knownParent(tenantId, runId, "deals", "101");

@@ -6,11 +6,14 @@ export function providerKinds(provider: Provider): string[] {
 }
 
 /**
- * The run's plan: the provider's phases filtered to the requested kinds, empty groups dropped.
+ * The run's plan: the provider's phases filtered to the requested kinds, empty groups dropped,
+ * plus the provider's closing kinds (a catch-up pass) whenever anything else is imported.
  * The plan is data frozen on the run, so a provider change never reshapes a run in flight.
  */
 export function buildPlan(provider: Provider, kinds: readonly string[]): string[][] {
   const wanted = new Set(kinds.length > 0 ? kinds : providerKinds(provider));
+  const closing = provider.closingKinds ?? [];
+  if ([...wanted].some((k) => !closing.includes(k))) for (const k of closing) wanted.add(k);
   return provider.phases
     .map((group) => group.filter((k) => wanted.has(k)))
     .filter((group) => group.length > 0);

@@ -93,13 +93,14 @@ export function runService(
 
       const runId = randomUUID();
       const sealed = apiToken ? sealSourceSecret(secrets, runId, apiToken) : undefined;
+      const plan = buildPlan(p, kinds);
       const run = await admitRun(db, p, {
         id: runId,
         tenantId,
         source: p.name,
         sourceAccount,
-        kinds,
-        plan: buildPlan(p, kinds),
+        kinds: plan.flat(),
+        plan,
         sourceConfig: { baseUrl, settings },
         sourceSecretCiphertext: sealed?.ciphertext ?? null,
         sourceSecretKeyId: sealed?.keyId ?? null,

@@ -4,9 +4,13 @@ import { loadCoordinatorConfig } from "../src/config.js";
 import { buildPlan } from "../src/plan.js";
 
 describe("plan", () => {
-  it("keeps only the phases holding requested kinds, in the provider's order", () => {
-    expect(buildPlan(crmProvider, ["notes", "deals"])).toEqual([["deals"], ["notes"]]);
-    expect(buildPlan(crmProvider, ["persons", "organizations"])).toEqual([["organizations", "persons"]]);
+  it("keeps only the phases holding requested kinds, in the provider's order, and always closes with the catch-up pass", () => {
+    expect(buildPlan(crmProvider, ["notes", "deals"])).toEqual([["deals"], ["notes"], ["catch-up"]]);
+    expect(buildPlan(crmProvider, ["persons", "organizations"])).toEqual([
+      ["organizations", "persons"],
+      ["catch-up"],
+    ]);
+    expect(buildPlan(crmProvider, ["catch-up"])).toEqual([["catch-up"]]);
   });
 
   it("takes every phase when no kind is requested", () => {

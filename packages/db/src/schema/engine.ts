@@ -7,6 +7,7 @@ import {
   integer,
   jsonb,
   pgSchema,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -278,3 +279,20 @@ export const verificationRequests = drover.table(
 );
 
 export type VerificationRequestRow = typeof verificationRequests.$inferSelect;
+
+/**
+ * What a run's tasks learn about the source and must agree on, e.g. whether the account's mail
+ * lists carry bodies. The first task to learn a fact settles it for the whole run.
+ */
+export const runFacts = drover.table(
+  "run_facts",
+  {
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    key: text("key").notNull(),
+    value: jsonb("value").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.key] })],
+);

@@ -18,11 +18,14 @@ import { emailKind, independentBatch } from "./writers.js";
  */
 export type BodySource = "list" | "fetch";
 
+/** The run fact holding the account's BodySource. */
+export const BODY_SOURCE_FACT = "crm.mail.bodies";
+
 interface MailCursor {
   deals: string[];
   /** The deal being imported; every deal before it is done. */
   index: number;
-  /** Decided by the task's first list answer that carries messages, then kept for its retries. */
+  /** The run's finding (BODY_SOURCE_FACT), kept for the task's retries. */
   bodies?: BodySource;
 }
 
@@ -47,12 +50,18 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const parents = await ctx.resolveParents({ deals: cursor.deals });
   const tenantId = ctx.run.tenantId;
   const deals = cursor.deals.slice(cursor.index);
-  const askBodies = cursor.bodies !== "fetch";
+  const known = cursor.bodies ?? ((await ctx.runFact(BODY_SOURCE_FACT)) as BodySource | undefined);
+  const askBodies = known !== "fetch";
   const lists = await pooled(deals, settings.bodyConcurrency, (deal) =>
     listMessages(client, deal, settings.pageSize, ctx.signal, askBodies),
   );
   ctx.working();
-  const bodySource = cursor.bodies ?? detectBodySource(lists);
+  let bodySource = known;
+  if (!bodySource) {
+    const found = detectBodySource(lists);
+    // Once per run: the first task whose lists carry messages decides for every task after it.
+    if (found) bodySource = (await ctx.settleRunFact(BODY_SOURCE_FACT, found)) as BodySource;
+  }
 
   for (let g = 0; g < deals.length; ) {
     // A group of deals whose messages fit in memory together (always at least one deal).

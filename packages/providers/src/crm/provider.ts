@@ -78,6 +78,7 @@ export interface ListCursor {
 export const crmProvider: Provider = {
   name: "crm",
   phases: [["organizations", "persons"], ["deals", "leads"], ["activities", "notes"], ["mail"], [CATCH_UP]],
+  closingKinds: [CATCH_UP],
   deferredLinks: [{ kind: "persons", ref: "organizations", table: "app.contacts", column: "company_id" }],
   verifier: crmVerifier,
 
