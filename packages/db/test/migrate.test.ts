@@ -33,6 +33,6 @@ describe("migrations", () => {
       await sql`select count(*)::int as n from information_schema.tables where table_schema in ('drover','app')`;
     await sql.end();
     expect(applied[0]!.n).toBeGreaterThanOrEqual(1);
-    expect(tables[0]!.n).toBe(14);
+    expect(tables[0]!.n).toBe(15);
   });
 });

@@ -1,4 +1,4 @@
-import { openDatabase, type Tx } from "@drover/db";
+import type { Tx } from "@drover/db";
 import type { BatchWriter, SourceRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -170,31 +170,5 @@ describe("batched windows", () => {
       sql`select count(*)::int as n from drover.ledger where run_id = ${run.id}`,
     );
     expect(written.n).toBe(0);
-  });
-
-  it("the per-row API takes the batched path first: a clean window opens no savepoint, a bad one falls back", async () => {
-    const statements: string[] = [];
-    const traced = openDatabase(h.testDb.url, { max: 2, debug: (q) => statements.push(q) });
-    try {
-      const run = await insertRun(h.db);
-      const deps = { ...(await claimed(run)), db: traced.db };
-      const clean = await writeRows(deps, rowsOf(25, "clean-"), companyWriter);
-      expect(clean).toMatchObject({ attempted: 25, created: 25 });
-      expect(statements.filter((q) => /^\s*savepoint/i.test(q))).toEqual([]);
-      expect(statements.filter((q) => /insert into drover\.ledger/i.test(q))).toHaveLength(1);
-
-      statements.length = 0;
-      const next = { ...(await claimed(run)), db: traced.db };
-      const dirty = await writeRows(
-        next,
-        rowsOf(50, "dirty-", (i) => i === 30),
-        companyWriter,
-      );
-      expect(dirty).toMatchObject({ attempted: 50, created: 49, failed: 1 });
-      // The first window stayed batched; the second was written again with a savepoint per row.
-      expect(statements.filter((q) => /^\s*savepoint/i.test(q))).toHaveLength(25);
-    } finally {
-      await traced.close();
-    }
   });
 });
