@@ -50,6 +50,8 @@ export interface RunRequest {
   sourceAccount: string;
   kinds: string[];
   settings: Record<string, string>;
+  /** Another source than the CRM sandbox, e.g. pg-table with its connection string as the secret. */
+  source?: { name: string; baseUrl: string; apiToken: string };
 }
 
 export interface RunOutcome {
@@ -128,10 +130,14 @@ export async function openBenchCluster(spec: ClusterSpec): Promise<BenchCluster>
     async runToEnd(request, timeoutMs) {
       const { run } = await client.startRun({
         tenantId: request.tenantId,
-        source: SOURCE,
+        source: request.source?.name ?? SOURCE,
         sourceAccount: request.sourceAccount,
         kinds: request.kinds,
-        sourceConfig: { baseUrl: cluster.sandboxUrl, apiToken: API_TOKEN, settings: request.settings },
+        sourceConfig: {
+          baseUrl: request.source?.baseUrl ?? cluster.sandboxUrl,
+          apiToken: request.source?.apiToken ?? API_TOKEN,
+          settings: request.settings,
+        },
       });
       const runId = run!.id;
       // Polling the row (every 25 ms) sees the end sooner than WatchRun, and the stats must be read

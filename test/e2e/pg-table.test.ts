@@ -224,4 +224,39 @@ describe("pg-table", () => {
     const { verification } = await h.client.verifyRun({ runId: id });
     expect(verification!.kinds[0]!.mismatches).toEqual([]);
   });
+
+  it("slots by a timestamp column: ties on the time are walked by (time, id) and none is lost", async () => {
+    const schema = "by_time";
+    await src.sql.unsafe(`create schema ${schema}`);
+    await src.sql.unsafe(
+      `create table ${schema}.events (id text primary key, room_id uuid not null, data jsonb not null, created_at timestamptz not null)`,
+    );
+    // 2,400 rows on only 120 distinct instants over 3 hours: every page boundary falls inside a tie.
+    await src.sql.unsafe(
+      `insert into ${schema}.events
+       select md5(i::text), md5('r' || (i % 7)::text)::uuid, jsonb_build_object('i', i),
+              $1::timestamptz + make_interval(secs => (i % 120) * 90)
+         from generate_series(1, 2400) i`,
+      [new Date(FROM).toISOString()],
+    );
+    const id = await startCopy(schema, 3, {
+      table: `${schema}.events`,
+      timeColumn: "created_at",
+      mapping: "id=id,room_id=room_id,data=data,copied_at=created_at",
+      pageSize: "70",
+      windowSize: "30",
+      sampleSize: "50",
+    });
+    const last = await watchToEnd(h.client, id);
+    expect(last.status).toBe(RunStatus.SUCCEEDED);
+    const tasks = await tasksOf(id);
+    expect(tasks).toHaveLength(3);
+    expect(tasks.map((t) => Number(t.rows_read))).toEqual([800, 800, 800]);
+    expect(tasks.every((t) => (t.stats.already_here ?? 0) === 0)).toBe(true);
+    expect(await destinationCount(`tenant-${schema}`)).toBe(2400);
+    const { verification } = await h.client.verifyRun({ runId: id });
+    expect(verification!.error).toBe("");
+    expect(verification!.kinds[0]!.mismatches).toEqual([]);
+    expect(verification!.ok).toBe(true);
+  });
 });

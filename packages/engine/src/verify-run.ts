@@ -5,6 +5,7 @@ import {
   type Provider,
   type SampleEntry,
   type SlotVerification,
+  type VerifyContext,
 } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { toRunInfo } from "./run-info.js";
@@ -189,7 +190,7 @@ async function verifyLedgerlessKind(
   provider: Provider,
   run: RunRow,
   kind: string,
-  ctx: Parameters<NonNullable<NonNullable<Provider["verifier"]>["verifyKind"]>>[0],
+  ctx: VerifyContext,
   sampleSize: number,
 ): Promise<KindVerificationResult> {
   const verifyKind = provider.verifier?.verifyKind;

@@ -136,6 +136,10 @@ function perRowWindowSize(deps: WindowWriterDeps): number {
  * Writes rows through the ledger in windows of one savepoint per row. `rows` is everything at the
  * task's current cursor; the first task.processedOffset of them were committed by an earlier
  * attempt and are skipped.
+ *
+ * Routing this through the batched path (the row writer as the batch, one ledger claim per window)
+ * was measured on write_efficiency (test/bench): 0.152 before, 0.146 and 0.217 with it, no change
+ * beyond noise, so the per-row writers keep their savepoints; their batch writers are the gain.
  */
 export async function writeRows<T>(
   deps: WindowWriterDeps,
@@ -144,9 +148,9 @@ export async function writeRows<T>(
   options: WriteOptions<T> = {},
 ): Promise<WriteSummary> {
   const size = perRowWindowSize(deps);
-  return walkWindows(deps, rows, options, size, async (start, end, last) => {
-    return writePerRowWindow(deps, rows, start, end, last, writer, options);
-  });
+  return walkWindows(deps, rows, options, size, async (start, end, last) =>
+    writePerRowWindow(deps, rows, start, end, last, writer, options),
+  );
 }
 
 /**

@@ -54,7 +54,7 @@ export async function generateRoomEvents(sql: postgres.Sql, options: RoomEventsO
               jsonb_build_object(
                 'type', (array['message', 'reaction', 'join', 'leave', 'edit'])[1 + g.i % 5],
                 'sender', jsonb_build_object('id', g.i % 9973, 'name', 'user ' || (g.i % 9973), 'role', (array['agent', 'customer', 'bot'])[1 + g.i % 3]),
-                'text', repeat(md5(g.i::text || 'text') || ' ', 12 + (g.i * 7919) % 45),
+                'text', repeat(md5(g.i::text || 'text') || ' ', (12 + (g.i::bigint * 7919) % 45)::int),
                 'attachments', case when g.i % 4 = 0 then jsonb_build_array(jsonb_build_object('kind', 'image', 'url', 'https://files.example/' || md5(g.i::text) || '.png', 'bytes', g.i % 100000)) else '[]'::jsonb end,
                 'meta', jsonb_build_object('client', (array['web', 'ios', 'android'])[1 + g.i % 3], 'seq', g.i, 'edited', g.i % 11 = 0))
          from (select i, ($5::bigint + floor(random() * $6::bigint))::bigint as ms

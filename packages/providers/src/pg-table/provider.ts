@@ -57,7 +57,7 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
   const config = runConfig(ctx.run);
   if (ctx.task.kind !== PG_TABLE_KIND) throw new PermanentError(`pg-table has no kind "${ctx.task.kind}"`);
   const source = sourceDatabase(ctx.run.secret);
-  await checkSourceTable(source, config);
+  await checkSourceTable(source, ctx.run.secret ?? "", config);
   const slot = { from: Number(ctx.task.cursor.from), to: Number(ctx.task.cursor.to) };
   const tenantId = ctx.run.tenantId;
 

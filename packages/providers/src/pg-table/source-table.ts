@@ -1,11 +1,10 @@
 import { createHash } from "node:crypto";
 import { type Database, openDatabase } from "@drover/db";
-
-type Sql = Database["sql"];
-
 import { PermanentError } from "@drover/provider-sdk";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
 import { ulidFloor } from "./ulid.js";
+
+type Sql = Database["sql"];
 
 /**
  * The source database: a small pool per connection string and process, shared by the tasks of every
@@ -16,10 +15,15 @@ const pools = new Map<string, Database>();
 /** Connections per source database and worker process: reads are short keyset pages. */
 const SOURCE_POOL_SIZE = 4;
 
+/** Names a source database without its connection string (which may hold a password). */
+export function sourceKey(connection: string): string {
+  return createHash("sha256").update(connection).digest("hex");
+}
+
 export function sourceDatabase(connection: string | undefined): Sql {
   if (!connection)
     throw new PermanentError("the run has no source connection string (source_config.api_token)");
-  const key = createHash("sha256").update(connection).digest("hex");
+  const key = sourceKey(connection);
   let pool = pools.get(key);
   if (!pool) {
     pool = openDatabase(connection, { max: SOURCE_POOL_SIZE, applicationName: "drover-pg-table-source" });
@@ -52,8 +56,8 @@ const TEXT_TYPES = new Set(["text", "character varying", "character"]);
  */
 const checkedSources = new Map<string, Promise<void>>();
 
-export function checkSourceTable(sql: Sql, config: PgTableConfig): Promise<void> {
-  const key = `${quoteQualified(config.table)}|${config.idColumn}|${config.timeColumn}|${[...config.mapping.values()].join()}`;
+export function checkSourceTable(sql: Sql, connection: string, config: PgTableConfig): Promise<void> {
+  const key = `${sourceKey(connection)}|${quoteQualified(config.table)}|${config.idColumn}|${config.timeColumn}|${[...config.mapping.values()].join()}`;
   let check = checkedSources.get(key);
   if (!check) {
     check = (async () => {
