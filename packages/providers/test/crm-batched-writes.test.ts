@@ -4,8 +4,8 @@ import { claimTask, toRunInfo, writeBatches } from "@drover/engine";
 import type { ParentMap, SourceRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Company, Note } from "../src/crm/records.js";
-import { companyKind, independentBatch, NOT_LINKED, noteKind } from "../src/crm/writers.js";
+import type { Company, Note, Person } from "../src/crm/records.js";
+import { companyKind, independentBatch, NOT_LINKED, noteKind, personBatch } from "../src/crm/writers.js";
 
 /**
  * The crm provider's independent kinds on the batched path: a window is one multi-row insert and
@@ -30,8 +30,7 @@ afterAll(async () => {
 
 const noParents: ParentMap = { get: () => undefined };
 
-async function claimedTask(kind: string) {
-  const db = database.db;
+async function claimedTask(kind: string, db = database.db) {
   const [run] = await db.execute<Record<string, unknown> & { id: string }>(sql`
     insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, started_at)
     values ('t-batch', 'crm', ${`acct-${Math.random()}`}, ${sql.param([kind])}::text[], ${JSON.stringify([[kind]])}::jsonb, 'running', now())
@@ -140,5 +139,82 @@ describe("crm batched writes", () => {
       { source_id: "n1", action: "created", reason: null },
       { source_id: "n2", action: "skipped", reason: NOT_LINKED },
     ]);
+  });
+
+  const person = (name: string, email: string | null, organization: string | null = null): Person => ({
+    name,
+    email,
+    phone: null,
+    organization,
+    customFields: null,
+  });
+
+  it("persons in one batch: a known email is matched, two sharing a new email become one contact, an unresolved company is linked later", async () => {
+    await database.db.execute(sql`
+      insert into app.contacts (tenant_id, name, email) values ('t-persons', 'Already Here', 'known@x.io')`);
+    const deps = await claimedTask("persons");
+    const rows: SourceRow<Person>[] = [
+      { sourceId: "p1", data: person("Known", "KNOWN@x.io") },
+      { sourceId: "p2", data: person("New", "new@x.io", "org-9") },
+      { sourceId: "p3", data: person("New Again", "New@X.io") },
+      { sourceId: "p4", data: person("No Email", null) },
+    ];
+    statements.length = 0;
+    const summary = await writeBatches(
+      deps,
+      rows,
+      personBatch("t-persons", noParents, () => undefined),
+    );
+    expect(summary).toMatchObject({ attempted: 4, created: 2, matched: 2, failed: 0 });
+    expect(statements.filter((q) => q.startsWith("savepoint"))).toHaveLength(0);
+    const ledger = await database.db.execute<{
+      source_id: string;
+      action: string;
+      email: string | null;
+      pending_refs: Record<string, string> | null;
+    }>(sql`
+      select l.source_id, l.action, c.email, l.pending_refs from drover.ledger l join app.contacts c on c.id = l.record_id
+       where l.run_id = ${deps.run.id}::uuid order by l.source_id`);
+    expect(ledger).toEqual([
+      { source_id: "p1", action: "matched", email: "known@x.io", pending_refs: null },
+      { source_id: "p2", action: "created", email: "new@x.io", pending_refs: { organizations: "org-9" } },
+      { source_id: "p3", action: "matched", email: "new@x.io", pending_refs: null },
+      { source_id: "p4", action: "created", email: null, pending_refs: null },
+    ]);
+  });
+
+  it("two workers writing persons with the same emails at once create one contact per email", async () => {
+    const a = openDatabase(testDb.url, { max: 2 });
+    const b = openDatabase(testDb.url, { max: 2 });
+    try {
+      for (let round = 0; round < 5; round++) {
+        const emails = Array.from({ length: 30 }, (_, i) => `race${round}-${i}@x.io`);
+        const rowsFor = (prefix: string, order: string[]): SourceRow<Person>[] =>
+          order.map((email, i) => ({ sourceId: `${prefix}${i}`, data: person(`P ${email}`, email) }));
+        const [da, dbb] = [await claimedTask("persons", a.db), await claimedTask("persons", b.db)];
+        const [sa, sb] = await Promise.all([
+          writeBatches(
+            da,
+            rowsFor("a", emails),
+            personBatch("t-race", noParents, () => undefined),
+          ),
+          writeBatches(
+            dbb,
+            rowsFor("b", [...emails].reverse()),
+            personBatch("t-race", noParents, () => undefined),
+          ),
+        ]);
+        expect(sa.created + sb.created).toBe(30);
+        expect(sa.matched + sb.matched).toBe(30);
+        const [dups] = await database.db.execute<{ n: number }>(sql`
+          select count(*)::int as n from (
+            select lower(email) from app.contacts where tenant_id = 't-race' and email like ${`race${round}-%`}
+             group by lower(email) having count(*) > 1) d`);
+        expect(dups!.n).toBe(0);
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
   });
 });

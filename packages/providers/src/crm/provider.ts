@@ -1,5 +1,6 @@
 import type { Tx } from "@drover/db";
 import {
+  type BatchWriter,
   isRowErrorInfo,
   type ParentMap,
   PermanentError,
@@ -37,22 +38,23 @@ import {
   independentBatch,
   leadKind,
   noteKind,
-  writePerson,
+  personBatch,
 } from "./writers.js";
 
 /**
- * How a kind's rows are written. Independent kinds take the batched path (a window in one
- * multi-row insert); persons are matched by email, and two in one window may share one, so they
- * are written one at a time, each in its savepoint.
+ * How a kind's rows are written: all take the batched path (a window in one multi-row insert).
+ * Independent kinds plan each row alone; persons are matched by email, window by window.
  */
 type ListKind<T> = { parse(raw: unknown): T } & (
   | { independent: IndependentKind<T> }
-  | { write(tx: Tx, tenantId: string, row: T, parents: ParentMap, existing: Existing): Promise<RowResult> }
+  | {
+      batch(tenantId: string, parents: ParentMap, existingOf: (id: string) => Existing): BatchWriter<T>;
+    }
 );
 
 const LIST_KINDS: Record<string, ListKind<never>> = {
   organizations: { parse: parseCompany, independent: companyKind },
-  persons: { parse: parsePerson, write: writePerson },
+  persons: { parse: parsePerson, batch: personBatch },
   deals: { parse: parseDeal, independent: dealKind },
   leads: { parse: parseLead, independent: leadKind },
   activities: { parse: parseActivity, independent: activityKind },
@@ -236,10 +238,7 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const existingOf = (id: string): Existing => (cursor.since ? parents.get(own, id) : undefined);
   if ("independent" in kind)
     await ctx.writeBatches(rows as never, independentBatch(kind.independent, tenantId, parents, existingOf));
-  else
-    await ctx.writeRows(rows, (tx, row, id) =>
-      kind.write(tx, tenantId, row as never, parents, existingOf(id)),
-    );
+  else await ctx.writeBatches(rows as never, kind.batch(tenantId, parents, existingOf));
 
   const successors: TaskSeed[] = [];
   const following = next

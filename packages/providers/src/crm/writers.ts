@@ -250,6 +250,7 @@ export async function writePerson(
       .select({ id: contacts.id })
       .from(contacts)
       .where(and(eq(contacts.tenantId, tenantId), sql`lower(${contacts.email}) = lower(${p.email})`))
+      .orderBy(contacts.id)
       .limit(1);
     if (existing) return { action: "matched", recordType: "contact", recordId: existing.id };
   }
@@ -271,5 +272,102 @@ export async function writePerson(
     recordId: row!.id,
     // Organizations are imported in the same phase: a parent not written yet is linked at the barrier.
     ...(p.organization && companyId === null ? { pendingRefs: { organizations: p.organization } } : {}),
+  };
+}
+
+/**
+ * Persons on the batched path, with writePerson's rules for the whole window at once: the window
+ * locks every email it carries (sorted, so two windows never wait on each other in opposite
+ * orders), finds the contacts those emails already belong to in one query, inserts the persons
+ * left in one multi-row insert, and matches a later person of the window sharing an email with an
+ * earlier one to the contact that earlier one became, exactly as writing them one by one would.
+ */
+export function personBatch(
+  tenantId: string,
+  parents: ParentMap,
+  existingOf: (sourceId: string) => Existing,
+): BatchWriter<Person> {
+  return {
+    writeRow: (tx, row, sourceId) => writePerson(tx, tenantId, row, parents, existingOf(sourceId)),
+    async writeBatch(tx, rows) {
+      const results: RowResult[] = new Array(rows.length);
+      const emailKey = (p: Person) => (p.email ? p.email.toLowerCase() : null);
+      const fresh = rows.flatMap((row, at) => {
+        const existing = existingOf(row.sourceId);
+        return existing === undefined ? [{ at, person: row.data }] : [];
+      });
+      const keys = [
+        ...new Set(fresh.map((f) => emailKey(f.person)).filter((k): k is string => k !== null)),
+      ].sort();
+      if (keys.length > 0)
+        await tx.execute(sql`
+          select pg_advisory_xact_lock(hashtextextended(${tenantId} || ':' || k, 0))
+            from unnest(${sql.param(keys)}::text[]) with ordinality as u(k, i) order by i`);
+      const known = new Map<string, number>();
+      if (keys.length > 0) {
+        const found = await tx.execute<{ k: string; id: string }>(sql`
+          select lower(email) as k, min(id)::text as id from app.contacts
+           where tenant_id = ${tenantId} and lower(email) = any(${sql.param(keys)}::text[])
+           group by lower(email)`);
+        for (const f of found) known.set(f.k, Number(f.id));
+      }
+      // Rows to create, and later rows of the window that share an email with one of them.
+      const creating: { at: number; person: Person; companyId: number | null }[] = [];
+      const firstWithEmail = new Map<string, number>();
+      const sameAs: { at: number; index: number }[] = [];
+      for (const { at, person } of fresh) {
+        const key = emailKey(person);
+        const matched = key === null ? undefined : known.get(key);
+        if (matched !== undefined) {
+          results[at] = { action: "matched", recordType: "contact", recordId: matched };
+          continue;
+        }
+        if (key !== null && firstWithEmail.has(key)) {
+          sameAs.push({ at, index: firstWithEmail.get(key)! });
+          continue;
+        }
+        if (key !== null) firstWithEmail.set(key, creating.length);
+        creating.push({ at, person, companyId: parents.get("organizations", person.organization) ?? null });
+      }
+      if (creating.length > 0) {
+        // One INSERT ... VALUES returns its rows in the order of its VALUES list.
+        const created = await tx
+          .insert(contacts)
+          .values(
+            creating.map(({ person: p, companyId }) => ({
+              tenantId,
+              name: p.name,
+              email: p.email,
+              phone: p.phone,
+              companyId,
+              customFields: p.customFields,
+            })),
+          )
+          .returning({ id: contacts.id });
+        if (created.length !== creating.length)
+          throw new Error(`inserted ${created.length} contacts for ${creating.length}`);
+        for (const [k, { at, person, companyId }] of creating.entries())
+          results[at] = {
+            action: "created",
+            recordType: "contact",
+            recordId: created[k]!.id,
+            ...(person.organization && companyId === null
+              ? { pendingRefs: { organizations: person.organization } }
+              : {}),
+          };
+      }
+      for (const { at, index } of sameAs) {
+        const first = results[creating[index]!.at]!;
+        if (first.action !== "created") throw new Error("a shared email's first person was not created");
+        results[at] = { action: "matched", recordType: "contact", recordId: first.recordId };
+      }
+      // Catch-up rows the ledger already points to are updated in place, one by one.
+      for (const [at, row] of rows.entries()) {
+        const existing = existingOf(row.sourceId);
+        if (existing !== undefined)
+          results[at] = await writePerson(tx, tenantId, row.data, parents, existing);
+      }
+      return results;
+    },
   };
 }
