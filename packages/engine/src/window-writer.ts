@@ -420,10 +420,13 @@ async function writeBatchWindow<T>(
           );
         for (const r of results) checkResultFitsLedger(mode, r);
         // An in-place update keeps the slot the ledger already has; every other result claims one.
-        const claims = writable.flatMap((w, i) =>
-          results[i]!.action === "updated" ? [] : [claimOf(task.kind, w.sourceId, results[i]!)],
-        );
-        if (mode === "per-row" && claims.length > 0) {
+        const claims =
+          mode === "per-row"
+            ? writable.flatMap((w, i) =>
+                results[i]!.action === "updated" ? [] : [claimOf(task.kind, w.sourceId, results[i]!)],
+              )
+            : [];
+        if (claims.length > 0) {
           const won = await claimLedgerSlots(
             tx,
             {

@@ -94,6 +94,30 @@ describe("batched windows", () => {
     expect(task).toMatchObject({ processed_offset: 120, rows_read: "120", rows_written: "120" });
   });
 
+  it("without a ledger a clean window is one batch too: no claim, no fallback", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run, { ledger: "none" });
+    const calls = { batches: 0, rows: 0 };
+    const upserting: BatchWriter<Company> = {
+      async writeBatch(tx, rows) {
+        calls.batches++;
+        await companyBatch(run.tenantId, { batches: 0, rows: 0 }).writeBatch(tx, rows);
+        return rows.map(() => ({ action: "upserted" as const, replaced: false }));
+      },
+      async writeRow() {
+        calls.rows++;
+        return { action: "upserted", replaced: false };
+      },
+    };
+    const summary = await writeBatches(deps, rowsOf(120, "none-"), upserting, { windowSize: 50 });
+    expect(summary).toMatchObject({ attempted: 120, created: 120, failed: 0 });
+    expect(calls).toEqual({ batches: 3, rows: 0 });
+    const ledger = await one<{ n: number }>(
+      sql`select count(*)::int as n from drover.ledger where run_id = ${run.id}`,
+    );
+    expect(ledger.n).toBe(0);
+  });
+
   it("a window holding one bad row loses only that row; the rest commits through the per-row fallback", async () => {
     const run = await insertRun(h.db);
     const deps = await claimed(run);
