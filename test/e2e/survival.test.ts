@@ -45,7 +45,8 @@ afterAll(async () => {
   await h?.close();
 });
 
-const settings = { pageSize: "100", stripes: "2" };
+// Windows smaller than pages, so a task is caught between two committed windows of one page.
+const settings = { pageSize: "100", stripes: "2", windowSize: "25" };
 let tenants = 0;
 
 async function startRun(client = h.client): Promise<{ runId: string; tenantId: string; since: Date }> {

@@ -574,8 +574,12 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
       const done = await untilFinished(c, run!.id, 45_000);
       expect(done.status).toBe(RunStatus.FAILED);
 
+      // This source ignores updated_since, so the catch-up pass meets the same bad organizations
+      // again and notes them again: what matters is which rows failed and why.
       const notes = await c.database.db.execute<{ kind: string; subject_id: string; reason: string }>(sql`
-        select kind, subject_id, reason from drover.notes where run_id = ${run!.id}::uuid and level = 'error'
+        select kind, subject_id, reason from (
+          select distinct kind, subject_id, reason from drover.notes
+           where run_id = ${run!.id}::uuid and level = 'error') n
          order by kind, subject_id collate "C"`);
       expect(notes).toEqual([
         { kind: "leads", subject_id: "lead-3", reason: "title is not text (got number)" },
@@ -599,7 +603,9 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
         status: string;
         last_error: string | null;
       }>(sql`
-        select kind, status, last_error from drover.tasks where run_id = ${run!.id}::uuid order by kind, seed_key`);
+        select kind, status, last_error from drover.tasks
+         where run_id = ${run!.id}::uuid and seed_key not like 'catch-up:%' -- the main pass's tasks
+         order by kind, seed_key`);
       expect(tasks).toEqual([
         {
           kind: "deals",

@@ -31,7 +31,7 @@ describe("ExplainRecord", { timeout: 120_000 }, () => {
     const res = await explain("waiting", "deals", "3");
     expect(res.found).toBe(false);
     expect(res.explanation).toBe(
-      `deals 3 is not in the ledger and no note mentions it: run ${run.id} is in phase 1 of 2 and reaches deals in phase 2`,
+      `deals 3 is not in the ledger and no note mentions it: run ${run.id} is in phase 1 of 3 and reaches deals in phase 2`,
     );
     expect((await explain("waiting", "leads", "3")).explanation).toContain(
       `the latest run, ${run.id}, did not import leads`,

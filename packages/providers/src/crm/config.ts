@@ -9,6 +9,11 @@ export interface CrmSettings {
   dealsPerMailTask: number;
   /** Body fetches in flight per task. */
   bodyConcurrency: number;
+  /**
+   * Rows per transaction on the batched write path: one multi-row insert and one ledger claim each.
+   * Smaller windows bound what a killed worker redoes; larger ones commit less often.
+   */
+  windowSize: number;
 }
 
 export const DEFAULT_SETTINGS: CrmSettings = {
@@ -16,6 +21,7 @@ export const DEFAULT_SETTINGS: CrmSettings = {
   pageSize: 500,
   dealsPerMailTask: 10,
   bodyConcurrency: 4,
+  windowSize: 250,
 };
 
 const LIMITS: Record<keyof CrmSettings, [number, number]> = {
@@ -23,6 +29,7 @@ const LIMITS: Record<keyof CrmSettings, [number, number]> = {
   pageSize: [1, 500],
   dealsPerMailTask: [1, 100],
   bodyConcurrency: [1, 16],
+  windowSize: [1, 1000],
 };
 
 /** Returns what to fix, or the settings. */

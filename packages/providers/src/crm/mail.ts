@@ -98,6 +98,7 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
       });
       // Messages are independent rows: a deal's messages go in one multi-row insert.
       await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents, () => undefined) as never, {
+        windowSize: settings.windowSize,
         nextCursor: {
           deals: cursor.deals,
           index: cursor.index + k + 1,

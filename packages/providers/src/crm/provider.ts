@@ -236,9 +236,12 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const tenantId = ctx.run.tenantId;
   const own = ctx.task.kind;
   const existingOf = (id: string): Existing => (cursor.since ? parents.get(own, id) : undefined);
-  if ("independent" in kind)
-    await ctx.writeBatches(rows as never, independentBatch(kind.independent, tenantId, parents, existingOf));
-  else await ctx.writeBatches(rows as never, kind.batch(tenantId, parents, existingOf));
+  const { windowSize } = runSettings(ctx.run).settings;
+  const writer =
+    "independent" in kind
+      ? independentBatch(kind.independent, tenantId, parents, existingOf)
+      : kind.batch(tenantId, parents, existingOf);
+  await ctx.writeBatches(rows as never, writer, { windowSize });
 
   const successors: TaskSeed[] = [];
   const following = next
