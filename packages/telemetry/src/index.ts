@@ -29,4 +29,5 @@ export {
   type TraceCarrier,
   withRemoteParent,
 } from "./propagation.js";
+export { type ServiceObservability, startServiceObservability } from "./service-observability.js";
 export { type WithSpanOptions, withAttributes, withSpan } from "./with-span.js";

@@ -1,38 +1,25 @@
 import { runServiceMain } from "@drover/config";
-import {
-  createLogger,
-  initTelemetry,
-  type MetricsServer,
-  serveMetrics,
-  type TelemetryHandle,
-} from "@drover/telemetry";
+import { createLogger, type ServiceObservability, startServiceObservability } from "@drover/telemetry";
 import { loadWorkerConfig } from "./config.js";
 import { startWorker } from "./worker.js";
 
 const logger = createLogger("worker");
-let telemetry: TelemetryHandle | undefined;
-let metricsServer: MetricsServer | undefined;
+let observability: ServiceObservability | undefined;
 
 runServiceMain({
   name: "drover worker",
   logger,
   load: () => loadWorkerConfig(),
   start: async (config) => {
-    telemetry = initTelemetry({ serviceName: "drover-worker" });
-    if (config.DROVER_METRICS_PORT !== null)
-      metricsServer = await serveMetrics({
-        host: config.DROVER_METRICS_HOST,
-        port: config.DROVER_METRICS_PORT,
-      });
+    observability = await startServiceObservability("drover-worker", config);
     return startWorker(config, { logger });
   },
   ready: (worker) => ({
     event: "pulling",
     worker_id: worker.id,
-    ...(metricsServer ? { metrics: metricsServer.url } : {}),
+    ...observability?.readyFields,
   }),
   afterStop: async () => {
-    await metricsServer?.close();
-    await telemetry?.shutdown();
+    await observability?.stop();
   },
 });

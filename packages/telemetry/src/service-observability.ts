@@ -1,0 +1,33 @@
+import { initTelemetry, type TelemetryHandle } from "./init-telemetry.js";
+import { type MetricsServer, serveMetrics } from "./metrics-server.js";
+
+/** What every service process runs beside its work: traces (OTEL_* variables) and /metrics. */
+export interface ServiceObservability {
+  /** Added to the service's ready line, so parents (the demo, tests) learn where /metrics is. */
+  readyFields: { metrics?: string };
+  stop(): Promise<void>;
+}
+
+export async function startServiceObservability(
+  serviceName: string,
+  config: { DROVER_METRICS_HOST: string; DROVER_METRICS_PORT: number | null },
+): Promise<ServiceObservability> {
+  const telemetry: TelemetryHandle = initTelemetry({ serviceName });
+  let metricsServer: MetricsServer | undefined;
+  if (config.DROVER_METRICS_PORT !== null) {
+    metricsServer = await serveMetrics({
+      host: config.DROVER_METRICS_HOST,
+      port: config.DROVER_METRICS_PORT,
+    }).catch(async (err) => {
+      await telemetry.shutdown();
+      throw err;
+    });
+  }
+  return {
+    readyFields: metricsServer ? { metrics: metricsServer.url } : {},
+    async stop() {
+      await metricsServer?.close();
+      await telemetry.shutdown();
+    },
+  };
+}
