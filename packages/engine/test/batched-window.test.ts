@@ -92,6 +92,11 @@ describe("batched windows", () => {
       sql`select processed_offset, rows_read, rows_written from drover.tasks where id = ${deps.task.id}`,
     );
     expect(task).toMatchObject({ processed_offset: 120, rows_read: "120", rows_written: "120" });
+    // Each committed window is on record, for the run's throughput over time.
+    const windows = await one<{ n: number; rows: number }>(
+      sql`select count(*)::int as n, sum(rows)::int as rows from drover.window_commits where task_id = ${deps.task.id}`,
+    );
+    expect(windows).toEqual({ n: 3, rows: 120 });
   });
 
   it("without a ledger a clean window is one batch too: no claim, no fallback", async () => {

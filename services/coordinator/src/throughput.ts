@@ -11,10 +11,10 @@ export interface Throughput {
 }
 
 /**
- * A run's rows over time, from what it committed: each ledger row it wrote (created, matched,
- * skipped) and each failed row it noted, by the time of its window's transaction. "Already here"
- * rows are not counted: their ledger rows belong to the run that wrote them. One indexed pass over
- * the run's ledger rows (index on run_id), which a live page repeats every few seconds.
+ * A run's rows over time, from what its windows committed (drover.window_commits: rows written
+ * or failed, not those already here), by the time of each window's transaction. One row per
+ * window, not per source row, so a live page can ask every few seconds, and a ledgerless source
+ * (pg-table) has a throughput too.
  */
 export async function runThroughput(
   q: Queryable,
@@ -28,11 +28,9 @@ export async function runThroughput(
   const bucketSeconds = Math.max(1, Math.ceil(seconds / buckets));
   const count = Math.max(1, Math.ceil(seconds / bucketSeconds));
   const rows = await q.execute<{ bucket: number; n: string }>(sql`
-    select floor(extract(epoch from (x.at - ${start.toISOString()}::timestamptz)) / ${bucketSeconds})::int as bucket,
-           count(*) as n
-      from (select created_at as at from drover.ledger where run_id = ${run.id}::uuid
-            union all
-            select created_at from drover.notes where run_id = ${run.id}::uuid and level = 'error') x
+    select floor(extract(epoch from (committed_at - ${start.toISOString()}::timestamptz)) / ${bucketSeconds})::int as bucket,
+           sum(rows)::bigint as n
+      from drover.window_commits where run_id = ${run.id}::uuid
      group by 1`);
   const byBucket = new Map(rows.map((r) => [Number(r.bucket), BigInt(r.n)]));
   return {

@@ -296,3 +296,22 @@ export const runFacts = drover.table(
   },
   (t) => [primaryKey({ columns: [t.runId, t.key] })],
 );
+
+/**
+ * One row per committed window, written in the window's transaction: the run's throughput over
+ * time, for both ledger modes, read without scanning the ledger (a window stands for up to
+ * hundreds of rows). Rows counts what the window wrote or failed, not what was already here.
+ */
+export const windowCommits = drover.table(
+  "window_commits",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    taskId: bigint("task_id", { mode: "number" }).notNull(),
+    rows: integer("rows").notNull(),
+    committedAt: timestamp("committed_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index("window_commits_run_time").on(t.runId, t.committedAt)],
+);
