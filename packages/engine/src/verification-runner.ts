@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { runs } from "@drover/db";
 import { classifyError, describeError, PermanentError } from "@drover/provider-sdk";
 import { eq } from "drizzle-orm";
@@ -51,6 +52,8 @@ export async function runVerification(
   if (!claim) return { status: "dropped", runId, reason: "not due, claimed by another worker, or re-armed" };
 
   const abort = new AbortController();
+  // The verifier's concurrent calls, and their backoff sleeps, all listen on this one signal.
+  setMaxListeners(256, abort.signal);
   const onShutdown = () => abort.abort(controls.shutdown.reason);
   controls.shutdown.addEventListener("abort", onShutdown, { once: true });
   const heartbeat = setInterval(() => {
