@@ -12,23 +12,29 @@ export class ConfigError extends Error {
 /**
  * Compiles a service's configuration from the environment once, at start. Every problem is reported
  * at once, each naming the variable and what to fix, so a bad deploy fails before touching anything.
+ * `checks` adds what a schema cannot say (keys that must parse, files that must exist), reported
+ * together with the schema's own problems.
  */
-export function parseEnv<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEnv = process.env): z.infer<S> {
+export function parseEnv<S extends z.ZodObject>(
+  schema: S,
+  env: NodeJS.ProcessEnv = process.env,
+  checks: (env: NodeJS.ProcessEnv) => string[] = () => [],
+): z.infer<S> {
   const raw: Record<string, string | undefined> = {};
   for (const key of Object.keys(schema.shape)) {
     const value = env[key];
     raw[key] = value === "" ? undefined : value;
   }
   const result = schema.safeParse(raw);
-  if (!result.success) {
-    throw new ConfigError(
-      result.error.issues.map((issue) => {
+  const problems = result.success
+    ? []
+    : result.error.issues.map((issue) => {
         const key = String(issue.path[0] ?? "?");
         const got = raw[key];
         return `${key}: ${issue.message}${got === undefined ? "" : ` (got "${got.slice(0, 80)}")`}`;
-      }),
-    );
-  }
+      });
+  problems.push(...checks(env));
+  if (!result.success || problems.length > 0) throw new ConfigError(problems);
   return result.data;
 }
 

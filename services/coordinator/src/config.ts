@@ -63,17 +63,7 @@ const schema = z.object({
 export type CoordinatorConfig = z.infer<typeof schema>;
 
 export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): CoordinatorConfig {
-  let config: CoordinatorConfig | undefined;
-  const problems: string[] = [];
-  try {
-    config = parseEnv(schema, env);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    problems.push(...err.problems);
-  }
-  problems.push(...checkAuthConfig(env));
-  if (problems.length > 0 || !config) throw new ConfigError(problems);
-  return config;
+  return parseEnv(schema, env, checkAuthConfig);
 }
 
 /** What is wrong with the key, secret and TLS variables, without quoting any of them. */

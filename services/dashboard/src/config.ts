@@ -22,15 +22,5 @@ export type DashboardConfig = z.infer<typeof schema>;
  * the page and goes on to the coordinator, whose scopes then apply.
  */
 export function loadDashboardConfig(env: NodeJS.ProcessEnv = process.env): DashboardConfig {
-  let config: DashboardConfig | undefined;
-  const problems: string[] = [];
-  try {
-    config = parseEnv(schema, env);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    problems.push(...err.problems);
-  }
-  problems.push(...clientTlsProblems({ caFile: env.DROVER_TLS_CA_FILE }));
-  if (problems.length > 0 || !config) throw new ConfigError(problems);
-  return config;
+  return parseEnv(schema, env, (e) => clientTlsProblems({ caFile: e.DROVER_TLS_CA_FILE }));
 }

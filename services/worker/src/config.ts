@@ -53,17 +53,9 @@ const schema = z.object({
 export type WorkerConfig = z.infer<typeof schema> & { DROVER_WORKER_TOKEN: string };
 
 export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
-  let config: z.infer<typeof schema> | undefined;
-  const problems: string[] = [];
-  try {
-    config = parseEnv(schema, env);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    problems.push(...err.problems);
-  }
-  problems.push(...checkAuthConfig(env));
-  if (problems.length > 0 || !config?.DROVER_WORKER_TOKEN) throw new ConfigError(problems);
-  return { ...config, DROVER_WORKER_TOKEN: config.DROVER_WORKER_TOKEN.trim() };
+  // checkAuthConfig has refused a missing or malformed token.
+  const config = parseEnv(schema, env, checkAuthConfig);
+  return { ...config, DROVER_WORKER_TOKEN: (config.DROVER_WORKER_TOKEN ?? "").trim() };
 }
 
 function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {
