@@ -1,5 +1,5 @@
 import type { Database } from "@drover/db";
-import { generateRoomEvents } from "@drover/local-cluster";
+import { EMPTY_CRM_SANDBOX, generateRoomEvents } from "@drover/local-cluster";
 import { openBenchCluster } from "./harness.js";
 import type { Scenario, ScenarioResult } from "./scenario.js";
 
@@ -48,15 +48,7 @@ export const tableCopyScenario: Scenario = {
       name: "table",
       workers: WORKERS,
       laneWidth: LANE_WIDTH,
-      sandbox: {
-        organizations: 0,
-        persons: 0,
-        deals: 0,
-        leads: 0,
-        activities: 0,
-        notes: 0,
-        "mail-per-deal-max": 0,
-      },
+      sandbox: { ...EMPTY_CRM_SANDBOX },
       env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
     });
     try {

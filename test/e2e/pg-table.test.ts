@@ -1,4 +1,9 @@
-import { createSourceDatabase, generateRoomEvents, type SourceDatabase } from "@drover/local-cluster";
+import {
+  createSourceDatabase,
+  EMPTY_CRM_SANDBOX,
+  generateRoomEvents,
+  type SourceDatabase,
+} from "@drover/local-cluster";
 import { RunStatus } from "@drover/proto";
 import { encodeUlidTime, ulidFloor } from "@drover/providers";
 import { sql } from "drizzle-orm";
@@ -20,15 +25,7 @@ beforeAll(async () => {
   h = await openClusterHarness({
     workers: 2,
     laneWidth: 2,
-    sandbox: {
-      organizations: 0,
-      persons: 0,
-      deals: 0,
-      leads: 0,
-      activities: 0,
-      notes: 0,
-      "mail-per-deal-max": 0,
-    },
+    sandbox: { ...EMPTY_CRM_SANDBOX },
     env: {
       DROVER_SWEEP_INTERVAL_MS: "500",
       DROVER_STALE_TASK_MS: "5000",

@@ -10,7 +10,15 @@ import {
   timestampDate,
   toJson,
 } from "@drover/proto";
-import { isTerminal, KindClock, progressBlock, runSummary, statusName, table } from "./render.js";
+import {
+  isTerminal,
+  KindClock,
+  progressBlock,
+  runSummary,
+  statusName,
+  table,
+  verificationTable,
+} from "./render.js";
 
 export interface Io {
   out(text: string): void;
@@ -230,21 +238,7 @@ export async function runCommand(
       const v = verification;
       print(
         v
-          ? [
-              v.ok ? "verification passed" : "verification found problems",
-              table(
-                ["kind", "source", "ledger", "failed", "sampled", "mismatches"],
-                v.kinds.map((k) => [
-                  k.kind,
-                  String(k.sourceCount),
-                  String(k.ledgerCount),
-                  String(k.failedCount),
-                  String(k.sampled),
-                  String(k.mismatches.length),
-                ]),
-              ),
-              ...v.kinds.flatMap((k) => k.mismatches.map((m) => `  ${k.kind}: ${m}`)),
-            ].join("\n")
+          ? [v.ok ? "verification passed" : "verification found problems", verificationTable(v)].join("\n")
           : "no verification result",
         v ?? null,
       );

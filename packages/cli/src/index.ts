@@ -10,4 +10,5 @@ export {
   runSummary,
   statusName,
   table,
+  verificationTable,
 } from "./render.js";

@@ -1,4 +1,4 @@
-import { type Run, RunStatus } from "@drover/proto";
+import { type Run, RunStatus, type Verification } from "@drover/proto";
 
 const STATUS_NAMES: Record<number, string> = {
   [RunStatus.PENDING]: "pending",
@@ -159,4 +159,25 @@ export function formatDuration(seconds: number): string {
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+/**
+ * A verification as a table, one row per kind, then every mismatch. `accountedAs` names what the
+ * source was counted against: the ledger, or for a ledgerless source its destination table.
+ */
+export function verificationTable(v: Verification, accountedAs = "ledger"): string {
+  return [
+    table(
+      ["kind", "source", accountedAs, "failed", "sampled", "mismatches"],
+      v.kinds.map((k) => [
+        k.kind,
+        String(k.sourceCount),
+        String(k.ledgerCount),
+        String(k.failedCount),
+        String(k.sampled),
+        String(k.mismatches.length),
+      ]),
+    ),
+    ...v.kinds.flatMap((k) => k.mismatches.map((m) => `  ${k.kind}: ${m}`)),
+  ].join("\n");
 }

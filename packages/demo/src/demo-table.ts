@@ -1,11 +1,17 @@
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
-import { countsTable, rowsDone, statusName, table } from "@drover/cli";
-import { ensureDatabase, migrateDatabase, openDatabase } from "@drover/db";
-import { checkServices, createSourceDatabase, generateRoomEvents, startCluster } from "@drover/local-cluster";
+import { countsTable, rowsDone, statusName, table, verificationTable } from "@drover/cli";
+import { openDatabase } from "@drover/db";
+import {
+  createSourceDatabase,
+  EMPTY_CRM_SANDBOX,
+  generateRoomEvents,
+  startCluster,
+} from "@drover/local-cluster";
 import { createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { ulidFloor } from "@drover/providers";
 import { sql } from "drizzle-orm";
+import { prepareDemoServices } from "./prepare.js";
 import { ProgressView } from "./progress.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/drover_demo";
@@ -65,13 +71,7 @@ async function main(): Promise<number> {
     process.stderr.write(`${(err as Error).message}\n\n${USAGE}\n`);
     return 2;
   }
-  const problems = await checkServices(DATABASE_URL, NATS_URL);
-  if (problems.length > 0) {
-    process.stderr.write(`The demo needs Postgres and NATS JetStream:\n  - ${problems.join("\n  - ")}\n`);
-    return 1;
-  }
-  await ensureDatabase(DATABASE_URL);
-  await migrateDatabase(DATABASE_URL);
+  if (!(await prepareDemoServices(DATABASE_URL, NATS_URL))) return 1;
 
   // Whole hours, ending at the last full hour: the newest slot is the one copied first.
   const to = Math.floor(Date.now() / HOUR) * HOUR;
@@ -108,16 +108,7 @@ async function main(): Promise<number> {
       queuePrefix,
       workers: f.workers,
       laneWidth: f.lane,
-      // The CRM sandbox starts with every cluster; this demo does not call it.
-      sandbox: {
-        organizations: 0,
-        persons: 0,
-        deals: 0,
-        leads: 0,
-        activities: 0,
-        notes: 0,
-        "mail-per-deal-max": 0,
-      },
+      sandbox: { ...EMPTY_CRM_SANDBOX },
       env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
     });
     const running = cluster;
@@ -169,20 +160,7 @@ async function main(): Promise<number> {
 
       const { verification } = await client.verifyRun({ runId: last.id });
       const v = verification!;
-      process.stdout.write(
-        `${table(
-          ["kind", "source", "destination", "failed", "sampled", "mismatches"],
-          v.kinds.map((k) => [
-            k.kind,
-            String(k.sourceCount),
-            String(k.ledgerCount),
-            String(k.failedCount),
-            String(k.sampled),
-            String(k.mismatches.length),
-          ]),
-        )}\n`,
-      );
-      for (const k of v.kinds) for (const m of k.mismatches) process.stdout.write(`  mismatch: ${m}\n`);
+      process.stdout.write(`${verificationTable(v, "destination")}\n`);
       if (v.error) process.stdout.write(`verification error: ${v.error}\n`);
       const ok = v.ok && last.status === RunStatus.SUCCEEDED;
       process.stdout.write(

@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { countsTable, rowsDone, statusName } from "@drover/cli";
-import { ensureDatabase, migrateDatabase, openDatabase } from "@drover/db";
-import { accountFor, accountingProblems, checkServices, startCluster } from "@drover/local-cluster";
+import { openDatabase } from "@drover/db";
+import { accountFor, accountingProblems, startCluster } from "@drover/local-cluster";
 import { createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { parseDemoFlags, USAGE } from "./flags.js";
+import { prepareDemoServices } from "./prepare.js";
 import { ProgressView } from "./progress.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/drover_demo";
@@ -21,13 +22,7 @@ async function main(): Promise<number> {
     return 2;
   }
 
-  const problems = await checkServices(DATABASE_URL, NATS_URL);
-  if (problems.length > 0) {
-    process.stderr.write(`The demo needs Postgres and NATS JetStream:\n  - ${problems.join("\n  - ")}\n`);
-    return 1;
-  }
-  await ensureDatabase(DATABASE_URL);
-  await migrateDatabase(DATABASE_URL);
+  if (!(await prepareDemoServices(DATABASE_URL, NATS_URL))) return 1;
 
   const queuePrefix = `demo-${randomBytes(3).toString("hex")}`;
   process.stdout.write(

@@ -2,6 +2,19 @@ import { join } from "node:path";
 import { formatApiKey, issueApiKey } from "@drover/auth";
 import { REPO_ROOT, type ServiceProcess, spawnService } from "./service-process.js";
 
+/**
+ * Sandbox flags for a cluster whose runs never call the CRM (the pg-table demo, bench and tests):
+ * the sandbox starts with every cluster, holding nothing.
+ */
+export const EMPTY_CRM_SANDBOX: Readonly<Record<string, number>> = {
+  organizations: 0,
+  persons: 0,
+  deals: 0,
+  leads: 0,
+  activities: 0,
+  notes: 0,
+  "mail-per-deal-max": 0,
+};
 export interface ClusterOptions {
   databaseUrl: string;
   natsUrl: string;

@@ -6,7 +6,7 @@ export {
   type KindAccount,
   type KindTruth,
 } from "./accounting.js";
-export { type Cluster, type ClusterOptions, startCluster } from "./cluster.js";
+export { type Cluster, type ClusterOptions, EMPTY_CRM_SANDBOX, startCluster } from "./cluster.js";
 export {
   createSourceDatabase,
   generateRoomEvents,
