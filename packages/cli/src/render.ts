@@ -1,17 +1,6 @@
-import { type Run, RunStatus, type Verification } from "@drover/proto";
+import { type Run, RunStatus, runStatusName, type Verification } from "@drover/proto";
 
-const STATUS_NAMES: Record<number, string> = {
-  [RunStatus.PENDING]: "pending",
-  [RunStatus.RUNNING]: "running",
-  [RunStatus.STOPPING]: "stopping",
-  [RunStatus.STOPPED]: "stopped",
-  [RunStatus.SUCCEEDED]: "succeeded",
-  [RunStatus.FAILED]: "failed",
-};
-
-export function statusName(status: RunStatus): string {
-  return STATUS_NAMES[status] ?? "unknown";
-}
+export const statusName = runStatusName;
 
 export function isTerminal(status: RunStatus): boolean {
   return status === RunStatus.STOPPED || status === RunStatus.SUCCEEDED || status === RunStatus.FAILED;

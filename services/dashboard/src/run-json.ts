@@ -3,6 +3,7 @@ import {
   type NoteGroup,
   type Run,
   RunStatus,
+  runStatusName,
   timestampDate,
 } from "@drover/proto";
 
@@ -58,15 +59,6 @@ export interface NoteGroupJson {
   samples: string[];
 }
 
-const STATUS: Record<number, string> = {
-  [RunStatus.PENDING]: "pending",
-  [RunStatus.RUNNING]: "running",
-  [RunStatus.STOPPING]: "stopping",
-  [RunStatus.STOPPED]: "stopped",
-  [RunStatus.SUCCEEDED]: "succeeded",
-  [RunStatus.FAILED]: "failed",
-};
-
 const iso = (t: Timestamp | undefined): string | null => (t ? timestampDate(t).toISOString() : null);
 
 export function runJson(run: Run): RunJson {
@@ -86,7 +78,7 @@ export function runJson(run: Run): RunJson {
     tenantId: run.tenantId,
     source: run.source,
     sourceAccount: run.sourceAccount,
-    status: STATUS[run.status] ?? "unknown",
+    status: runStatusName(run.status),
     phases: run.phases.map((p) => [...p.kinds]),
     currentPhase: run.currentPhase,
     progress,
