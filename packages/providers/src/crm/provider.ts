@@ -1,11 +1,9 @@
-import type { Tx } from "@drover/db";
 import {
   type BatchWriter,
   isRowErrorInfo,
   type ParentMap,
   PermanentError,
   type Provider,
-  type RowResult,
   type RunInfo,
   type SeedContext,
   type SourceRow,
@@ -45,20 +43,23 @@ import {
  * How a kind's rows are written: all take the batched path (a window in one multi-row insert).
  * Independent kinds plan each row alone; persons are matched by email, window by window.
  */
-type ListKind<T> = { parse(raw: unknown): T } & (
-  | { independent: IndependentKind<T> }
-  | {
-      batch(tenantId: string, parents: ParentMap, existingOf: (id: string) => Existing): BatchWriter<T>;
-    }
-);
+interface ListKind<T> {
+  parse(raw: unknown): T;
+  batch(tenantId: string, parents: ParentMap, existingOf: (id: string) => Existing): BatchWriter<T>;
+}
+
+const independent =
+  <T>(kind: IndependentKind<T>): ListKind<T>["batch"] =>
+  (tenantId, parents, existingOf) =>
+    independentBatch(kind, tenantId, parents, existingOf);
 
 const LIST_KINDS: Record<string, ListKind<never>> = {
-  organizations: { parse: parseCompany, independent: companyKind },
+  organizations: { parse: parseCompany, batch: independent(companyKind) },
   persons: { parse: parsePerson, batch: personBatch },
-  deals: { parse: parseDeal, independent: dealKind },
-  leads: { parse: parseLead, independent: leadKind },
-  activities: { parse: parseActivity, independent: activityKind },
-  notes: { parse: parseNote, independent: noteKind },
+  deals: { parse: parseDeal, batch: independent(dealKind) },
+  leads: { parse: parseLead, batch: independent(leadKind) },
+  activities: { parse: parseActivity, batch: independent(activityKind) },
+  notes: { parse: parseNote, batch: independent(noteKind) },
 } as unknown as Record<string, ListKind<never>>;
 
 /**
@@ -164,7 +165,7 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const cursor = ctx.task.cursor as unknown as ListCursor;
   const list = KIND_LISTS[ctx.task.kind]?.[cursor.list];
   if (!list) throw new PermanentError(`crm provider has no list ${cursor.list} for "${ctx.task.kind}"`);
-  const { baseUrl } = runSettings(ctx.run);
+  const { baseUrl, settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
 
   let raws: unknown[];
@@ -236,12 +237,9 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const tenantId = ctx.run.tenantId;
   const own = ctx.task.kind;
   const existingOf = (id: string): Existing => (cursor.since ? parents.get(own, id) : undefined);
-  const { windowSize } = runSettings(ctx.run).settings;
-  const writer =
-    "independent" in kind
-      ? independentBatch(kind.independent, tenantId, parents, existingOf)
-      : kind.batch(tenantId, parents, existingOf);
-  await ctx.writeBatches(rows as never, writer, { windowSize });
+  await ctx.writeBatches(rows as never, kind.batch(tenantId, parents, existingOf), {
+    windowSize: settings.windowSize,
+  });
 
   const successors: TaskSeed[] = [];
   const following = next
