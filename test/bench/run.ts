@@ -42,9 +42,11 @@ const FIGURE_ORDER = [
   "table_rows_per_s",
   "table_vs_naive",
   "table_vs_insert_select",
+  "table_streamed_rows_per_s",
+  "table_streamed_vs_naive",
 ];
 
-const COUNTS = new Set(["forbidden_403_count", "table_rows_per_s"]);
+const COUNTS = new Set(["forbidden_403_count", "table_rows_per_s", "table_streamed_rows_per_s"]);
 
 interface Goal {
   figure: string;
@@ -64,7 +66,12 @@ const GOALS: readonly Goal[] = [
 ];
 
 /** Figures printed without a goal, on purpose. */
-const REPORT_ONLY = new Set(["table_rows_per_s", "table_vs_insert_select"]);
+const REPORT_ONLY = new Set([
+  "table_rows_per_s",
+  "table_vs_insert_select",
+  "table_streamed_rows_per_s",
+  "table_streamed_vs_naive",
+]);
 
 const USAGE = `usage: pnpm bench [-- --only name[,name...]]
 

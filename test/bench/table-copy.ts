@@ -41,7 +41,13 @@ const log = (line: string) => process.stderr.write(`[bench] table: ${line}\n`);
 
 export const tableCopyScenario: Scenario = {
   name: "table",
-  selects: ["table_rows_per_s", "table_vs_naive", "table_vs_insert_select"],
+  selects: [
+    "table_rows_per_s",
+    "table_vs_naive",
+    "table_vs_insert_select",
+    "table_streamed_rows_per_s",
+    "table_streamed_vs_naive",
+  ],
   async run(): Promise<ScenarioResult> {
     const rows = tableRows();
     const bench = await openBenchCluster({
@@ -78,29 +84,44 @@ export const tableCopyScenario: Scenario = {
       await sql`checkpoint`;
       await sql`select count(*), sum(length(data::text)) from bench_source.room_events`;
 
-      log("Drover: pg-table on the cluster");
-      const outcome = await bench.runToEnd(
-        {
-          tenantId: "bench-drover",
-          sourceAccount: "bench-table",
-          kinds: [],
-          settings: {
-            table: "bench_source.room_events",
-            destination: "app.room_events",
-            tenantColumn: "tenant_id",
-            mapping: "id=id,room_id=room_id,data=data",
-            from: new Date(from).toISOString(),
-            to: new Date(to).toISOString(),
+      // Drover twice on the same cluster: rows streamed through the workers (as from any other
+      // database), then the default, which finds the source in its own database and copies each
+      // window inside it. The destination is emptied in between, and the first run's automatic
+      // verification is let finish, so neither run shares the machine with the other's work.
+      const droverRun = async (tenantId: string, extra: Record<string, string>) => {
+        await sql`truncate app.room_events`;
+        await sql`checkpoint`;
+        const outcome = await bench.runToEnd(
+          {
+            tenantId,
+            sourceAccount: `bench-table-${tenantId}`,
+            kinds: [],
+            settings: {
+              table: "bench_source.room_events",
+              destination: "app.room_events",
+              tenantColumn: "tenant_id",
+              mapping: "id=id,room_id=room_id,data=data",
+              from: new Date(from).toISOString(),
+              to: new Date(to).toISOString(),
+              ...extra,
+            },
+            source: { name: "pg-table", baseUrl: "", apiToken: bench.testDb.url },
           },
-          source: { name: "pg-table", baseUrl: "", apiToken: bench.testDb.url },
-        },
-        1_800_000,
-      );
-      const droverSeconds = (outcome.finishedAt - outcome.startedAt) / 1000;
-      const [landed] = await sql<{ n: number }[]>`
-        select count(*)::int as n from app.room_events where tenant_id = 'bench-drover'`;
-      if (landed!.n !== source!.n) throw new Error(`Drover landed ${landed!.n} of ${source!.n} rows`);
-      log(`Drover: ${droverSeconds.toFixed(1)} s`);
+          1_800_000,
+        );
+        const seconds = (outcome.finishedAt - outcome.startedAt) / 1000;
+        const [landed] = await sql<{ n: number }[]>`
+          select count(*)::int as n from app.room_events where tenant_id = ${tenantId}`;
+        if (landed!.n !== source!.n) throw new Error(`Drover landed ${landed!.n} of ${source!.n} rows`);
+        await untilVerified(sql, outcome.run.id);
+        return seconds;
+      };
+      log("Drover, streamed through the workers (inDatabaseCopy=off)");
+      const streamedSeconds = await droverRun("bench-streamed", { inDatabaseCopy: "off" });
+      log(`Drover streamed: ${streamedSeconds.toFixed(1)} s`);
+      log("Drover, in-database copy (the default for a source in the product database)");
+      const droverSeconds = await droverRun("bench-drover", {});
+      log(`Drover in-database: ${droverSeconds.toFixed(1)} s`);
       await bench.stopAll();
       await sql`checkpoint`;
 
@@ -124,6 +145,7 @@ export const tableCopyScenario: Scenario = {
       log(`INSERT … SELECT: ${ceilingSeconds.toFixed(1)} s`);
 
       const drover = source!.n / droverSeconds;
+      const streamed = source!.n / streamedSeconds;
       const naiveRate = naive.rows / naive.seconds;
       const ceiling = ceilingRows!.n / ceilingSeconds;
       return {
@@ -131,6 +153,8 @@ export const tableCopyScenario: Scenario = {
           table_rows_per_s: drover,
           table_vs_naive: drover / naiveRate,
           table_vs_insert_select: drover / ceiling,
+          table_streamed_rows_per_s: streamed,
+          table_streamed_vs_naive: streamed / naiveRate,
         },
         settings: {
           rows,
@@ -149,6 +173,7 @@ export const tableCopyScenario: Scenario = {
             rowsPerSecond: drover,
             logs: bench.cluster.logDir,
           },
+          droverStreamed: { rows: source!.n, seconds: streamedSeconds, rowsPerSecond: streamed },
           naive: { ...naive, rowsPerSecond: naiveRate },
           insertSelect: { rows: ceilingRows!.n, seconds: ceilingSeconds, rowsPerSecond: ceiling },
         },
@@ -158,6 +183,18 @@ export const tableCopyScenario: Scenario = {
     }
   },
 };
+
+/** Waits for the finished run's automatic verification (on a worker) to be stored. */
+async function untilVerified(sql: Sql, runId: string): Promise<void> {
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const [r] = await sql<{ status: string }[]>`
+      select status from drover.verification_requests where run_id = ${runId}::uuid`;
+    if (r?.status === "done") return;
+    if (Date.now() > deadline) throw new Error(`run ${runId} was not verified within 10 minutes`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
 
 /**
  * Seed 003's naive migrator, on Postgres: newest first by keyset, pages of 1,000, each page written

@@ -260,4 +260,47 @@ describe("pg-table", () => {
     expect(verification!.kinds[0]!.mismatches).toEqual([]);
     expect(verification!.ok).toBe(true);
   });
+
+  it("a source table in the product database is copied inside it, slot by slot, and verifies clean", async () => {
+    const schema = "in_product";
+    await generateRoomEvents(h.database.sql, {
+      schema,
+      rows: 3_000,
+      from: new Date(FROM),
+      to: new Date(FROM + 4 * HOUR),
+    });
+    const { run } = await h.client.startRun({
+      tenantId: `tenant-${schema}`,
+      source: "pg-table",
+      sourceAccount: `source-${schema}`,
+      sourceConfig: {
+        baseUrl: "",
+        apiToken: h.testDb.url,
+        settings: {
+          table: `${schema}.room_events`,
+          destination: "app.room_events",
+          tenantColumn: "tenant_id",
+          mapping: MAPPING,
+          from: new Date(FROM).toISOString(),
+          to: new Date(FROM + 4 * HOUR).toISOString(),
+          windowSize: "200",
+          pageSize: "500",
+        },
+      },
+    });
+    const last = await watchToEnd(h.client, run!.id);
+    expect(last.status).toBe(RunStatus.SUCCEEDED);
+    const tasks = await tasksOf(run!.id);
+    expect(tasks).toHaveLength(4);
+    expect(tasks.reduce((a, t) => a + Number(t.rows_read), 0)).toBe(3_000);
+    expect(tasks.reduce((a, t) => a + Number(t.rows_written), 0)).toBe(3_000);
+    const [diff] = await h.database.db.execute<{ n: number }>(sql`
+      select count(*)::int as n from (
+        select id, room_id, data from in_product.room_events
+        except select id, room_id, data from app.room_events where tenant_id = ${`tenant-${schema}`}) d`);
+    expect(diff!.n).toBe(0);
+    const { verification } = await h.client.verifyRun({ runId: run!.id });
+    expect(verification!.kinds[0]!.mismatches).toEqual([]);
+    expect(verification!.ok).toBe(true);
+  });
 });

@@ -27,6 +27,11 @@ export interface PgTableConfig {
   windowSize: number;
   /** Rows per slot compared field by field by verification; the verification's own size when unset. */
   sampleSize: number | undefined;
+  /**
+   * `auto`: when the source table turns out to be in the product database itself, windows are
+   * copied by the server (in-database-copy.ts). `off`: rows always travel through the worker.
+   */
+  inDatabaseCopy: boolean;
 }
 
 export interface QualifiedName {
@@ -97,6 +102,7 @@ export function parsePgTableSettings(settings: Readonly<Record<string, string>>)
     "pageSize",
     "windowSize",
     "sampleSize",
+    "inDatabaseCopy",
   ]);
   const unknown = Object.keys(settings).filter((k) => !known.has(k));
   if (unknown.length > 0) return `unknown setting(s) ${unknown.join(", ")}; known: ${[...known].join(", ")}`;
@@ -149,6 +155,9 @@ export function parsePgTableSettings(settings: Readonly<Record<string, string>>)
   const sampleSize =
     settings.sampleSize === undefined ? undefined : positive("sampleSize", settings.sampleSize, 0, 100_000);
   if (typeof sampleSize === "string") return sampleSize;
+  const inDatabaseCopy = settings.inDatabaseCopy ?? "auto";
+  if (inDatabaseCopy !== "auto" && inDatabaseCopy !== "off")
+    return 'inDatabaseCopy must be "auto" (copy inside the database when the source is there) or "off"';
 
   return {
     table,
@@ -163,6 +172,7 @@ export function parsePgTableSettings(settings: Readonly<Record<string, string>>)
     pageSize,
     windowSize,
     sampleSize,
+    inDatabaseCopy: inDatabaseCopy === "auto",
   };
 }
 

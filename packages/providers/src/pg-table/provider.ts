@@ -1,13 +1,23 @@
+import type { Tx } from "@drover/db";
 import {
   type BatchWriter,
   PermanentError,
   type Provider,
+  type RowResult,
   type SourceRow,
   type TaskContext,
   type TaskResult,
+  type WritableRow,
 } from "@drover/provider-sdk";
 import { connectionProblem, parsePgTableSettings, runConfig } from "./config.js";
 import { type DestinationShape, destinationShape, upsertRecords } from "./destination-table.js";
+import {
+  copyInDatabase,
+  type InDatabasePlan,
+  inDatabasePlan,
+  settledSharing,
+  sharesDatabase,
+} from "./in-database-copy.js";
 import { PG_TABLE_KIND, slotSeeds } from "./slots.js";
 import {
   checkSourceTable,
@@ -56,20 +66,35 @@ export const pgTableProvider: Provider = {
 async function copySlot(ctx: TaskContext): Promise<TaskResult> {
   const config = runConfig(ctx.run);
   if (ctx.task.kind !== PG_TABLE_KIND) throw new PermanentError(`pg-table has no kind "${ctx.task.kind}"`);
-  const source = sourceDatabase(ctx.run.secret);
-  await checkSourceTable(source, ctx.run.secret ?? "", config);
+  const connection = ctx.run.secret ?? "";
+  const source = sourceDatabase(connection);
+  await checkSourceTable(source, connection, config);
   const slot = { from: Number(ctx.task.cursor.from), to: Number(ctx.task.cursor.to) };
   const tenantId = ctx.run.tenantId;
 
+  // Whether this slot's windows are copied inside the database: settled by the first window (the
+  // probe needs the window's transaction), known at once when this process already asked.
+  let inDatabase = config.inDatabaseCopy ? settledSharing(connection, config) : false;
   let shape: DestinationShape | undefined;
+  let plan: InDatabasePlan | undefined;
+  const write = async (tx: Tx, rows: readonly WritableRow<SourceRecord>[]): Promise<RowResult[]> => {
+    shape ??= await destinationShape(tx, config);
+    inDatabase ??= await sharesDatabase(tx, source, connection, config);
+    if (!inDatabase) return upsertRecords(tx, config, shape, tenantId, rows);
+    plan ??= await inDatabasePlan(tx, config, shape);
+    return copyInDatabase(
+      tx,
+      config,
+      shape,
+      plan,
+      tenantId,
+      rows.map((r) => r.sourceId),
+    );
+  };
   const writer: BatchWriter<SourceRecord> = {
-    async writeBatch(tx, rows) {
-      shape ??= await destinationShape(tx, config);
-      return upsertRecords(tx, config, shape, tenantId, rows);
-    },
+    writeBatch: write,
     async writeRow(tx, row, sourceId) {
-      shape ??= await destinationShape(tx, config);
-      const [result] = await upsertRecords(tx, config, shape, tenantId, [{ sourceId, data: row }]);
+      const [result] = await write(tx, [{ sourceId, data: row }]);
       return result!;
     },
   };
@@ -83,7 +108,8 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
   };
 
   const start = ctx.task.cursor as unknown as SlotCursor;
-  let next = readPage(source, config, start, config.pageSize);
+  const read = () => (inDatabase ? "keys" : "values");
+  let next = readPage(source, config, start, config.pageSize, read());
   for (;;) {
     ctx.signal.throwIfAborted();
     const page = await next;
@@ -96,6 +122,7 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
         config,
         { ...slot, lastId: last.id, ...(last.time !== null ? { lastTime: last.time } : {}) },
         config.pageSize,
+        read(),
       );
       // Awaited on the next turn; until then a failure must not count as unhandled.
       next.catch(() => {});

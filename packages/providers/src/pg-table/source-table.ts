@@ -120,13 +120,15 @@ export function slotPredicate(
 /**
  * One keyset page of a slot, in key order, after the cursor's last row. Every value is read as text
  * and written back through a cast to the destination column's type, so no type is reinterpreted in
- * JavaScript on the way.
+ * JavaScript on the way. `keys` reads only the key (and time): the rows are copied inside the
+ * database (in-database-copy.ts), and values are left empty.
  */
 export async function readPage(
   sql: Sql,
   config: PgTableConfig,
   cursor: SlotCursor,
   limit: number,
+  read: "values" | "keys" = "values",
 ): Promise<SourceRecord[]> {
   const id = quoteIdent(config.idColumn);
   const time = config.timeColumn ? quoteIdent(config.timeColumn) : undefined;
@@ -143,16 +145,17 @@ export async function readPage(
     }
   }
   params.push(limit);
-  const selected = [...config.mapping.values()].map((c, i) => `${quoteIdent(c)}::text as c${i}`).join(", ");
+  const mapped = read === "values" ? [...config.mapping.values()] : [];
+  const selected = mapped.map((c, i) => `, ${quoteIdent(c)}::text as c${i}`).join("");
   const rows = await sql.unsafe<Record<string, string | null>[]>(
-    `select ${id}::text as k, ${time ? `${time}::text` : "null"} as t, ${selected}
+    `select ${id}::text as k, ${time ? `${time}::text` : "null"} as t${selected}
        from ${quoteQualified(config.table)}
       where ${where.text}${after}
       order by ${time ? `${time}, ${id}` : id}
       limit $${params.length}`,
     params,
   );
-  const width = config.mapping.size;
+  const width = mapped.length;
   return rows.map((r) => ({
     id: r.k as string,
     time: r.t ?? null,

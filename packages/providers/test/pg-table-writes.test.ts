@@ -1,0 +1,287 @@
+import { openDatabase } from "@drover/db";
+import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import { claimTask, toRunInfo, writeBatches } from "@drover/engine";
+import type { TaskContext, WriteSummary } from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parsePgTableSettings } from "../src/pg-table/config.js";
+import { columnText, destinationShape, upsertRecords } from "../src/pg-table/destination-table.js";
+import {
+  copyInDatabase,
+  inDatabasePlan,
+  settledSharing,
+  sharesDatabase,
+} from "../src/pg-table/in-database-copy.js";
+import { pgTableProvider } from "../src/pg-table/provider.js";
+import { PG_TABLE_KIND } from "../src/pg-table/slots.js";
+import { closePgTableSources, sourceDatabase } from "../src/pg-table/source-table.js";
+import { makeUlid } from "../src/pg-table/ulid.js";
+
+/**
+ * How a pg-table window reaches the destination, against real Postgres: as one separated text per
+ * column when the rows travel through the worker, and as one INSERT … SELECT when the source table
+ * is in the product database itself, which only the server can confirm.
+ */
+let testDb: TestDatabase;
+let other: TestDatabase;
+let database: ReturnType<typeof openDatabase>;
+const statements: string[] = [];
+
+const HOUR = 3_600_000;
+const FROM = Date.parse("2024-10-01T00:00:00Z");
+
+beforeAll(async () => {
+  [testDb, other] = await Promise.all([createTestDatabase(), createTestDatabase()]);
+  database = openDatabase(testDb.url, { max: 3, debug: (q) => statements.push(q.trim().toLowerCase()) });
+});
+afterAll(async () => {
+  await closePgTableSources();
+  await database?.close();
+  await Promise.all([testDb?.drop(), other?.drop()]);
+});
+
+const SETTINGS = {
+  table: "src.events",
+  destination: "app.room_events",
+  tenantColumn: "tenant_id",
+  mapping: "id=id,room_id=room_id,data=data",
+  from: new Date(FROM).toISOString(),
+  to: new Date(FROM + HOUR).toISOString(),
+};
+
+function config(extra: Record<string, string> = {}) {
+  const parsed = parsePgTableSettings({ ...SETTINGS, ...extra });
+  if (typeof parsed === "string") throw new Error(parsed);
+  return parsed;
+}
+
+/** A source table of `rows` events in the first slot hour, in `url`'s database, schema src. */
+async function sourceEvents(url: string, table: string, rows: number, roomType = "uuid") {
+  const db = openDatabase(url, { max: 1 });
+  try {
+    await db.sql.unsafe(`create schema if not exists src`);
+    await db.sql.unsafe(
+      `create table src.${table} (id text primary key, room_id ${roomType}, data jsonb not null)`,
+    );
+    const ids = Array.from({ length: rows }, (_, i) => makeUlid(FROM + i * 1_000));
+    await db.sql.unsafe(
+      `insert into src.${table}
+       select id, md5(id)::uuid, jsonb_build_object('n', n, 'text', repeat('é"\\', 3)) from unnest($1::text[]) with ordinality as u(id, n)`,
+      [ids],
+    );
+    return ids;
+  } finally {
+    await db.close();
+  }
+}
+
+/** A claimed pg-table task of a run whose secret is `connection`, and a TaskContext for it. */
+async function slotTask(connection: string, extra: Record<string, string>) {
+  const db = database.db;
+  const settings = { ...SETTINGS, ...extra };
+  const [run] = await db.execute<{ id: string }>(sql`
+    insert into drover.runs (tenant_id, source, source_account, kinds, plan, source_config, status, started_at)
+    values ('t-writes', 'pg-table', ${`acct-${Math.random()}`}, ${sql.param([PG_TABLE_KIND])}::text[],
+            ${JSON.stringify([[PG_TABLE_KIND]])}::jsonb, ${JSON.stringify({ settings })}::jsonb, 'running', now())
+    returning id`);
+  const cursor = { from: FROM, to: FROM + HOUR };
+  const [task] = await db.execute<{ id: string }>(sql`
+    insert into drover.tasks (run_id, kind, phase, seed_key, cursor)
+    values (${run!.id}::uuid, ${PG_TABLE_KIND}, 0, ${`k-${Math.random()}`}, ${JSON.stringify(cursor)}::jsonb) returning id`);
+  const claimed = (await claimTask(db, Number(task!.id), `w/${task!.id}`))!;
+  const [runRow] = await db.query.runs.findMany({ where: (r, { eq }) => eq(r.id, run!.id) });
+  const deps = {
+    db,
+    run: { ...toRunInfo(runRow!), secret: connection },
+    task: { id: claimed.id, kind: PG_TABLE_KIND, phase: 0, cursor, processedOffset: 0, attempts: 1 },
+    claimToken: claimed.lockedBy!,
+    notesCap: 1000,
+    stopRequested: async () => false,
+    ledger: "none" as const,
+  };
+  const summary: WriteSummary = {
+    attempted: 0,
+    created: 0,
+    matched: 0,
+    alreadyHere: 0,
+    skipped: 0,
+    failed: 0,
+  };
+  const ctx = {
+    run: deps.run,
+    task: deps.task,
+    signal: new AbortController().signal,
+    working() {},
+    async writeBatches(rows, writer, options) {
+      const s = await writeBatches(deps, rows, writer, options);
+      for (const k of Object.keys(summary) as (keyof WriteSummary)[]) summary[k] += s[k];
+      return s;
+    },
+  } as Pick<TaskContext, "run" | "task" | "signal" | "working" | "writeBatches"> as TaskContext;
+  return { ctx, runId: run!.id, summary };
+}
+
+async function landed(runTenant: string, ids: readonly string[]) {
+  return database.db.execute<{ id: string; room_id: string; data: unknown }>(sql`
+    select id, room_id::text as room_id, data from app.room_events
+     where tenant_id = ${runTenant} and id = any(${sql.param([...ids])}::text[]) order by id`);
+}
+
+describe("pg-table windows", () => {
+  it("encodes a column as one separated text, and refuses what would split wrong", () => {
+    expect(columnText(["a", null, "", '{"q":"\\""}'])).toBe('a\x1e\x1f\x1e\x1e{"q":"\\""}');
+    expect(columnText(["holds \x1e a separator"])).toBeUndefined();
+    expect(columnText(["holds \x1f the null mark"])).toBeUndefined();
+    expect(columnText([""])).toBeUndefined();
+    expect(columnText(["", ""])).toBe("\x1e");
+  });
+
+  it("a window of text values arrives intact, nulls and empty strings included, by either encoding", async () => {
+    await database.sql.unsafe(`create table app.window_probe (
+      tenant_id text not null, id text not null, note text, data jsonb, primary key (tenant_id, id))`);
+    const probe = parsePgTableSettings({
+      table: "src.unused",
+      destination: "app.window_probe",
+      tenantColumn: "tenant_id",
+      mapping: "id=id,note=note,data=data",
+      from: new Date(FROM).toISOString(),
+      to: new Date(FROM + HOUR).toISOString(),
+    });
+    if (typeof probe === "string") throw new Error(probe);
+    const shape = await destinationShape(database.db, probe);
+    const rows = (values: (string | null)[][]) =>
+      values.map((v) => ({ sourceId: v[0]!, data: { id: v[0]!, time: null, values: v } }));
+    const plain = [
+      ["a", "quotes \" and \\ backslashes, 'single' too", '{"k": "v \\" q"}'],
+      ["b", null, null],
+      ["c", "", "[]"],
+    ];
+    const awkward = [
+      ["d", "a record separator \x1e inside", '{"k": 1}'],
+      ["e", "", null],
+    ];
+    statements.length = 0;
+    await database.db.transaction((tx) => upsertRecords(tx, probe, shape, "t", rows(plain)));
+    expect(statements.some((s) => s.includes("string_to_table"))).toBe(true);
+    statements.length = 0;
+    await database.db.transaction((tx) => upsertRecords(tx, probe, shape, "t", rows(awkward)));
+    expect(statements.some((s) => s.includes("unnest(") && !s.includes("string_to_table"))).toBe(true);
+    // A window of one empty string: string_to_table would read it as no row at all.
+    await database.db.transaction((tx) => upsertRecords(tx, probe, shape, "t", rows([["f", "", null]])));
+
+    const back = await database.db.execute<{ id: string; note: string | null; data: string | null }>(
+      sql`select id, note, data::text as data from app.window_probe order by id`,
+    );
+    expect(back).toEqual([
+      { id: "a", note: "quotes \" and \\ backslashes, 'single' too", data: '{"k": "v \\" q"}' },
+      { id: "b", note: null, data: null },
+      { id: "c", note: "", data: "[]" },
+      { id: "d", note: "a record separator \x1e inside", data: '{"k": 1}' },
+      { id: "e", note: "", data: null },
+      { id: "f", note: "", data: null },
+    ]);
+  });
+
+  it("a source in the product database is copied by the server, every value exactly as it is", async () => {
+    const ids = await sourceEvents(testDb.url, "events", 1_200);
+    const { ctx, summary } = await slotTask(testDb.url, {});
+    statements.length = 0;
+    await pgTableProvider.runTask(ctx);
+
+    const copies = statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
+    expect(copies.length).toBe(3); // 1,200 rows in windows of 500
+    expect(copies.every((s) => s.includes('from "src"."events" s'))).toBe(true);
+    expect(settledSharing(testDb.url, config())).toBe(true);
+    expect(summary).toMatchObject({ attempted: 1_200, failed: 0, skipped: 0 });
+    const [diff] = await database.db.execute<{ n: number }>(sql`
+      select count(*)::int as n from (
+        select id, room_id, data from src.events
+        except select id, room_id, data from app.room_events where tenant_id = 't-writes') d`);
+    expect(diff!.n).toBe(0);
+    expect((await landed("t-writes", ids)).length).toBe(1_200);
+    // The checkpoint is the last key the last window copied.
+    expect(ctx.task.cursor.lastId).toBe(ids[ids.length - 1]);
+  });
+
+  it("a source in another database of the same server travels through the worker", async () => {
+    const ids = await sourceEvents(other.url, "events", 300);
+    const { ctx, summary } = await slotTask(other.url, {});
+    statements.length = 0;
+    await pgTableProvider.runTask(ctx);
+    const copies = statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
+    expect(copies.length).toBe(1);
+    expect(copies[0]).toContain("string_to_table");
+    expect(settledSharing(other.url, config())).toBe(false);
+    expect(summary).toMatchObject({ attempted: 300, failed: 0 });
+    expect((await landed("t-writes", ids)).length).toBe(300);
+  });
+
+  it("inDatabaseCopy=off keeps the rows in the worker even when the source is in the same database", async () => {
+    await sourceEvents(testDb.url, "events_off", 50);
+    const { ctx, summary } = await slotTask(testDb.url, { table: "src.events_off", inDatabaseCopy: "off" });
+    statements.length = 0;
+    await pgTableProvider.runTask(ctx);
+    const copies = statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
+    expect(copies.length).toBe(1);
+    expect(copies[0]).toContain("string_to_table");
+    expect(summary).toMatchObject({ attempted: 50, failed: 0 });
+  });
+
+  it("a writer role that may not read the source table does not copy in the database", async () => {
+    await sourceEvents(testDb.url, "events_private", 1);
+    const role = `drover_probe_${Math.random().toString(36).slice(2, 8)}`;
+    await database.sql.unsafe(`create role ${role}`);
+    try {
+      await database.sql.unsafe(`grant usage on schema src, app to ${role}`);
+      const verdict = await database.db.transaction(async (tx) => {
+        await tx.execute(sql.raw(`set local role ${role}`));
+        return sharesDatabase(
+          tx,
+          sourceDatabase(testDb.url),
+          testDb.url,
+          config({ table: "src.events_private" }),
+        );
+      });
+      expect(verdict).toBe(false);
+    } finally {
+      await database.sql.unsafe(`revoke all on schema src, app from ${role}`);
+      await database.sql.unsafe(`drop role ${role}`);
+    }
+  });
+
+  it("a key deleted from the source after its page was read is skipped with a reason, not failed", async () => {
+    const [kept, gone] = await sourceEvents(testDb.url, "events_gone", 2);
+    const cfg = config({ table: "src.events_gone" });
+    await database.sql.unsafe(`delete from src.events_gone where id = $1`, [gone!]);
+    const results = await database.db.transaction(async (tx) => {
+      const shape = await destinationShape(tx, cfg);
+      const plan = await inDatabasePlan(tx, cfg, shape);
+      return copyInDatabase(tx, cfg, shape, plan, "t-gone", [kept!, gone!]);
+    });
+    expect(results).toEqual([
+      { action: "upserted", replaced: false },
+      { action: "skipped", reason: "no longer in the source table when its window was copied" },
+    ]);
+  });
+
+  it("a column of another type is cast through text as in the worker, and a bad value loses only its row", async () => {
+    const ids = await sourceEvents(testDb.url, "events_text", 40, "text");
+    const bad = ids[17]!;
+    await database.sql.unsafe(`update src.events_text set room_id = 'not a uuid' where id = $1`, [bad]);
+    const { ctx, runId, summary } = await slotTask(testDb.url, {
+      table: "src.events_text",
+      windowSize: "20",
+    });
+    statements.length = 0;
+    await pgTableProvider.runTask(ctx);
+    expect(statements.some((s) => s.includes('s."room_id"::text::"pg_catalog"."uuid"'))).toBe(true);
+    expect(summary).toMatchObject({ attempted: 40, failed: 1, skipped: 0 });
+    const notes = await database.db.execute<{ subject_id: string; reason: string }>(
+      sql`select subject_id, reason from drover.notes where run_id = ${runId}::uuid and level = 'error'`,
+    );
+    expect(notes.map((n) => n.subject_id)).toEqual([bad]);
+    expect(notes[0]!.reason).toMatch(/uuid/);
+    const rows = await landed("t-writes", ids);
+    expect(rows.map((r) => r.id)).toEqual(ids.filter((id) => id !== bad));
+  });
+});
