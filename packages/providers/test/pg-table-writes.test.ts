@@ -203,6 +203,38 @@ describe("pg-table windows", () => {
     expect(ctx.task.cursor.lastId).toBe(ids[ids.length - 1]);
   });
 
+  it("slotted by a timestamp column, the in-database copy walks (time, id) and copies every row once", async () => {
+    await database.sql.unsafe(
+      `create table src.timed (id bigint primary key, at timestamptz not null, data jsonb not null)`,
+    );
+    await database.sql.unsafe(
+      `create table app.timed_copy (id bigint primary key, at timestamptz not null, data jsonb not null)`,
+    );
+    // 900 rows on 30 instants: every page (70) and window (25) boundary falls inside a tie.
+    await database.sql.unsafe(
+      `insert into src.timed select i, $1::timestamptz + make_interval(secs => (i % 30) * 60), jsonb_build_object('i', i)
+         from generate_series(1, 900) i`,
+      [new Date(FROM).toISOString()],
+    );
+    const { ctx, summary } = await slotTask(testDb.url, {
+      table: "src.timed",
+      destination: "app.timed_copy",
+      tenantColumn: "",
+      timeColumn: "at",
+      mapping: "id=id,at=at,data=data",
+      pageSize: "70",
+      windowSize: "25",
+    });
+    statements.length = 0;
+    await pgTableProvider.runTask(ctx);
+    expect(statements.some((s) => s.includes('from "src"."timed" s') && s.includes("::bigint[]"))).toBe(true);
+    expect(summary).toMatchObject({ attempted: 900, failed: 0, alreadyHere: 0 });
+    const [diff] = await database.db.execute<{ n: number; copied: number }>(sql`
+      select (select count(*)::int from (select * from src.timed except select * from app.timed_copy) d) as n,
+             (select count(*)::int from app.timed_copy) as copied`);
+    expect(diff).toEqual({ n: 0, copied: 900 });
+  });
+
   it("a source in another database of the same server travels through the worker", async () => {
     const ids = await sourceEvents(other.url, "events", 300);
     const { ctx, summary } = await slotTask(other.url, {});
