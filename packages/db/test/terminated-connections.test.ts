@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isConnectionError, openDatabase, pgErrorCode } from "../src/index.js";
+import { type Database, isConnectionError, openDatabase, pgErrorCode } from "../src/index.js";
 import { createTestDatabase, DEFAULT_DATABASE_URL, type TestDatabase } from "../src/testing.js";
 
 /**
@@ -27,6 +27,27 @@ const withTimeout = <T>(p: Promise<T>, ms: number, what: string) =>
     p,
     new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} hung for ${ms} ms`)), ms)),
   ]);
+
+const uniqueName = () => `drover-terminate-${randomBytes(4).toString("hex")}`;
+
+/** A window's shape, its backend terminated mid-statement; returns once the transaction failed. */
+async function killWindow(database: Database, applicationName: string): Promise<void> {
+  const window = database.db
+    .transaction(async (tx) => {
+      await tx.transaction((sp) => sp.execute(sql`select 1`));
+      await tx.transaction((sp) => sp.execute(sql`select pg_sleep(5)`));
+    })
+    .catch((err: unknown) => err);
+  const killer = postgres(process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL, { max: 1, onnotice: () => {} });
+  try {
+    await new Promise((r) => setTimeout(r, 300));
+    await killer`select pg_terminate_backend(pid) from pg_stat_activity
+                  where datname = ${testDb.name} and application_name = ${applicationName} and state = 'active'`;
+  } finally {
+    await killer.end({ timeout: 1 });
+  }
+  expect(isConnectionError(await withTimeout(window, 5_000, "the killed transaction"))).toBe(true);
+}
 
 describe("terminated connections", () => {
   it("fail the transaction on them with a connection error, leave the pool usable, and the process survives", async () => {
@@ -68,5 +89,36 @@ describe("terminated connections", () => {
       await killer.end({ timeout: 1 });
       await database.close();
     }
+  });
+
+  it("hand nothing of the dead transaction to the next query on that connection, at once or after the reconnect", async () => {
+    for (const pause of [0, 200]) {
+      const applicationName = uniqueName();
+      const database = openDatabase(testDb.url, { max: 1, applicationName });
+      try {
+        await killWindow(database, applicationName);
+        await new Promise((r) => setTimeout(r, pause));
+        // Unpatched: the savepoint's rollback, sent after the connection died, failed this query
+        // (pause 0), or the dead backend's "terminating connection" error did (pause 200).
+        const [row] = await withTimeout(
+          database.db.execute<{ one: number }>(sql`select 1 as one`),
+          5_000,
+          "the next query",
+        );
+        expect(row?.one).toBe(1);
+      } finally {
+        await database.close();
+      }
+    }
+  });
+
+  it("leave nothing pending on the connection: closing the pool does not wait for the dead transaction", async () => {
+    const applicationName = uniqueName();
+    const database = openDatabase(testDb.url, { max: 1, applicationName });
+    await killWindow(database, applicationName);
+    const started = Date.now();
+    await database.close();
+    // Unpatched, the killed query stayed the connection's current one and close() waited its 5 s out.
+    expect(Date.now() - started).toBeLessThan(1_000);
   });
 });

@@ -48,6 +48,7 @@ export {
   type VerifyRunOptions,
   verifyRun,
 } from "./verify-run.js";
+export { WINDOW_DEADLINE_MS, WindowDeadlineError, windowTransaction } from "./window-transaction.js";
 export {
   addSummary,
   BATCH_WINDOW_SIZE,

@@ -50,6 +50,8 @@ export interface TaskRunnerDeps {
   notesCap: number;
   /** How often, at most, a running task asks whether its run is stopping. */
   stopPollMs?: number;
+  /** How long one window's transaction may take before the attempt fails transiently (WINDOW_DEADLINE_MS). */
+  windowDeadlineMs?: number;
   /** The source account's shared budget, when the worker leases one. */
   pacerFor?(run: RunInfo): Pacer;
   /** Opens runs' source credentials for the provider; without it, providers get none. */
@@ -161,6 +163,7 @@ export async function runAssignment(
     notesCap: deps.notesCap,
     stopRequested: interrupted,
     ledger: provider.ledger ?? "per-row",
+    windowDeadlineMs: deps.windowDeadlineMs,
   };
   const ctx: TaskContext = {
     run: runInfo,

@@ -19,6 +19,7 @@ import {
 import { type Checkpoint, LostClaimError, writeCheckpoint } from "./checkpoint.js";
 import { traceWindow } from "./instrumentation.js";
 import { appendNotes, type NoteInput } from "./notes.js";
+import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 
 /**
  * 25 rows per transaction on the per-row path. Each row gets a savepoint, and Postgres caches only
@@ -90,6 +91,8 @@ export interface WindowWriterDeps {
   ledger?: LedgerMode;
   /** Savepoints one transaction may open; MAX_SAVEPOINTS_PER_TRANSACTION when absent (tests lower it). */
   savepointLimit?: number;
+  /** How long one window's transaction may take; WINDOW_DEADLINE_MS when absent (tests lower it). */
+  windowDeadlineMs?: number;
 }
 
 export function emptySummary(): WriteSummary {
@@ -122,6 +125,11 @@ function resetTally(tally: WindowTally): void {
   Object.assign(tally.summary, emptySummary());
   tally.written = 0;
   tally.notes.length = 0;
+}
+
+/** Every transaction of a window goes through here, so none of them can hang the task (window-transaction.ts). */
+function transaction<R>(deps: WindowWriterDeps, fn: (tx: Tx) => Promise<R>): Promise<R> {
+  return windowTransaction(deps.db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, fn);
 }
 
 function perRowWindowSize(deps: WindowWriterDeps): number {
@@ -199,7 +207,7 @@ async function walkWindows<T>(
   if (start >= rows.length) {
     if (options.nextCursor) {
       const next = options.nextCursor;
-      await deps.db.transaction((tx) =>
+      await transaction(deps, (tx) =>
         writeCheckpoint(tx, task.id, deps.claimToken, { processedOffset: 0, cursor: next, statsDelta: {} }),
       );
       task.cursor = next;
@@ -338,7 +346,7 @@ async function writePerRowWindow<T>(
   const tally = newTally();
   const position = positionAfter(rows, end, last, options);
   await traceWindow(task.kind, end - start, tally.summary, () =>
-    deps.db.transaction(async (tx) => {
+    transaction(deps, async (tx) => {
       const savepoints = new SavepointBudget(deps.savepointLimit ?? MAX_SAVEPOINTS_PER_TRANSACTION);
       for (let i = start; i < end; i++) {
         const row = rows[i]!;
@@ -404,7 +412,7 @@ async function writeBatchWindow<T>(
   const tally = newTally();
   try {
     await traceWindow(task.kind, end - start, tally.summary, () =>
-      deps.db.transaction(async (tx) => {
+      transaction(deps, async (tx) => {
         resetTally(tally);
         const writable: WritableRow<T>[] = [];
         for (let i = start; i < end; i++) {

@@ -11,6 +11,7 @@ import {
   postgresUrl,
   z,
 } from "@drover/config";
+import { WINDOW_DEADLINE_MS } from "@drover/engine";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
@@ -26,6 +27,8 @@ const schema = z.object({
   /** Transient failures a task may have before it fails for good. */
   DROVER_MAX_ATTEMPTS: intVar(1, 100, 8),
   DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000),
+  /** How long one window's transaction may take before the task retries it (why 60 s: window-transaction.ts). */
+  DROVER_WINDOW_DEADLINE_MS: intVar(1_000, 3_600_000, WINDOW_DEADLINE_MS),
   /** A query returning one numeric `value`: the destination database's pressure. */
   DROVER_PRESSURE_QUERY: z.string().optional(),
   /** Above this value workers defer instead of claiming (default: 90 % of connections active). */

@@ -125,6 +125,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     workerId: config.DROVER_WORKER_ID,
     maxAttempts: config.DROVER_MAX_ATTEMPTS,
     notesCap: config.DROVER_NOTES_CAP,
+    windowDeadlineMs: config.DROVER_WINDOW_DEADLINE_MS,
     secrets,
   };
 
