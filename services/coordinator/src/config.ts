@@ -1,7 +1,6 @@
 import { ApiKeyError, loadApiKeys, secretKeyProblems, serverTlsProblems } from "@drover/auth";
 import {
   address,
-  ConfigError,
   identifier,
   intVar,
   metricsHost,

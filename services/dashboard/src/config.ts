@@ -1,5 +1,5 @@
 import { clientTlsProblems } from "@drover/auth";
-import { address, ConfigError, intVar, metricsHost, metricsPort, parseEnv, z } from "@drover/config";
+import { address, intVar, metricsHost, metricsPort, parseEnv, z } from "@drover/config";
 
 const schema = z.object({
   /** Where the run page listens; `host:0` picks a free port (the ready line names it). */

@@ -140,7 +140,7 @@ export async function startDashboard(
       return "throughput";
     }
     if (req.method === "GET" && action === "events") {
-      await streamRun(req, res, runId, token);
+      await streamRun(res, runId, token);
       return "events";
     }
     if (req.method === "POST" && action && action !== "events" && action !== "throughput") {
@@ -157,7 +157,7 @@ export async function startDashboard(
    * Server-Sent Events: `run` for every WatchRun update, `notes` when the grouped reasons change,
    * `problem` (a sentence) if the stream fails, and `end` when the run has finished.
    */
-  const streamRun = async (req: IncomingMessage, res: ServerResponse, runId: string, token: string) => {
+  const streamRun = async (res: ServerResponse, runId: string, token: string) => {
     // Asked first, so that an unknown key or someone else's run is a plain HTTP refusal (the page
     // shows the key form again) rather than an event on a stream already answered 200.
     await client.getRun({ runId }, callOptions(token));

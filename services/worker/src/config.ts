@@ -2,7 +2,6 @@ import { hostname } from "node:os";
 import { clientTlsProblems, MAX_TOKEN_LENGTH, secretKeyProblems } from "@drover/auth";
 import {
   address,
-  ConfigError,
   identifier,
   intVar,
   metricsHost,
