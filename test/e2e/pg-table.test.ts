@@ -40,14 +40,19 @@ afterAll(async () => {
   await src?.drop();
 });
 
-async function startCopy(schema: string, hours: number, extra: Record<string, string> = {}) {
+async function startCopy(
+  schema: string,
+  hours: number,
+  extra: Record<string, string> = {},
+  connection = src.url,
+) {
   const { run } = await h.client.startRun({
     tenantId: `tenant-${schema}`,
     source: "pg-table",
     sourceAccount: `source-${schema}`,
     sourceConfig: {
       baseUrl: "",
-      apiToken: src.url,
+      apiToken: connection,
       settings: {
         table: `${schema}.room_events`,
         destination: "app.room_events",
@@ -184,47 +189,66 @@ describe("pg-table", () => {
     expect(mismatches.some((m) => /the source holds \d+ rows; the destination \d+/.test(m))).toBe(true);
   });
 
-  it("a worker killed mid-slot: another resumes from last_id, with no row written twice and none skipped", async () => {
-    const big = "killed";
-    const rows = 40_000;
-    await generateRoomEvents(src.sql, { schema: big, rows, from: new Date(FROM), to: new Date(FROM + HOUR) });
-    const [c] = await src.sql.unsafe<{ n: string }[]>(`select count(*)::text as n from ${big}.room_events`);
-    const total = Number(c!.n);
-    const id = await startCopy(big, 1, { windowSize: "100", pageSize: "500" });
+  it.each([
+    ["streamed from another database", "killed", () => ({ sql: src.sql, url: src.url })],
+    [
+      "copied inside the product database",
+      "killed_inside",
+      () => ({ sql: h.database.sql, url: h.testDb.url }),
+    ],
+  ])(
+    "a worker killed mid-slot (%s): another resumes from last_id, with no row written twice and none skipped",
+    async (_, big, where) => {
+      const rows = 40_000;
+      const { sql: source, url } = where();
+      await generateRoomEvents(source, {
+        schema: big,
+        rows,
+        from: new Date(FROM),
+        to: new Date(FROM + HOUR),
+      });
+      const [c] = await source.unsafe<{ n: string }[]>(`select count(*)::text as n from ${big}.room_events`);
+      const total = Number(c!.n);
+      const id = await startCopy(big, 1, { windowSize: "100", pageSize: "500" }, url);
 
-    const victim = await until(
-      "the slot task past its first windows",
-      async () => {
-        const [t] = await h.database.db.execute<{ id: string; locked_by: string; rows_written: string }>(sql`
+      const victim = await until(
+        "the slot task past its first windows",
+        async () => {
+          const [t] = await h.database.db.execute<{
+            id: string;
+            locked_by: string;
+            rows_written: string;
+          }>(sql`
           select id, locked_by, rows_written from drover.tasks
            where run_id = ${id}::uuid and status = 'running' and rows_written >= 1000`);
-        return t;
-      },
-      120_000,
-    );
-    const worker = h.cluster.workers.find((w) => w.name === victim.locked_by.split("/")[0])!;
-    worker.signal("SIGKILL");
-    await worker.exited;
-    const [atKill] = await h.database.db.execute<{ rows_written: string; cursor: { lastId?: string } }>(
-      sql`select rows_written, cursor from drover.tasks where id = ${victim.id}`,
-    );
-    expect(Number(atKill!.rows_written)).toBeLessThan(total);
-    expect(atKill!.cursor.lastId).toBeDefined();
-    await h.cluster.addWorker();
+          return t;
+        },
+        120_000,
+      );
+      const worker = h.cluster.workers.find((w) => w.name === victim.locked_by.split("/")[0])!;
+      worker.signal("SIGKILL");
+      await worker.exited;
+      const [atKill] = await h.database.db.execute<{ rows_written: string; cursor: { lastId?: string } }>(
+        sql`select rows_written, cursor from drover.tasks where id = ${victim.id}`,
+      );
+      expect(Number(atKill!.rows_written)).toBeLessThan(total);
+      expect(atKill!.cursor.lastId).toBeDefined();
+      await h.cluster.addWorker();
 
-    const last = await watchToEnd(h.client, id);
-    expect(last.status).toBe(RunStatus.SUCCEEDED);
-    const [task] = await tasksOf(id);
-    expect(task!.attempts).toBeGreaterThanOrEqual(2);
-    // Counters move only with committed windows: every row read and written once in all, and no
-    // committed row was upserted again (already_here), so the resume began right after last_id.
-    expect(Number(task!.rows_read)).toBe(total);
-    expect(Number(task!.rows_written)).toBe(total);
-    expect(task!.stats.already_here ?? 0).toBe(0);
-    expect(await destinationCount(`tenant-${big}`)).toBe(total);
-    const { verification } = await h.client.verifyRun({ runId: id });
-    expect(verification!.kinds[0]!.mismatches).toEqual([]);
-  });
+      const last = await watchToEnd(h.client, id);
+      expect(last.status).toBe(RunStatus.SUCCEEDED);
+      const [task] = await tasksOf(id);
+      expect(task!.attempts).toBeGreaterThanOrEqual(2);
+      // Counters move only with committed windows: every row read and written once in all, and no
+      // committed row was upserted again (already_here), so the resume began right after last_id.
+      expect(Number(task!.rows_read)).toBe(total);
+      expect(Number(task!.rows_written)).toBe(total);
+      expect(task!.stats.already_here ?? 0).toBe(0);
+      expect(await destinationCount(`tenant-${big}`)).toBe(total);
+      const { verification } = await h.client.verifyRun({ runId: id });
+      expect(verification!.kinds[0]!.mismatches).toEqual([]);
+    },
+  );
 
   it("slots by a timestamp column: ties on the time are walked by (time, id) and none is lost", async () => {
     const schema = "by_time";
