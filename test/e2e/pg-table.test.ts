@@ -293,28 +293,10 @@ describe("pg-table", () => {
       from: new Date(FROM),
       to: new Date(FROM + 4 * HOUR),
     });
-    const { run } = await h.client.startRun({
-      tenantId: `tenant-${schema}`,
-      source: "pg-table",
-      sourceAccount: `source-${schema}`,
-      sourceConfig: {
-        baseUrl: "",
-        apiToken: h.testDb.url,
-        settings: {
-          table: `${schema}.room_events`,
-          destination: "app.room_events",
-          tenantColumn: "tenant_id",
-          mapping: MAPPING,
-          from: new Date(FROM).toISOString(),
-          to: new Date(FROM + 4 * HOUR).toISOString(),
-          windowSize: "200",
-          pageSize: "500",
-        },
-      },
-    });
-    const last = await watchToEnd(h.client, run!.id);
+    const runId = await startCopy(schema, 4, { windowSize: "200", pageSize: "500" }, h.testDb.url);
+    const last = await watchToEnd(h.client, runId);
     expect(last.status).toBe(RunStatus.SUCCEEDED);
-    const tasks = await tasksOf(run!.id);
+    const tasks = await tasksOf(runId);
     expect(tasks).toHaveLength(4);
     expect(tasks.reduce((a, t) => a + Number(t.rows_read), 0)).toBe(3_000);
     expect(tasks.reduce((a, t) => a + Number(t.rows_written), 0)).toBe(3_000);
@@ -323,7 +305,7 @@ describe("pg-table", () => {
         select id, room_id, data from in_product.room_events
         except select id, room_id, data from app.room_events where tenant_id = ${`tenant-${schema}`}) d`);
     expect(diff!.n).toBe(0);
-    const { verification } = await h.client.verifyRun({ runId: run!.id });
+    const { verification } = await h.client.verifyRun({ runId });
     expect(verification!.kinds[0]!.mismatches).toEqual([]);
     expect(verification!.ok).toBe(true);
   });

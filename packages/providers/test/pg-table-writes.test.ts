@@ -121,6 +121,9 @@ async function slotTask(connection: string, extra: Record<string, string>) {
   return { ctx, runId: run!.id, summary };
 }
 
+/** The window upserts into app.room_events logged since `statements` was last emptied. */
+const upsertsLogged = () => statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
+
 async function landed(runTenant: string, ids: readonly string[]) {
   return database.db.execute<{ id: string; room_id: string; data: unknown }>(sql`
     select id, room_id::text as room_id, data from app.room_events
@@ -188,7 +191,7 @@ describe("pg-table windows", () => {
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
 
-    const copies = statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
+    const copies = upsertsLogged();
     expect(copies.length).toBe(3); // 1,200 rows in windows of 500
     expect(copies.every((s) => s.includes('from "src"."events" s'))).toBe(true);
     expect(settledSharing(testDb.url, config())).toBe(true);
@@ -240,7 +243,7 @@ describe("pg-table windows", () => {
     const { ctx, summary } = await slotTask(other.url, {});
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
-    const copies = statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
+    const copies = upsertsLogged();
     expect(copies.length).toBe(1);
     expect(copies[0]).toContain("string_to_table");
     expect(settledSharing(other.url, config())).toBe(false);
@@ -253,7 +256,7 @@ describe("pg-table windows", () => {
     const { ctx, summary } = await slotTask(testDb.url, { table: "src.events_off", inDatabaseCopy: "off" });
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
-    const copies = statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
+    const copies = upsertsLogged();
     expect(copies.length).toBe(1);
     expect(copies[0]).toContain("string_to_table");
     expect(summary).toMatchObject({ attempted: 50, failed: 0 });
