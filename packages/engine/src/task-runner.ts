@@ -32,6 +32,7 @@ import {
   releaseTask,
   touchTask,
 } from "./task-outcome.js";
+import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 import {
   addSummary,
   emptySummary,
@@ -219,7 +220,10 @@ export async function runAssignment(
       await finishTaskFailed(db, task.id, claimToken, error);
       return { ...base, status: "failed", summary: total, error };
     }
-    const done = await db.transaction((tx) =>
+    // The attempt's last transaction is bounded like its windows: a finish the driver lost track of
+    // must not hold the lane. Fenced by the claim token, so a finish that did commit unseen makes
+    // the retry's release a lost claim, never a second run of the task.
+    const done = await windowTransaction(db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, (tx) =>
       finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? []),
     );
     return { ...base, status: done ? "succeeded" : "lost", summary: total };

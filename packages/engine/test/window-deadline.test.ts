@@ -197,6 +197,36 @@ describe("the window transaction deadline", () => {
     await expectEachRowOnce(run.id, run.tenantId, 60);
   });
 
+  it("a task whose finish is blocked is released at the deadline, and the retry finishes it without writing again", async () => {
+    const run = await insertRun(h.db);
+    const task = await insertTask(h.db, run.id);
+    const rows = rowsOf(30, "finish-");
+    const write = companyWriter(run.tenantId);
+    let lock: Awaited<ReturnType<typeof holdRowLock>> | undefined;
+    const p = provider(async (ctx) => {
+      await ctx.writeRows(rows, write);
+      // Every window committed; the finish's UPDATE of the task row now waits on another session,
+      // which lets go only well after the deadline (the release after it needs the row too).
+      if (ctx.task.attempts === 1) {
+        lock = await holdRowLock("drover.tasks", task.id);
+        setTimeout(() => void lock?.release(), DEADLINE_MS * 2);
+      }
+    });
+    const started = Date.now();
+    try {
+      const first = await runOnce(p, task.id);
+      expect(first.status).toBe("released");
+      expect(first.status !== "dropped" && first.error).toMatch(/did not settle within 800 ms/);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(DEADLINE_MS);
+    } finally {
+      await lock?.release();
+    }
+    await dueNow(task.id);
+    const retry = await runOnce(p, task.id);
+    expect(retry).toMatchObject({ status: "succeeded", summary: { attempted: 0 } });
+    await expectEachRowOnce(run.id, run.tenantId, 30);
+  });
+
   it("moving the cursor on past an exhausted position is bounded too", async () => {
     const run = await insertRun(h.db);
     const t = await insertTask(h.db, run.id);
