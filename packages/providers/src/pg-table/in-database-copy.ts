@@ -1,12 +1,12 @@
 import { randomInt } from "node:crypto";
-import type { Queryable } from "@drover/db";
+import type { Database, Queryable } from "@drover/db";
 import { PermanentError, type RowResult } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
 import { type DestinationShape, upsertWindow } from "./destination-table.js";
 import { sourceKey } from "./source-table.js";
 
-type Sql = import("@drover/db").Database["sql"];
+type Sql = Database["sql"];
 
 /**
  * In-database copy: when the source table lives in the product database itself (another schema,
