@@ -193,6 +193,12 @@ export class Dataset {
     return added + Math.floor(unit(this.seed, `${kind}/update-time`, id) * 180 * DAY_MS);
   }
 
+  /** The row's add time in ms, as served: an added row was added when the change set applied. */
+  addTimeMsOf(kind: RowKind, id: number): number {
+    if (this.changedAtMs !== null && id > this.base[kind]) return this.changedAtMs;
+    return this.addTimeMs(kind, id, this.base[kind]);
+  }
+
   /** Looks a row up by its public id (int or lead UUID); undefined for unknown or deleted ids. */
   findRow(kind: RowKind, rawId: string): Row | undefined {
     if (kind === "leads") {

@@ -7,6 +7,7 @@ import {
   notFound,
 } from "./api-routes.js";
 import { type Dataset, GENERATED_UNTIL_MS, type Row, type RowKind } from "./dataset.js";
+import { firstAfter, ordering, SORT_KEYS, type SortBy } from "./v2-order.js";
 import { toV2 } from "./v2-shape.js";
 
 /** The kinds Pipedrive serves from /api/v2 since 2026 (their v1 lists are retired). */
@@ -23,22 +24,56 @@ const SINGULAR: Record<V2Kind, string> = {
 
 const DEAL_STATUSES = new Set(["open", "won", "lost", "deleted"]);
 
-/** The cursor is opaque to clients; here it is the next list position, base64url-encoded. */
-const encodeCursor = (position: number) => Buffer.from(JSON.stringify({ p: position })).toString("base64url");
+/**
+ * The cursor is opaque to clients. For the default order (id ascending) it is the next list
+ * position; for any other order it is the (key, id) of the last row looked at, so a walk resumes
+ * right after it even when the change set has since moved rows or added some. Either way it is
+ * base64url JSON, and it names its order: a cursor is only valid for the query that produced it.
+ */
+interface Cursor {
+  p?: number;
+  s?: SortBy;
+  d?: boolean;
+  k?: number;
+  i?: number;
+}
+const encodeCursor = (c: Cursor) => Buffer.from(JSON.stringify(c)).toString("base64url");
 
-function decodeCursor(raw: string): number | undefined {
+function decodeCursor(raw: string): Cursor | undefined {
   try {
-    const p = (JSON.parse(Buffer.from(raw, "base64url").toString("utf8")) as { p?: unknown }).p;
-    return typeof p === "number" && Number.isInteger(p) && p >= 0 ? p : undefined;
+    const c = JSON.parse(Buffer.from(raw, "base64url").toString("utf8")) as Cursor;
+    if (typeof c !== "object" || c === null) return undefined;
+    if (c.p !== undefined) return Number.isInteger(c.p) && c.p >= 0 ? { p: c.p } : undefined;
+    const ok =
+      SORT_KEYS.includes(c.s as SortBy) &&
+      typeof c.d === "boolean" &&
+      Number.isFinite(c.k) &&
+      Number.isInteger(c.i);
+    return ok ? { s: c.s, d: c.d, k: c.k, i: c.i } : undefined;
   } catch {
     return undefined;
   }
 }
 
+/** RFC 3339 as Pipedrive's v2 filters take it (`2025-01-01T10:20:00Z`, fraction and offset allowed). */
+const RFC_3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+
+function parseTime(query: URLSearchParams, name: string): number | null | string {
+  const raw = query.get(name);
+  if (raw === null) return null;
+  const ms = RFC_3339.test(raw) ? Date.parse(raw) : Number.NaN;
+  return Number.isNaN(ms) ? `${name} must be an RFC 3339 date-time, e.g. 2025-01-01T10:20:00Z` : ms;
+}
+
 interface ListQuery {
   limit: number;
-  from: number;
+  cursor: Cursor;
+  /** Inclusive: update_time >= since. */
   sinceMs: number | null;
+  /** Exclusive: update_time < until. */
+  untilMs: number | null;
+  sortBy: SortBy;
+  desc: boolean;
   statuses: Set<string>;
 }
 
@@ -47,15 +82,23 @@ function parseQuery(query: URLSearchParams, kind: V2Kind): ListQuery | string {
   if (limitRaw !== null && !/^\d+$/.test(limitRaw)) return "limit must be a positive integer";
   const limit = limitRaw === null ? DEFAULT_LIMIT : Number(limitRaw);
   if (limit < 1 || limit > MAX_LIMIT) return `limit must be between 1 and ${MAX_LIMIT}`;
+  const sinceMs = parseTime(query, "updated_since");
+  if (typeof sinceMs === "string") return sinceMs;
+  const untilMs = parseTime(query, "updated_until");
+  if (typeof untilMs === "string") return untilMs;
+  const sortRaw = query.get("sort_by") ?? "id";
+  if (!SORT_KEYS.includes(sortRaw as SortBy)) return `sort_by must be one of ${SORT_KEYS.join(", ")}`;
+  const sortBy = sortRaw as SortBy;
+  const directionRaw = query.get("sort_direction") ?? "asc";
+  if (directionRaw !== "asc" && directionRaw !== "desc") return "sort_direction must be asc or desc";
+  const desc = directionRaw === "desc";
   const cursorRaw = query.get("cursor");
-  const from = cursorRaw === null || cursorRaw === "" ? 0 : decodeCursor(cursorRaw);
-  if (from === undefined) return "cursor is not valid";
-  const sinceRaw = query.get("updated_since");
-  let sinceMs: number | null = null;
-  if (sinceRaw !== null) {
-    sinceMs = Date.parse(sinceRaw);
-    if (Number.isNaN(sinceMs)) return "updated_since must be an RFC 3339 date-time";
-  }
+  const cursor = cursorRaw === null || cursorRaw === "" ? { p: 0 } : decodeCursor(cursorRaw);
+  if (cursor === undefined) return "cursor is not valid";
+  const defaultOrder = sortBy === "id" && !desc;
+  if (cursorRaw && (cursor.p !== undefined) !== defaultOrder) return "cursor is not valid for this sort";
+  if (cursor.p === undefined && (cursor.s !== sortBy || cursor.d !== desc))
+    return "cursor is not valid for this sort";
   const statuses = new Set(["open", "won", "lost"]);
   const statusRaw = query.get("status");
   if (kind === "deals" && statusRaw !== null) {
@@ -65,8 +108,29 @@ function parseQuery(query: URLSearchParams, kind: V2Kind): ListQuery | string {
       statuses.add(s);
     }
   }
-  return { limit, from, sinceMs, statuses };
+  return { limit, cursor, sinceMs, untilMs, sortBy, desc, statuses };
 }
+
+/** The row as this list shows it, or undefined when the list's filters leave it out. */
+function listed(ds: Dataset, kind: V2Kind, q: ListQuery, id: number, archived: boolean): Row | undefined {
+  if (q.sinceMs !== null || q.untilMs !== null) {
+    const updated = ds.updateTimeMs(kind, id);
+    if (q.sinceMs !== null && updated < q.sinceMs) return undefined;
+    if (q.untilMs !== null && updated >= q.untilMs) return undefined;
+  }
+  const row = ds.rowAt(kind, id - 1);
+  if (kind === "deals") {
+    if (ds.isArchived("deals", id) !== archived) return undefined;
+    const status = ds.isDeletedDeal(id) ? "deleted" : String(row.status);
+    if (!q.statuses.has(status) && !(archived && status !== "deleted")) return undefined;
+  }
+  return toV2(ds, kind, row);
+}
+
+const page = (data: Row[], next: Cursor | null): ApiResult => ({
+  status: 200,
+  body: { success: true, data, additional_data: { next_cursor: next ? encodeCursor(next) : null } },
+});
 
 /**
  * A v2 list: `{success, data, additional_data: {next_cursor}}`, next_cursor null at the end.
@@ -76,6 +140,7 @@ function parseQuery(query: URLSearchParams, kind: V2Kind): ListQuery | string {
 function listV2(ds: Dataset, kind: V2Kind, query: URLSearchParams, archived: boolean): ApiResult {
   const q = parseQuery(query, kind);
   if (typeof q === "string") return badRequest(q);
+  if (q.cursor.p === undefined || q.sortBy !== "id" || q.desc) return listOrdered(ds, kind, q, archived);
   const total = ds.count(kind);
   // A recent updated_since can only match the change set: look at those ids alone.
   const onlyChanged = q.sinceMs !== null && q.sinceMs > GENERATED_UNTIL_MS;
@@ -83,30 +148,46 @@ function listV2(ds: Dataset, kind: V2Kind, query: URLSearchParams, archived: boo
     ? [...new Set([...ds.editedIds(kind), ...ds.addedIds(kind)])].sort((a, b) => a - b).map((id) => id - 1)
     : null;
   const data: Row[] = [];
-  let position = q.from;
+  let position = q.cursor.p;
   const end = candidates ? candidates.length : total;
   for (; position < end && data.length < q.limit; position++) {
     const index = candidates ? (candidates[position] as number) : position;
-    const id = index + 1;
-    if (q.sinceMs !== null && ds.updateTimeMs(kind, id) < q.sinceMs) continue;
-    if (kind === "deals") {
-      if (ds.isArchived("deals", id) !== archived) continue;
-      const row = ds.rowAt(kind, index);
-      const status = ds.isDeletedDeal(id) ? "deleted" : String(row.status);
-      if (!q.statuses.has(status) && !(archived && status !== "deleted")) continue;
-      data.push(toV2(ds, kind, row));
-      continue;
-    }
-    data.push(toV2(ds, kind, ds.rowAt(kind, index)));
+    const row = listed(ds, kind, q, index + 1, archived);
+    if (row) data.push(row);
   }
-  return {
-    status: 200,
-    body: {
-      success: true,
-      data,
-      additional_data: { next_cursor: position < end ? encodeCursor(position) : null },
-    },
-  };
+  return page(data, position < end ? { p: position } : null);
+}
+
+/** Any order but the default: walks the kind's (key, id) ordering, narrowed by the update_time range when sorted on it. */
+function listOrdered(ds: Dataset, kind: V2Kind, q: ListQuery, archived: boolean): ApiResult {
+  const o = ordering(ds, kind, q.sortBy);
+  let lo = 0;
+  let hi = o.ids.length;
+  if (q.sortBy === "update_time") {
+    // (key, 0) sorts before every row with that key: the first position with key >= the bound.
+    if (q.sinceMs !== null) lo = firstAfter(o, q.sinceMs, 0);
+    if (q.untilMs !== null) hi = Math.max(lo, firstAfter(o, q.untilMs, 0));
+  }
+  const c = q.cursor;
+  const resumed = c.p === undefined;
+  // Descending resumes at the last position before (k, i): ids are integers, so (k, i - 1) bounds it.
+  let position = q.desc
+    ? Math.min(hi, resumed ? firstAfter(o, c.k as number, (c.i as number) - 1) : hi) - 1
+    : Math.max(lo, resumed ? firstAfter(o, c.k as number, c.i as number) : lo);
+  const step = q.desc ? -1 : 1;
+  const inRange = (p: number) => p >= lo && p < hi;
+  const data: Row[] = [];
+  let last: number | undefined;
+  for (; inRange(position) && data.length < q.limit; position += step) {
+    last = position;
+    const row = listed(ds, kind, q, o.ids[position] as number, archived);
+    if (row) data.push(row);
+  }
+  const next =
+    inRange(position) && last !== undefined
+      ? { s: q.sortBy, d: q.desc, k: o.keys[last] as number, i: o.ids[last] as number }
+      : null;
+  return page(data, next);
 }
 
 function getV2(ds: Dataset, kind: V2Kind, rawId: string): ApiResult {
