@@ -3,6 +3,11 @@ import { PermanentError, type RunInfo } from "@drover/provider-sdk";
 export interface CrmSettings {
   /** Page-walking tasks per kind running side by side (stripe i walks pages i, i+N, ...). */
   stripes: number;
+  /**
+   * Chains per normal v2 list, each walking one update_time range side by side (v2 cursors cannot be
+   * striped). 1 walks the list as one chain.
+   */
+  partitions: number;
   /** Rows per list call; Pipedrive's maximum is 500, and every list costs the same 20 tokens. */
   pageSize: number;
   /** Deals per mail task (seed 004: ten deals per task instead of one). */
@@ -18,6 +23,7 @@ export interface CrmSettings {
 
 export const DEFAULT_SETTINGS: CrmSettings = {
   stripes: 4,
+  partitions: 1,
   pageSize: 500,
   dealsPerMailTask: 10,
   bodyConcurrency: 4,
@@ -26,6 +32,7 @@ export const DEFAULT_SETTINGS: CrmSettings = {
 
 const LIMITS: Record<keyof CrmSettings, [number, number]> = {
   stripes: [1, 64],
+  partitions: [1, 64],
   pageSize: [1, 500],
   dealsPerMailTask: [1, 100],
   bodyConcurrency: [1, 16],

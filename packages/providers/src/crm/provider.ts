@@ -17,6 +17,7 @@ import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { sourceId } from "./fields.js";
 import { CATCH_UP, items, KIND_LISTS, PARENT_ORDER, type V1Envelope, type V2Envelope } from "./lists.js";
 import { walkMail } from "./mail.js";
+import { type Partition, runStart, splitList } from "./partitions.js";
 import {
   parentRefs,
   parseActivity,
@@ -63,10 +64,11 @@ const LIST_KINDS: Record<string, ListKind<never>> = {
 } as unknown as Record<string, ListKind<never>>;
 
 /**
- * Where a list task stands. A v2 list is walked by one task per list whose successor carries the
- * next opaque cursor (pages cannot be addressed arithmetically); a v1 list by `stripes` tasks, each
- * walking every stripes-th page. A catch-up task (`since` set) asks only for what changed since the
- * run started, and hands over to the next list, then the next kind in `chain`, when its list ends.
+ * Where a list task stands. A v2 list is walked by one chain of tasks per list, or per partition of
+ * it, whose successor carries the next opaque cursor (pages cannot be addressed arithmetically); a
+ * v1 list by `stripes` tasks, each walking every stripes-th page. A catch-up task (`since` set) asks
+ * only for what changed since the run started, and hands over to the next list, then the next kind
+ * in `chain`, when its list ends. A split task (`split` set) walks nothing: it seeds the partitions.
  */
 export interface ListCursor {
   list: number;
@@ -76,6 +78,10 @@ export interface ListCursor {
   stripes?: number;
   since?: string;
   chain?: string[];
+  /** Partitions to split this v2 list into (see partitions.ts). */
+  split?: number;
+  /** The update_time range this chain walks. */
+  partition?: Partition;
 }
 
 export const crmProvider: Provider = {
@@ -110,6 +116,12 @@ export const crmProvider: Provider = {
       lists.forEach((list, i) => {
         if (list.api === "v2") {
           const cursor: ListCursor = { list: i, page: 0, limit: settings.pageSize, cursor: null };
+          // An archived list is a small fraction of its kind: one chain is enough.
+          if (settings.partitions > 1 && !list.archived) {
+            const split: ListCursor = { ...cursor, split: settings.partitions };
+            seeds.push({ kind, seedKey: `${kind}:${i}:split`, cursor: { ...split } });
+            return;
+          }
           seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
           return;
         }
@@ -151,13 +163,14 @@ function runKinds(run: RunInfo): string[] {
 function catchUpSeed(run: RunInfo, limit: number): TaskSeed | undefined {
   const [first, ...chain] = runKinds(run);
   if (!first) return undefined;
-  const since = (run.startedAt ?? new Date(0)).toISOString();
+  const since = runStart(run);
   const cursor: ListCursor = { list: 0, page: 0, limit, cursor: null, stripes: 1, since, chain };
   return { kind: first, seedKey: `${CATCH_UP}:${first}:0:page:0`, cursor: { ...cursor } };
 }
 
 function pageKey(kind: string, c: ListCursor): string {
-  return `${c.since ? `${CATCH_UP}:` : ""}${kind}:${c.list}:page:${c.page}`;
+  const part = c.partition ? `part:${c.partition.index}of${c.partition.of}:` : "";
+  return `${c.since ? `${CATCH_UP}:` : ""}${kind}:${c.list}:${part}page:${c.page}`;
 }
 
 /** One page of a list: fetch, resolve parents in one query, write in windows, seed what comes next. */
@@ -165,6 +178,12 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const cursor = ctx.task.cursor as unknown as ListCursor;
   const list = KIND_LISTS[ctx.task.kind]?.[cursor.list];
   if (!list) throw new PermanentError(`crm provider has no list ${cursor.list} for "${ctx.task.kind}"`);
+  if (cursor.split)
+    return splitList(ctx, list, cursor.split, (partition) => {
+      const { split: _, ...first } = cursor;
+      const next: ListCursor = partition ? { ...first, partition } : first;
+      return { kind: ctx.task.kind, seedKey: pageKey(ctx.task.kind, next), cursor: { ...next } };
+    });
   const { baseUrl, settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
 
@@ -180,6 +199,9 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
         limit: cursor.limit,
         ...(cursor.cursor ? { cursor: cursor.cursor } : {}),
         ...(cursor.since ? { updated_since: cursor.since } : {}),
+        ...(cursor.partition
+          ? { updated_since: cursor.partition.since, updated_until: cursor.partition.until }
+          : {}),
       },
       "list",
       ctx.signal,
@@ -209,7 +231,8 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     const id = sourceId(raw);
     if (id === null)
       return {
-        sourceId: `${ctx.task.kind}@${cursor.list}:${offset + i}`,
+        // Partitions each count from 0: the partition keeps their stand-in ids apart.
+        sourceId: `${ctx.task.kind}@${cursor.list}${cursor.partition ? `/${cursor.partition.index}` : ""}:${offset + i}`,
         data: { rowError: "the row has no usable id" },
       };
     try {
