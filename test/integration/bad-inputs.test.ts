@@ -182,6 +182,8 @@ const INVALID_CALLS: Case[] = [
       ["pageSize", "1e9", /pageSize must be an integer from 1 to 500, got "1e9"/],
       ["stripes", "NaN", /stripes must be an integer from 1 to 64, got "NaN"/],
       ["stripes", "2.5", /stripes must be an integer from 1 to 64, got "2.5"/],
+      ["partitions", "0", /partitions must be an integer from 1 to 64, got "0"/],
+      ["partitions", "65", /partitions must be an integer from 1 to 64, got "65"/],
       ["dealsPerMailTask", "1000000", /dealsPerMailTask must be an integer from 1 to 100/],
       ["bodyConcurrency", "99999999999999999999", /bodyConcurrency must be an integer from 1 to 16/],
     ] as const

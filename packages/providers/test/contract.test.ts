@@ -423,6 +423,36 @@ describe("crm provider against recorded Pipedrive responses", () => {
     expect(successors[0]!.cursor).toMatchObject({ since, chain: ["notes"], cursor: "eyJkZWFsIjoxMDJ9" });
   });
 
+  it("splits v2 deals with one sorted one-row request keeping the list's status, then walks each partition with updated_since and updated_until", async () => {
+    const { runId } = await newRun(["deals"]);
+    const split = await runTask(runId, "deals", "deals:0:split", { ...v2Deals, split: 2 });
+    expect(split.outcome).toMatchObject({ status: "succeeded", summary: { attempted: 0 } });
+    expect(split.requests.map((r) => [r.path, Object.fromEntries(r.query)])).toEqual([
+      [
+        "/api/v2/deals",
+        { status: "open,won,lost,deleted", limit: "1", sort_by: "update_time", sort_direction: "asc" },
+      ],
+    ]);
+    expect(split.successors.map((s) => s.seed_key)).toEqual([
+      "deals:0:part:0of2:page:0",
+      "deals:0:part:1of2:page:0",
+    ]);
+    const [lower, upper] = split.successors.map((s) => s.cursor.partition as Record<string, string>);
+    expect(lower!.since).toBe("2025-06-01T08:00:00.000Z");
+    expect(upper!.since).toBe(lower!.until);
+    expect(split.successors[0]!.cursor).not.toHaveProperty("split");
+
+    const chain = await runTask(runId, "deals", "deals:0:part:1of2:page:0b", split.successors[1]!.cursor);
+    expect(Object.fromEntries(chain.requests[0]!.query)).toEqual({
+      status: "open,won,lost,deleted",
+      limit: "500",
+      updated_since: upper!.since,
+      updated_until: upper!.until,
+    });
+    expect(chain.successors.map((s) => s.seed_key)).toEqual(["deals:0:part:1of2:page:1"]);
+    expect(chain.successors[0]!.cursor).toMatchObject({ partition: upper, cursor: "eyJkZWFsIjoxMDJ9" });
+  });
+
   it("follows a cursor past an empty page until next_cursor is null", async () => {
     const { runId, tenantId } = await newRun(["deals"]);
     const cursor = { ...v2Deals, list: 1, stripes: 1, since: EMPTY_THEN_MORE, chain: [] };
