@@ -58,6 +58,12 @@ const TRANSIENT_SQLSTATES = new Set([
   "08003",
   "08006",
   "25P02", // in_failed_sql_transaction: the connection died mid-transaction
+  // An operator's pg_cancel_backend or a statement_timeout: the statement, not the data, was stopped.
+  "57014", // query_canceled
+  "25P03", // idle_in_transaction_session_timeout
+  // The server ran short, not the row: the same window may well fit once space or memory is back.
+  "53100", // disk_full
+  "53200", // out_of_memory
 ]);
 
 /**

@@ -27,6 +27,11 @@ describe("error taxonomy", () => {
       expect(classifyError(pgError(code))).toBe("transient");
   });
 
+  it("treats a cancelled statement, an idle-in-transaction timeout and a server out of disk or memory as transient", () => {
+    for (const code of ["57014", "25P03", "53100", "53200"])
+      expect(classifyError(pgError(code))).toBe("transient");
+  });
+
   it("treats constraint and data errors as the row's own", () => {
     for (const code of ["23505", "23502", "23503", "22P02", "22001"])
       expect(classifyError(pgError(code))).toBe("row");
