@@ -227,6 +227,30 @@ describe("the window transaction deadline", () => {
     await expectEachRowOnce(run.id, run.tenantId, 30);
   });
 
+  it("a window whose statement an operator cancels is released for a retry, not failed, and the retry writes every row once", async () => {
+    const run = await insertRun(h.db);
+    const task = await insertTask(h.db, run.id);
+    const rows = rowsOf(40, "cancel-");
+    const write = companyWriter(run.tenantId);
+    const p = provider(async (ctx) => {
+      await ctx.writeRows(rows, async (tx, row, sourceId) => {
+        if (ctx.task.attempts === 1 && sourceId === "cancel-30") {
+          const [b] = await tx.execute<{ pid: number }>(sql`select pg_backend_pid() as pid`);
+          setTimeout(() => void locker.sql`select pg_cancel_backend(${b!.pid})`.catch(() => {}), 100);
+          await tx.execute(sql`select pg_sleep(${(DEADLINE_MS * 4) / 1000})`);
+        }
+        return write(tx, row, sourceId);
+      });
+    });
+    const first = await runOnce(p, task.id);
+    expect(first.status).toBe("released");
+    expect(first.status !== "dropped" && first.error).toMatch(/57014/);
+    await dueNow(task.id);
+    const retry = await runOnce(p, task.id);
+    expect(retry).toMatchObject({ status: "succeeded", summary: { attempted: 15, created: 15 } });
+    await expectEachRowOnce(run.id, run.tenantId, 40);
+  });
+
   it("moving the cursor on past an exhausted position is bounded too", async () => {
     const run = await insertRun(h.db);
     const t = await insertTask(h.db, run.id);
