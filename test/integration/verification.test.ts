@@ -102,6 +102,11 @@ describe("verification", { timeout: 60_000 }, () => {
     await db.execute(
       sql`update app.deals set company_id = null, title = 'Renamed' where id = ${deal!.record_id}::bigint`,
     );
+    // A lead's archived flag flipped in the destination: archived and live leads differ by it alone.
+    const [lead] = await db.execute<{ source_id: string; record_id: string; archived: boolean }>(sql`
+      select l.source_id, l.record_id::text as record_id, x.archived from drover.ledger l join app.leads x on x.id = l.record_id
+       where l.tenant_id = ${TENANT} and l.kind = 'leads' and l.action = 'created' order by l.source_id limit 1`);
+    await db.execute(sql`update app.leads set archived = not archived where id = ${lead!.record_id}::bigint`);
     // An organization nobody links to loses its ledger row: lost.
     const [lost] = await db.execute<{ source_id: string }>(sql`
       select l.source_id from drover.ledger l
@@ -141,6 +146,13 @@ describe("verification", { timeout: 60_000 }, () => {
       matching(
         new RegExp(
           `^deals ${deal!.source_id}: title is ".+" in the source but "Renamed" in deal ${deal!.record_id}$`,
+        ),
+      ),
+    ).toHaveLength(1);
+    expect(
+      matching(
+        new RegExp(
+          `^leads ${lead!.source_id}: archived is "${lead!.archived}" in the source but "${!lead!.archived}" in lead ${lead!.record_id}$`,
         ),
       ),
     ).toHaveLength(1);

@@ -122,7 +122,7 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
   },
   deals: {
     table: "deals",
-    select: "title, value::text as value, currency, status, custom_fields, contact_id, company_id",
+    select: "title, value::text as value, currency, status, archived, custom_fields, contact_id, company_id",
     fetch: rowV2("deals"),
     parse: (raw) => parseDeal(raw) as unknown as Obj,
     fields: [
@@ -130,6 +130,8 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
       money("value", "value"),
       text("currency"),
       text("status"),
+      // A deal fetched by id says itself whether it is archived (is_archived), in either list.
+      text("archived"),
       text("customFields", "custom_fields"),
     ],
     matchedFields: [],
@@ -138,13 +140,14 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
   leads: {
     table: "leads",
     select:
-      "title, value_amount::text as value_amount, value_currency, custom_fields, contact_id, company_id",
+      "title, value_amount::text as value_amount, value_currency, archived, custom_fields, contact_id, company_id",
     fetch: row("leads"),
     parse: (raw) => parseLead(raw) as unknown as Obj,
     fields: [
       text("title"),
       money("amount", "value_amount"),
       text("currency", "value_currency"),
+      text("archived"),
       text("customFields", "custom_fields"),
     ],
     matchedFields: [],
