@@ -284,6 +284,25 @@ describe("pg-table windows", () => {
     }
   });
 
+  it("a source role barred from pg_locks streams instead of failing the window", async () => {
+    // pg_catalog's views are per database: this revoke touches the test database alone.
+    await sourceEvents(testDb.url, "events_locks", 1);
+    const role = `drover_nolocks_${Math.random().toString(36).slice(2, 8)}`;
+    await database.sql.unsafe(`create role ${role} login`);
+    await database.sql.unsafe(`revoke select on pg_catalog.pg_locks from public`);
+    const url = testDb.url.replace("postgres://postgres@", `postgres://${role}@`);
+    try {
+      const verdict = await database.db.transaction((tx) =>
+        sharesDatabase(tx, sourceDatabase(url), url, config({ table: "src.events_locks" })),
+      );
+      expect(verdict).toBe(false);
+    } finally {
+      await closePgTableSources();
+      await database.sql.unsafe(`grant select on pg_catalog.pg_locks to public`);
+      await database.sql.unsafe(`drop role ${role}`);
+    }
+  });
+
   it("a key deleted from the source after its page was read is skipped with a reason, not failed", async () => {
     const [kept, gone] = await sourceEvents(testDb.url, "events_gone", 2);
     const cfg = config({ table: "src.events_gone" });
