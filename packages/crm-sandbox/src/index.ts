@@ -41,8 +41,11 @@ export interface Sandbox {
   truth<K extends TruthKind>(kinds: readonly K[]): PartialTruth<K>;
   stats(): Stats;
   resetStats(): void;
-  /** Applies the mid-run change set now (as POST /__sandbox/changes does); false if it already was. */
-  applyChanges(): boolean;
+  /**
+   * Applies the mid-run change set now (as POST /__sandbox/changes does), or stamped `atMs` when a
+   * test needs its rows on an exact instant; false if it already was.
+   */
+  applyChanges(atMs?: number): boolean;
   close(): Promise<void>;
 }
 
@@ -69,7 +72,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     truth: ((kinds?: readonly TruthKind[]) => app.truth(kinds ?? TRUTH_KINDS)) as Sandbox["truth"],
     stats: () => app.stats.snapshot(app.limiter.budgetRemaining),
     resetStats: () => app.stats.reset(),
-    applyChanges: () => app.applyChanges().applied,
+    applyChanges: (atMs?: number) => app.applyChanges(atMs).applied,
     close: () => {
       closing ??= new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

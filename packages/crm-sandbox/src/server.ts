@@ -68,8 +68,8 @@ export class SandboxApp {
   }
 
   /** Applies the mid-run change set (once); the truth is recomputed to include it. */
-  applyChanges(): { applied: boolean; at: string } {
-    const applied = this.dataset.applyChanges(Date.now());
+  applyChanges(atMs = Date.now()): { applied: boolean; at: string } {
+    const applied = this.dataset.applyChanges(atMs);
     if (applied) this.truthCache.clear();
     return { applied, at: new Date(this.dataset.changedAtMs ?? 0).toISOString() };
   }

@@ -189,12 +189,11 @@ describe("a split v2 list", () => {
       notes: 5,
       changeEdits: 7,
     });
-    // The change set stamps its rows with the moment it applies: make that a whole second, which a
-    // partition bound can be.
-    while (Date.now() % 1000 !== 0);
-    s.applyChanges();
-    const edited = s.truth(["organizations"]).kinds.organizations.edited;
+    // The change set stamps its rows with the instant it applies: a whole second, which a partition
+    // bound can be.
     const bound = Math.floor(Date.now() / 1000) * 1000;
+    s.applyChanges(bound);
+    const edited = s.truth(["organizations"]).kinds.organizations.edited;
     const atBound = await listIds(
       s,
       `/api/v2/organizations?updated_since=${new Date(bound).toISOString()}&updated_until=${new Date(bound + 1).toISOString()}`,
