@@ -158,6 +158,8 @@ describe("pg-table", () => {
     );
     expect(notes.map((n) => n.subject_id)).toEqual([bad]);
     expect(notes[0]!.reason).toMatch(/room_id|23502/);
+    const { run: streamed } = await h.client.getRun({ runId });
+    expect(streamed!.facts["pg-table.copy"]).toBe('"streamed"');
 
     // Without a ledger the run still has a throughput: its windows add up to every row it read.
     const { points } = await h.client.getThroughput({ runId, buckets: 30 });
@@ -305,6 +307,9 @@ describe("pg-table", () => {
         select id, room_id, data from in_product.room_events
         except select id, room_id, data from app.room_events where tenant_id = ${`tenant-${schema}`}) d`);
     expect(diff!.n).toBe(0);
+    // Operators see which way the rows went.
+    const { run } = await h.client.getRun({ runId });
+    expect(run!.facts["pg-table.copy"]).toBe('"in-database"');
     const { verification } = await h.client.verifyRun({ runId });
     expect(verification!.kinds[0]!.mismatches).toEqual([]);
     expect(verification!.ok).toBe(true);

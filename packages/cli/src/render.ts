@@ -1,4 +1,4 @@
-import { type Run, RunStatus, runStatusName, type Verification } from "@drover/proto";
+import { type Run, RunStatus, runFacts, runStatusName, type Verification } from "@drover/proto";
 
 export const statusName = runStatusName;
 
@@ -58,10 +58,18 @@ export function runSummary(run: Run): string {
   return [
     `run ${run.id}  ${statusName(run.status)}  tenant ${run.tenantId}  ${run.source}:${run.sourceAccount}`,
     `${phaseLabel(run)}  tasks: ${t?.running ?? 0} running, ${t?.pending ?? 0} pending, ${t?.succeeded ?? 0} done, ${t?.failed ?? 0} failed, ${t?.cancelled ?? 0} cancelled`,
+    ...(Object.keys(run.facts).length > 0 ? [`learned: ${factsLine(run)}`] : []),
     ...(run.error ? [`error: ${run.error}`] : []),
     "",
     countsTable(run),
   ].join("\n");
+}
+
+/** What the run decided about its source once for all its tasks, e.g. `pg-table.copy in-database`. */
+export function factsLine(run: Run): string {
+  return runFacts(run)
+    .map((f) => `${f.key} ${f.value}`)
+    .join("; ");
 }
 
 /**

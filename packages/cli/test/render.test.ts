@@ -38,6 +38,17 @@ describe("cli rendering", () => {
     );
   });
 
+  it("says what the run learned about its source, strings unquoted, and nothing when it learned nothing", () => {
+    const learned = create(RunSchema, {
+      ...run,
+      facts: { "pg-table.copy": '"in-database"', "crm.mail.bodies": '{"list":true}' },
+    });
+    expect(runSummary(learned)).toContain(
+      'learned: crm.mail.bodies {"list":true}; pg-table.copy in-database',
+    );
+    expect(runSummary(run)).not.toContain("learned:");
+  });
+
   it("gives rows/s and an ETA while the run goes", () => {
     const [header, ...rows] = progressBlock(run, 10_000);
     expect(header).toBe("running · phase 2/2 [deals] · 24 rows · 2 rows/s · ETA ~5s");

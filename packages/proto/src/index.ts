@@ -33,4 +33,5 @@ export { createHealthService, type HealthService, type HealthStatus } from "./gr
 export { Code, isRpcError, RpcError } from "./grpc/rpc-error.js";
 export { methodPath, serviceDefinition } from "./grpc/service-definition.js";
 export { type RunningServer, type StartServerOptions, startServer } from "./grpc/start-server.js";
+export { runFacts } from "./run-facts.js";
 export { runStatusName } from "./run-status.js";

@@ -1,6 +1,6 @@
 import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { claimTask, toRunInfo, writeBatches } from "@drover/engine";
+import { claimTask, readRunFact, settleRunFact, toRunInfo, writeBatches } from "@drover/engine";
 import type { TaskContext, WriteSummary } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -112,12 +112,16 @@ async function slotTask(connection: string, extra: Record<string, string>) {
     task: deps.task,
     signal: new AbortController().signal,
     working() {},
+    settleRunFact: (key, value) => settleRunFact(db, run!.id, key, value),
     async writeBatches(rows, writer, options) {
       const s = await writeBatches(deps, rows, writer, options);
       for (const k of Object.keys(summary) as (keyof WriteSummary)[]) summary[k] += s[k];
       return s;
     },
-  } as Pick<TaskContext, "run" | "task" | "signal" | "working" | "writeBatches"> as TaskContext;
+  } as Pick<
+    TaskContext,
+    "run" | "task" | "signal" | "working" | "writeBatches" | "settleRunFact"
+  > as TaskContext;
   return { ctx, runId: run!.id, summary };
 }
 
@@ -187,7 +191,7 @@ describe("pg-table windows", () => {
 
   it("a source in the product database is copied by the server, every value exactly as it is", async () => {
     const ids = await sourceEvents(testDb.url, "events", 1_200);
-    const { ctx, summary } = await slotTask(testDb.url, {});
+    const { ctx, runId, summary } = await slotTask(testDb.url, {});
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
 
@@ -195,6 +199,7 @@ describe("pg-table windows", () => {
     expect(copies.length).toBe(3); // 1,200 rows in windows of 500
     expect(copies.every((s) => s.includes('from "src"."events" s'))).toBe(true);
     expect(settledSharing(testDb.url, config())).toBe(true);
+    expect(await readRunFact(database.db, runId, "pg-table.copy")).toBe("in-database");
     expect(summary).toMatchObject({ attempted: 1_200, failed: 0, skipped: 0 });
     const [diff] = await database.db.execute<{ n: number }>(sql`
       select count(*)::int as n from (
@@ -240,13 +245,14 @@ describe("pg-table windows", () => {
 
   it("a source in another database of the same server travels through the worker", async () => {
     const ids = await sourceEvents(other.url, "events", 300);
-    const { ctx, summary } = await slotTask(other.url, {});
+    const { ctx, runId, summary } = await slotTask(other.url, {});
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
     const copies = upsertsLogged();
     expect(copies.length).toBe(1);
     expect(copies[0]).toContain("string_to_table");
     expect(settledSharing(other.url, config())).toBe(false);
+    expect(await readRunFact(database.db, runId, "pg-table.copy")).toBe("streamed");
     expect(summary).toMatchObject({ attempted: 300, failed: 0 });
     expect((await landed("t-writes", ids)).length).toBe(300);
   });

@@ -27,7 +27,7 @@ export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined
  * transaction that commits its rows: what is shown was committed, once.
  */
 export async function runView(q: Queryable, run: RunRow): Promise<Run> {
-  const [progress, taskCounts, kindTasks, [budget]] = await Promise.all([
+  const [progress, taskCounts, kindTasks, [budget], facts] = await Promise.all([
     q.execute<{
       kind: string;
       created: string;
@@ -54,6 +54,8 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
       .select()
       .from(budgets)
       .where(and(eq(budgets.source, run.source), eq(budgets.sourceAccount, run.sourceAccount))),
+    q.execute<{ key: string; value: string }>(sql`
+      select key, value::text as value from drover.run_facts where run_id = ${run.id}::uuid order by key`),
   ]);
   // A pruned run's per-kind task counts were frozen with its row counts (none before they were).
   const tasksOf = new Map<
@@ -114,6 +116,7 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
       cancelled: counts.cancelled ?? 0n,
     },
     error: run.error ?? "",
+    facts: Object.fromEntries(facts.map((f) => [f.key, f.value])),
     createdAt: timestampFromDate(run.createdAt),
     updatedAt: timestampFromDate(run.updatedAt),
     ...(run.startedAt ? { startedAt: timestampFromDate(run.startedAt) } : {}),

@@ -3,6 +3,7 @@ import {
   type NoteGroup,
   type Run,
   RunStatus,
+  runFacts,
   runStatusName,
   timestampDate,
 } from "@drover/proto";
@@ -44,6 +45,8 @@ export interface RunJson {
     blockedUntil: string | null;
     spent: number;
   } | null;
+  /** What the run decided about its source once for all its tasks (GetRun's facts), for display. */
+  facts: { key: string; value: string }[];
   error: string;
   createdAt: string | null;
   startedAt: string | null;
@@ -90,6 +93,7 @@ export function runJson(run: Run): RunJson {
       cancelled: Number(run.tasks?.cancelled ?? 0n),
     },
     rows: progress.reduce((n, p) => n + p.imported + p.alreadyHere + p.skipped + p.failed, 0),
+    facts: runFacts(run),
     budget: b
       ? {
           burstCapacity: b.burstCapacity,

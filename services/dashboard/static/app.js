@@ -299,6 +299,7 @@ class RunView {
     this.phase = h("p", { id: "phase" });
     this.phaseList = h("ol", { class: "phases", id: "phases" });
     this.error = h("p", { class: "problem", id: "run-error", hidden: true });
+    this.learned = h("dl", { class: "facts", id: "run-facts", hidden: true });
     this.buttons = {
       stop: h(
         "button",
@@ -325,6 +326,7 @@ class RunView {
         this.meta,
         this.phase,
         this.phaseList,
+        this.learned,
         this.error,
         h("div", { class: "actions" }, this.buttons.stop, this.buttons.resume, this.buttons.retry),
       ),
@@ -463,6 +465,11 @@ class RunView {
       ["failed", fmt(t.failed)],
       ["cancelled", fmt(t.cancelled)],
     ]);
+    facts(
+      this.learned,
+      run.facts.map((f) => [f.key, f.value]),
+    );
+    this.learned.hidden = run.facts.length === 0;
     const b = run.budget;
     facts(
       this.budget,

@@ -49,6 +49,19 @@ describe("the run as the page draws it", () => {
     expect(json.createdAt).toBe("2026-11-30T10:00:00.000Z");
   });
 
+  it("lists the run's facts by key, a string without its quotes, anything else as JSON, a non-JSON value as it came", () => {
+    const learned = create(RunSchema, {
+      ...run,
+      facts: { "pg-table.copy": '"streamed"', "crm.mail.bodies": "[1,2]", odd: "not json" },
+    });
+    expect(runJson(learned).facts).toEqual([
+      { key: "crm.mail.bodies", value: "[1,2]" },
+      { key: "odd", value: "not json" },
+      { key: "pg-table.copy", value: "streamed" },
+    ]);
+    expect(runJson(run).facts).toEqual([]);
+  });
+
   it("says an unreported daily allowance is unknown, not zero", () => {
     expect(runJson(run).budget).toMatchObject({
       burstCapacity: 80,

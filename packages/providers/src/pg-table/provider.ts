@@ -28,6 +28,9 @@ import {
 } from "./source-table.js";
 import { pgTableVerifier } from "./verify.js";
 
+/** The run fact saying how the run's windows are written: "in-database" or "streamed". */
+export const COPY_PATH_FACT = "pg-table.copy";
+
 /**
  * pg-table: copies a large Postgres table (seed 003's room_events: ULID id, room id, JSON data) into
  * a destination table of the product database, one task per time slot. No ledger: the destination
@@ -107,6 +110,7 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
     };
   };
 
+  let pathShown = false;
   const start = ctx.task.cursor as unknown as SlotCursor;
   const read = () => (inDatabase ? "keys" : "values");
   let next = readPage(source, config, start, config.pageSize, read());
@@ -132,6 +136,11 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
       writer,
       { windowSize: config.windowSize, cursorAfter },
     );
+    if (!pathShown && inDatabase !== undefined) {
+      // For operators (GetRun's facts): which way this run's rows travel. The first task to know says.
+      await ctx.settleRunFact(COPY_PATH_FACT, inDatabase ? "in-database" : "streamed");
+      pathShown = true;
+    }
     ctx.working();
     if (!more) break;
   }
