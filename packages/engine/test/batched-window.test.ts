@@ -3,14 +3,12 @@ import type { BatchWriter, SourceRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  claimTask,
   MAX_SAVEPOINTS_PER_TRANSACTION,
   SavepointLimitError,
-  toRunInfo,
   writeBatches,
   writeRows,
 } from "../src/index.js";
-import { companyWriter, type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
+import { claimedTaskDeps, companyWriter, type Harness, insertRun, openHarness } from "./helpers.js";
 
 let h: Harness;
 beforeAll(async () => {
@@ -48,26 +46,8 @@ function rowsOf(n: number, prefix: string, bad: (i: number) => boolean = () => f
   }));
 }
 
-async function claimed(run: Awaited<ReturnType<typeof insertRun>>, extra: Record<string, unknown> = {}) {
-  const t = await insertTask(h.db, run.id);
-  const c = (await claimTask(h.db, t.id, `w/${t.id}`))!;
-  return {
-    db: h.db,
-    run: toRunInfo(run),
-    task: {
-      id: c.id,
-      kind: "companies",
-      phase: 0,
-      cursor: c.cursor,
-      processedOffset: 0,
-      attempts: c.attempts,
-    },
-    claimToken: c.lockedBy!,
-    notesCap: 1000,
-    stopRequested: async () => false,
-    ...extra,
-  };
-}
+const claimed = (run: Awaited<ReturnType<typeof insertRun>>, extra: Record<string, unknown> = {}) =>
+  claimedTaskDeps(h.db, run, extra);
 
 async function one<T>(query: ReturnType<typeof sql>): Promise<T> {
   const [r] = await h.db.execute<Record<string, unknown>>(query);

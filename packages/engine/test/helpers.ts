@@ -3,6 +3,7 @@ import { type Database, type Db, openDatabase, runs, type Tx, tasks } from "@dro
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import type { Provider, RowWriter, TaskSeed } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
+import { claimTask, toRunInfo } from "../src/index.js";
 
 export interface Harness {
   testDb: TestDatabase;
@@ -55,6 +56,35 @@ export async function insertTask(
     .values({ runId, kind: "companies", phase: 0, seedKey: randomUUID(), cursor: {}, ...overrides })
     .returning();
   return task!;
+}
+
+/**
+ * A new task of `run`, claimed, as the window writer's deps see it (lane options such as
+ * windowSize or windowDeadlineMs in `extra`).
+ */
+export async function claimedTaskDeps<E extends Record<string, unknown>>(
+  db: Db,
+  run: typeof runs.$inferSelect,
+  extra: E = {} as E,
+) {
+  const t = await insertTask(db, run.id);
+  const c = (await claimTask(db, t.id, `w/${t.id}`))!;
+  return {
+    db,
+    run: toRunInfo(run),
+    task: {
+      id: c.id,
+      kind: "companies",
+      phase: 0,
+      cursor: c.cursor,
+      processedOffset: c.processedOffset,
+      attempts: c.attempts,
+    },
+    claimToken: c.lockedBy!,
+    notesCap: 1000,
+    stopRequested: async () => false,
+    ...extra,
+  };
 }
 
 /** Writes a company named after the row; a null name violates NOT NULL, which is a row error. */

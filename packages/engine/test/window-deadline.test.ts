@@ -3,8 +3,8 @@ import type { BatchWriter, Provider, RowWriter, SourceRow, TaskContext } from "@
 import { classifyError } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimTask, runAssignment, toRunInfo, WindowDeadlineError, writeRows } from "../src/index.js";
-import { deferred, type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
+import { runAssignment, WindowDeadlineError, writeRows } from "../src/index.js";
+import { claimedTaskDeps, deferred, type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
 
 /**
  * A window's transaction that never settles (postgres.js after pg_terminate_backend, ~1 chaos stress
@@ -253,19 +253,9 @@ describe("the window transaction deadline", () => {
 
   it("moving the cursor on past an exhausted position is bounded too", async () => {
     const run = await insertRun(h.db);
-    const t = await insertTask(h.db, run.id);
-    const claimed = (await claimTask(h.db, t.id, `w/${t.id}`))!;
-    const deps = {
-      db: h.db,
-      run: toRunInfo(run),
-      task: { id: claimed.id, kind: "companies", phase: 0, cursor: {}, processedOffset: 0, attempts: 1 },
-      claimToken: claimed.lockedBy!,
-      notesCap: 100,
-      stopRequested: async () => false,
-      windowDeadlineMs: DEADLINE_MS,
-    };
+    const deps = await claimedTaskDeps(h.db, run, { windowDeadlineMs: DEADLINE_MS });
     // The checkpoint's UPDATE waits on the task row, locked by another connection.
-    const lock = await holdRowLock("drover.tasks", t.id);
+    const lock = await holdRowLock("drover.tasks", deps.task.id);
     const err = await writeRows(deps, [], companyWriter(run.tenantId), { nextCursor: { page: 2 } })
       .catch((e: unknown) => e)
       .finally(() => lock.release());
@@ -276,18 +266,7 @@ describe("the window transaction deadline", () => {
 
   it("does not fire for windows that each finish in time, however long the page takes", async () => {
     const run = await insertRun(h.db);
-    const t = await insertTask(h.db, run.id);
-    const claimed = (await claimTask(h.db, t.id, `w/${t.id}`))!;
-    const deps = {
-      db: h.db,
-      run: toRunInfo(run),
-      task: { id: claimed.id, kind: "companies", phase: 0, cursor: {}, processedOffset: 0, attempts: 1 },
-      claimToken: claimed.lockedBy!,
-      notesCap: 100,
-      stopRequested: async () => false,
-      windowDeadlineMs: DEADLINE_MS,
-      windowSize: 2,
-    };
+    const deps = await claimedTaskDeps(h.db, run, { windowDeadlineMs: DEADLINE_MS, windowSize: 2 });
     const write = companyWriter(run.tenantId);
     // A quarter of the deadline per window (room for a busy machine), six windows: the page outlasts
     // the deadline, no window does.

@@ -1,8 +1,8 @@
 import { type RowWriter, type SourceRow, TransientError } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimTask, handBackTask, LostClaimError, toRunInfo, writeRows } from "../src/index.js";
-import { companyWriter, type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
+import { claimTask, handBackTask, LostClaimError, writeRows } from "../src/index.js";
+import { claimedTaskDeps, companyWriter, type Harness, insertRun, openHarness } from "./helpers.js";
 
 let h: Harness;
 beforeAll(async () => {
@@ -21,26 +21,7 @@ function rowsOf(n: number, prefix = "c"): SourceRow<Company>[] {
   }));
 }
 
-async function claimedTask(run: Awaited<ReturnType<typeof insertRun>>) {
-  const t = await insertTask(h.db, run.id);
-  const c = (await claimTask(h.db, t.id, `w/${t.id}`))!;
-  const deps = {
-    db: h.db,
-    run: toRunInfo(run),
-    task: {
-      id: c.id,
-      kind: "companies",
-      phase: 0,
-      cursor: c.cursor,
-      processedOffset: c.processedOffset,
-      attempts: c.attempts,
-    },
-    claimToken: c.lockedBy!,
-    notesCap: 1000,
-    stopRequested: async () => false,
-  };
-  return deps;
-}
+const claimedTask = (run: Awaited<ReturnType<typeof insertRun>>) => claimedTaskDeps(h.db, run);
 
 async function finish(runId: string): Promise<void> {
   await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${runId}`);
