@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
-import { countsTable, rowsDone, statusName, table, verificationTable } from "@drover/cli";
+import { statusName, table, verificationTable } from "@drover/cli";
 import { openDatabase } from "@drover/db";
 import {
   createSourceDatabase,
@@ -8,11 +8,11 @@ import {
   generateRoomEvents,
   startCluster,
 } from "@drover/local-cluster";
-import { createClient, type Run, RunService, RunStatus } from "@drover/proto";
+import { createClient, RunService, RunStatus } from "@drover/proto";
 import { ulidFloor } from "@drover/providers";
 import { sql } from "drizzle-orm";
 import { prepareDemoServices } from "./prepare.js";
-import { ProgressView } from "./progress.js";
+import { followRun, ProgressView } from "./progress.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/drover_demo";
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
@@ -142,19 +142,7 @@ async function main(): Promise<number> {
         },
       });
       process.stdout.write(`StartRun: run ${run!.id} for tenant "${f.tenant}", ${size!.n} source rows\n`);
-      const view = new ProgressView({ rows: Number(size!.n) });
-      let last: Run = run!;
-      for await (const update of client.watchRun({ runId: run!.id })) {
-        last = update.run!;
-        view.update(last, rowsDone(last) / Math.max(0.001, (Date.now() - started) / 1000));
-      }
-      const seconds = (Date.now() - started) / 1000;
-      const done = rowsDone(last);
-      process.stdout.write(
-        `\nRun ${last.id} ${statusName(last.status)} in ${seconds.toFixed(1)} s: ${done} rows, ${Math.round(done / seconds)} rows/s\n\n`,
-      );
-      process.stdout.write(`${countsTable(last, { total: true })}\n\n`);
-      if (last.error) process.stdout.write(`run error: ${last.error}\n`);
+      const last = await followRun(client, run!, new ProgressView({ rows: Number(size!.n) }), started);
 
       process.stdout.write(`${await slotTable(database, source.sql, last.id)}\n\n`);
 

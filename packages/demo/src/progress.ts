@@ -1,5 +1,5 @@
-import { kindDone, phaseLabel, statusName } from "@drover/cli";
-import type { Run } from "@drover/proto";
+import { countsTable, kindDone, phaseLabel, rowsDone, statusName } from "@drover/cli";
+import type { Client, Run, RunService } from "@drover/proto";
 
 function bar(done: number, total: number, width = 24): string {
   const ratio = total > 0 ? Math.min(1, done / total) : 1;
@@ -38,4 +38,29 @@ export class ProgressView {
     process.stdout.write(block.map((l) => `\x1b[2K${l}\n`).join(""));
     this.lines = block.length;
   }
+}
+
+/**
+ * Follows a run to its end on a ProgressView (rows/s over the time since `startedMs`), then prints
+ * how it ended, its rate and its per-kind counts. Returns the run as it ended.
+ */
+export async function followRun(
+  client: Client<typeof RunService>,
+  run: Run,
+  view: ProgressView,
+  startedMs: number,
+): Promise<Run> {
+  let last = run;
+  for await (const update of client.watchRun({ runId: run.id })) {
+    last = update.run!;
+    view.update(last, rowsDone(last) / Math.max(0.001, (Date.now() - startedMs) / 1000));
+  }
+  const seconds = (Date.now() - startedMs) / 1000;
+  const done = rowsDone(last);
+  process.stdout.write(
+    `\nRun ${last.id} ${statusName(last.status)} in ${seconds.toFixed(1)} s: ${done} rows, ${Math.round(done / seconds)} rows/s\n\n`,
+  );
+  process.stdout.write(`${countsTable(last, { total: true })}\n\n`);
+  if (last.error) process.stdout.write(`run error: ${last.error}\n`);
+  return last;
 }
