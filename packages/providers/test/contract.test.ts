@@ -4,10 +4,11 @@ import type { AddressInfo } from "node:net";
 import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
 import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { runAssignment, sourceSecretContext } from "@drover/engine";
+import { runAssignment } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { providers } from "../src/index.js";
+import { insertCrmRun } from "./crm-run.js";
 
 /**
  * The crm provider against recorded Pipedrive responses (test/fixtures/pipedrive, each with the
@@ -94,17 +95,14 @@ let tenants = 0;
 /** A running run of its own tenant, so tests do not see each other's ledger. */
 async function newRun(kinds: string[]): Promise<{ runId: string; tenantId: string }> {
   const tenantId = `contract-${++tenants}`;
-  const [run] = await database.db.execute<{ id: string }>(sql`
-    insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, source_config, current_phase, started_at)
-    values (${tenantId}, 'crm', ${ACCOUNT}, ${`{${kinds.join(",")}}`}, ${JSON.stringify([kinds])}::jsonb, 'running',
-            ${JSON.stringify({ baseUrl, settings: {} })}::jsonb, 0, now())
-    returning id`);
-  // The token as the coordinator stores it: sealed for this run, opened only by the task runner.
-  const sealed = secrets.seal(TOKEN, sourceSecretContext(run!.id));
-  await database.db.execute(sql`
-    update drover.runs set source_secret_ciphertext = ${sealed.ciphertext}, source_secret_key_id = ${sealed.keyId}
-     where id = ${run!.id}::uuid`);
-  return { runId: run!.id, tenantId };
+  const runId = await insertCrmRun(database.db, secrets, {
+    tenantId,
+    sourceAccount: ACCOUNT,
+    kinds,
+    baseUrl,
+    token: TOKEN,
+  });
+  return { runId, tenantId };
 }
 
 async function runTask(runId: string, kind: string, seedKey: string, cursor: Record<string, unknown>) {

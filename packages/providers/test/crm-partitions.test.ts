@@ -2,13 +2,14 @@ import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth"
 import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
 import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { runAssignment, sourceSecretContext } from "@drover/engine";
+import { runAssignment } from "@drover/engine";
 import type { RunInfo, SeedContext } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { partitionRanges } from "../src/crm/partitions.js";
 import { crmProvider } from "../src/crm/provider.js";
 import { providers } from "../src/index.js";
+import { insertCrmRun } from "./crm-run.js";
 
 /**
  * A v2 list split into update_time partitions, against the sandbox as a real server and real
@@ -42,16 +43,16 @@ let tenants = 0;
 /** A running run of its own tenant that started at `startedAt`. */
 async function newRun(s: Sandbox, kinds: string[], startedAt: Date, settings: Record<string, string>) {
   const tenantId = `partitions-${++tenants}`;
-  const [run] = await database.db.execute<{ id: string }>(sql`
-    insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, source_config, current_phase, started_at)
-    values (${tenantId}, 'crm', ${`acct-${tenantId}`}, ${`{${kinds.join(",")}}`}, ${JSON.stringify([kinds])}::jsonb, 'running',
-            ${JSON.stringify({ baseUrl: s.url, settings })}::jsonb, 0, ${startedAt.toISOString()}::timestamptz)
-    returning id`);
-  const sealed = secrets.seal(TOKEN, sourceSecretContext(run!.id));
-  await database.db.execute(sql`
-    update drover.runs set source_secret_ciphertext = ${sealed.ciphertext}, source_secret_key_id = ${sealed.keyId}
-     where id = ${run!.id}::uuid`);
-  return { runId: run!.id, tenantId };
+  const runId = await insertCrmRun(database.db, secrets, {
+    tenantId,
+    sourceAccount: `acct-${tenantId}`,
+    kinds,
+    baseUrl: s.url,
+    token: TOKEN,
+    settings,
+    startedAt,
+  });
+  return { runId, tenantId };
 }
 
 type TaskRow = {
