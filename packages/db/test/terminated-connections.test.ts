@@ -28,6 +28,22 @@ const withTimeout = <T>(p: Promise<T>, ms: number, what: string) =>
     new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} hung for ${ms} ms`)), ms)),
   ]);
 
+/**
+ * Waits until a backend of `applicationName` is inside pg_sleep (the window is mid-statement),
+ * then terminates it. Killing on a timer could hit the transaction before it began, or miss it.
+ */
+async function terminateWhenSleeping(killer: postgres.Sql, applicationName: string, database?: string) {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const killed = await killer`select pg_terminate_backend(pid) as killed from pg_stat_activity
+      where application_name = ${applicationName} and state = 'active' and query like '%pg_sleep%'
+        and (${database ?? null}::text is null or datname = ${database ?? null})`;
+    if (killed.length > 0) return;
+    if (Date.now() > deadline) throw new Error(`no backend of ${applicationName} reached pg_sleep within 5 s`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 const uniqueName = () => `drover-terminate-${randomBytes(4).toString("hex")}`;
 
 /** A window's shape, its backend terminated mid-statement; returns once the transaction failed. */
@@ -40,9 +56,7 @@ async function killWindow(database: Database, applicationName: string): Promise<
     .catch((err: unknown) => err);
   const killer = postgres(process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL, { max: 1, onnotice: () => {} });
   try {
-    await new Promise((r) => setTimeout(r, 300));
-    await killer`select pg_terminate_backend(pid) from pg_stat_activity
-                  where datname = ${testDb.name} and application_name = ${applicationName} and state = 'active'`;
+    await terminateWhenSleeping(killer, applicationName, testDb.name);
   } finally {
     await killer.end({ timeout: 1 });
   }
@@ -66,9 +80,7 @@ describe("terminated connections", () => {
           () => "committed",
           (err) => err,
         );
-        await new Promise((r) => setTimeout(r, 300));
-        await killer`select pg_terminate_backend(pid) from pg_stat_activity
-                      where application_name = ${applicationName} and state = 'active'`;
+        await terminateWhenSleeping(killer, applicationName);
         const err = await withTimeout(outcome, 5_000, "the killed transaction");
         expect(err).not.toBe("committed");
         const code = pgErrorCode(err) ?? "";

@@ -196,11 +196,16 @@ describe("runVerification on a worker", () => {
     const run = await sealedRun();
     await requestVerificationNow(h.db, run.id, 10);
     const shutdown = new AbortController();
+    let verifying!: () => void;
+    const providerCalled = new Promise<void>((resolve) => {
+      verifying = resolve;
+    });
     const outcome = runVerification(
       deps(
         provider(
           () =>
             new Promise((_resolve, reject) => {
+              verifying();
               shutdown.signal.addEventListener("abort", () => reject(new Error("aborted")));
             }),
         ),
@@ -208,7 +213,8 @@ describe("runVerification on a worker", () => {
       run.id,
       { shutdown: shutdown.signal, working: () => {} },
     );
-    await new Promise((r) => setTimeout(r, 50));
+    // Shut down while the request is claimed and the source is being read, not before the claim.
+    await providerCalled;
     shutdown.abort(new Error("worker shutting down"));
     expect(await outcome).toMatchObject({ status: "handed_back" });
     expect(await verificationRequestState(h.db, run.id)).toMatchObject({ status: "pending", attempts: 0 });
