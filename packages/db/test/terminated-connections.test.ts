@@ -39,7 +39,8 @@ async function terminateWhenSleeping(killer: postgres.Sql, applicationName: stri
       where application_name = ${applicationName} and state = 'active' and query like '%pg_sleep%'
         and (${database ?? null}::text is null or datname = ${database ?? null})`;
     if (killed.length > 0) return;
-    if (Date.now() > deadline) throw new Error(`no backend of ${applicationName} reached pg_sleep within 5 s`);
+    if (Date.now() > deadline)
+      throw new Error(`no backend of ${applicationName} reached pg_sleep within 5 s`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }
