@@ -173,7 +173,14 @@ export async function runChaos(
 ): Promise<ChaosReport> {
   const random = rng(options.seed);
   const planned = plan(options, random);
-  const logDir = join(REPO_ROOT, ".artifacts", "logs", `chaos-${options.variant}-${options.seed}`);
+  // One folder per run, even for a replayed seed: two runs' logs never interleave in one file.
+  const runStamp = new Date().toISOString().replace(/[:.]/g, "-");
+  const logDir = join(
+    REPO_ROOT,
+    ".artifacts",
+    "logs",
+    `chaos-${options.variant}-${options.seed}-${runStamp}`,
+  );
   log(
     `chaos ${options.variant}: seed ${options.seed} (replay with CHAOS_SEED=${options.seed}); logs in ${logDir}`,
   );

@@ -33,6 +33,30 @@ export interface SpawnOptions {
 }
 
 /**
+ * Every child this process started and that has not exited yet. When this process ends (a test
+ * runner finishing, a demo interrupted, an uncaught error), whatever is still here is SIGKILLed:
+ * a service must never outlive the cluster that started it.
+ */
+const liveChildren = new Set<ChildProcess>();
+let reapOnExit = false;
+function track(child: ChildProcess): void {
+  liveChildren.add(child);
+  child.once("exit", () => liveChildren.delete(child));
+  if (reapOnExit) return;
+  reapOnExit = true;
+  process.once("exit", () => {
+    for (const c of liveChildren) c.kill("SIGKILL");
+  });
+}
+
+/** Ends a child that never became ready, so the caller's rejection leaves nothing running. */
+async function killUnready(child: ChildProcess, exited: Promise<number | string>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill("SIGKILL");
+  await exited;
+}
+
+/**
  * Starts a Drover service as a separate Node process running its TypeScript source through tsx,
  * and waits for its ready line. Logs go to a file per service, so a failing test or demo can
  * point at them.
@@ -56,6 +80,7 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
+  track(child);
   child.stderr?.pipe(log, { end: false });
   const exited = new Promise<number | string>((resolve) => {
     child.once("exit", (code, signal) => {
@@ -64,18 +89,16 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
     });
   });
 
+  let settled = false;
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(
-      () =>
-        reject(
-          new Error(
-            `${options.name} did not become ready within ${options.readyTimeoutMs ?? 30_000} ms; see ${logPath}`,
-          ),
-        ),
-      options.readyTimeoutMs ?? 30_000,
-    );
+    const timer = setTimeout(() => {
+      settled = true;
+      const error = new Error(
+        `${options.name} did not become ready within ${options.readyTimeoutMs ?? 30_000} ms (pid ${child.pid}, killed); see ${logPath}`,
+      );
+      void killUnready(child, exited).then(() => reject(error));
+    }, options.readyTimeoutMs ?? 30_000);
     const lines = createInterface({ input: child.stdout! });
-    let settled = false;
     lines.on("line", (line) => {
       log.write(`${line}\n`);
       if (settled || !line.startsWith("{")) return;
