@@ -21,7 +21,10 @@ import { startPrivateNats } from "./private-nats.js";
  * the workers' database connections and freezes a worker past its ack_wait, while the run goes on.
  * Then a checker: nothing lost, nothing duplicated, nothing unexpected, no verification mismatch,
  * every malformed row failed with its reason. The seed decides the dataset, the sandbox's faults,
- * and what the nemesis does when; CHAOS_SEED replays it. Results go to .artifacts/chaos/<seed>.json.
+ * and what the nemesis does at which point of the run's progress (the share of source rows
+ * accounted for), never at which second: a loaded machine runs slower, and the same seed still
+ * replays the same faults at the same points. CHAOS_SEED replays it. Results go to
+ * .artifacts/chaos/<seed>.json.
  */
 
 export type FaultKind =
@@ -48,10 +51,14 @@ export interface ChaosOptions {
   laneWidth: number;
   settings: Record<string, string>;
   env: Record<string, string>;
+  /**
+   * When each fault happens, as points of progress: the share (0 to 1) of the source's rows the run
+   * has accounted for. A [min, max] range is drawn from the seed.
+   */
   nemesis: {
-    /** SIGKILL a worker every [min, max] ms from `from`; null: one kill, at `from`. */
-    workerKills: { from: number; everyMs: [number, number] | null };
-    /** When (ms after the run starts, [min, max]) each other fault happens; one entry per injection. */
+    /** SIGKILL a worker at `from`, then every [min, max] of progress until LAST_FAULT_AT; null: one kill. */
+    workerKills: { from: number; every: [number, number] | null };
+    /** One entry per injection. */
     killLeaderAt: [number, number][];
     restartNatsAt: [number, number][];
     natsDownMs: number;
@@ -60,7 +67,12 @@ export interface ChaosOptions {
     /** How long the paused worker stays SIGSTOPped: longer than ack_wait (30 s) or DROVER_STALE_TASK_MS. */
     pauseForMs: number;
   };
-  /** The run must end this long after it started. */
+  /**
+   * The run is given up when its progress (rows accounted, tasks done) has not moved for this long.
+   * A run that still moves is never timed out for being slow: only the backstop below ends it.
+   */
+  stallTimeoutMs: number;
+  /** A backstop however the run moves. */
   runDeadlineMs: number;
   /** VerifyRun must answer within this. */
   verifyDeadlineMs: number;
@@ -70,6 +82,9 @@ export interface InjectedFault {
   kind: FaultKind;
   /** ms after the run started. */
   t: number;
+  /** The share of source rows accounted for when the fault was injected; `planned` is where it was due. */
+  progress: number;
+  planned: number;
   at: string;
   target?: string;
   detail?: Record<string, unknown>;
@@ -101,7 +116,10 @@ export interface ChaosReport {
   verification: { ok: boolean; error: string; kinds: Record<string, Record<string, unknown>> } | undefined;
   checks: {
     runSucceeded: boolean;
+    /** Rows missing although the run ended. */
     lost: number;
+    /** Rows missing because the run did not end (given up): not reached, not lost. */
+    notReached: number;
     duplicated: number;
     unexpected: number;
     malformedNotFailed: number;
@@ -142,18 +160,22 @@ export function chaosSeed(): number {
 }
 
 interface PlannedFault {
+  /** A point of progress (share of source rows accounted for). */
   at: number;
   kind: FaultKind;
 }
 
-function plan(options: ChaosOptions, random: () => number): PlannedFault[] {
+/** No fault is planned past this share of progress: the run must still be going when it is due. */
+const LAST_FAULT_AT = 0.9;
+
+/** The seed alone decides the plan: which faults, how many, at which points of progress. */
+export function plan(options: ChaosOptions, random: () => number): PlannedFault[] {
   const n = options.nemesis;
-  const within = ([min, max]: [number, number]) => Math.round(min + random() * (max - min));
+  const within = ([min, max]: [number, number]) => Math.round((min + random() * (max - min)) * 1000) / 1000;
   const out: PlannedFault[] = [];
-  if (n.workerKills.everyMs) {
-    // Enough kills to outlast any run: the nemesis stops when the run ends.
-    for (let t = n.workerKills.from; t < options.runDeadlineMs; t += within(n.workerKills.everyMs))
-      out.push({ at: t, kind: "kill-worker" });
+  if (n.workerKills.every) {
+    for (let at = n.workerKills.from; at < LAST_FAULT_AT; at += within(n.workerKills.every))
+      out.push({ at: Math.round(at * 1000) / 1000, kind: "kill-worker" });
   } else {
     out.push({ at: n.workerKills.from, kind: "kill-worker" });
   }
@@ -227,6 +249,23 @@ export async function runChaos(
     });
     const runId = run!.id;
     runStarted = Date.now();
+    const sourceRowCount = Object.values((await harness.truth()).kinds).reduce((n, t) => n + t.ids.length, 0);
+    /** Rows accounted for (every outcome) over the source's rows, from the last GetRun; 0 to 1. */
+    let progress = 0;
+    let tasksDone = 0;
+    let lastMoveAt = Date.now();
+    const observe = (r: Run) => {
+      const rows = r.progress.reduce(
+        (n, p) => n + Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed),
+        0,
+      );
+      const done = r.progress.reduce((n, p) => n + Number(p.tasksDone), 0);
+      const next = Math.min(1, rows / Math.max(1, sourceRowCount));
+      if (next !== progress || done !== tasksDone) lastMoveAt = Date.now();
+      progress = next;
+      tasksDone = done;
+    };
+    let currentFault = 0;
     log(`run ${runId} started; ${planned.length} faults planned`);
 
     let finished: Run | undefined;
@@ -234,13 +273,15 @@ export async function runChaos(
       const f: InjectedFault = {
         kind,
         t: Date.now() - runStarted,
+        progress: Math.round(progress * 1000) / 1000,
+        planned: currentFault,
         at: new Date().toISOString(),
         ...(target ? { target } : {}),
         ...(detail ? { detail } : {}),
       };
       faults.push(f);
       log(
-        `  +${(f.t / 1000).toFixed(1)}s ${kind}${target ? ` ${target}` : ""}${detail ? ` ${JSON.stringify(detail)}` : ""}`,
+        `  +${(f.t / 1000).toFixed(1)}s at ${(f.progress * 100).toFixed(1)}% (due ${(f.planned * 100).toFixed(1)}%) ${kind}${target ? ` ${target}` : ""}${detail ? ` ${JSON.stringify(detail)}` : ""}`,
       );
     };
 
@@ -325,8 +366,9 @@ export async function runChaos(
     let nemesisDone = false;
     const nemesis = (async () => {
       for (const fault of planned) {
-        while (!nemesisDone && Date.now() - runStarted < fault.at) await sleep(100);
+        while (!nemesisDone && progress < fault.at) await sleep(100);
         if (nemesisDone) return;
+        currentFault = fault.at;
         try {
           await inject(fault.kind);
         } catch (err) {
@@ -343,12 +385,18 @@ export async function runChaos(
           .getRun({ runId }, { deadline: new Date(Date.now() + 5_000) })
           .catch(() => undefined);
         const r = view?.run;
-        if (r) lastSeen = r;
-        return r && [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED].includes(r.status)
-          ? r
-          : undefined;
+        if (r) {
+          lastSeen = r;
+          observe(r);
+        }
+        if (r && TERMINAL.includes(r.status)) return r;
+        if (Date.now() - lastMoveAt > options.stallTimeoutMs)
+          throw new Error(
+            `the run made no progress for ${options.stallTimeoutMs / 1000} s (${(progress * 100).toFixed(1)}% of ${sourceRowCount} rows accounted for, ${tasksDone} tasks done)`,
+          );
+        return undefined;
       }).catch(async (err: Error) => {
-        // Out of time: still account for what is there, and say so.
+        // Given up: still account for what is there, and say so.
         problems.push(`${err.message} (the run was ${lastSeen ? RunStatus[lastSeen.status] : "unknown"})`);
         return (await harness.client.getRun({ runId }).catch(() => undefined))?.run ?? lastSeen!;
       });
@@ -370,7 +418,8 @@ export async function runChaos(
       { tenantId: TENANT, source: "crm", sourceAccount: ACCOUNT, since },
       truth.kinds,
     );
-    problems.push(...accountingProblems(accounts));
+    const runEnded = TERMINAL.includes(finished.status);
+    problems.push(...accountingProblems(accounts, { runEnded }));
     const malformedReasons: Record<string, number> = {};
     let malformedWithoutReason = 0;
     for (const [kind, t] of Object.entries(truth.kinds)) {
@@ -428,7 +477,8 @@ export async function runChaos(
     const sum = (f: (a: KindAccount) => number) => accounts.reduce((n, a) => n + f(a), 0);
     const checks: ChaosReport["checks"] = {
       runSucceeded: finished.status === RunStatus.SUCCEEDED,
-      lost: sum((a) => a.lost.length),
+      lost: runEnded ? sum((a) => a.lost.length) : 0,
+      notReached: runEnded ? 0 : sum((a) => a.lost.length),
       duplicated: sum((a) => a.duplicated),
       unexpected: sum((a) => a.unexpected.length),
       malformedNotFailed: sum((a) => a.malformedNotFailed.length),
@@ -499,7 +549,7 @@ export async function runChaos(
     writeFileSync(artifact, `${JSON.stringify(report, null, 2)}\n`);
     log(
       `chaos ${options.variant} seed ${options.seed}: ${report.sourceRows} source rows, faults ${JSON.stringify(faultCounts)}; ` +
-        `lost ${checks.lost}, duplicated ${checks.duplicated}, unexpected ${checks.unexpected}, verification mismatches ${checks.verificationMismatches}, ` +
+        `lost ${checks.lost}, not reached ${checks.notReached}, duplicated ${checks.duplicated}, unexpected ${checks.unexpected}, verification mismatches ${checks.verificationMismatches}, ` +
         `malformed not failed ${checks.malformedNotFailed}; ${report.passed ? "PASSED" : "FAILED"}; ${artifact}`,
     );
     return report;
@@ -514,6 +564,8 @@ export async function runChaos(
     );
   }
 }
+
+const TERMINAL: readonly RunStatus[] = [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED];
 
 /** Which coordinator leads, by the address it announced. */
 async function leaderIndex(h: Harness): Promise<number | undefined> {
