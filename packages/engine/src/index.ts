@@ -21,8 +21,10 @@ export {
 export {
   type AssignmentControls,
   type AssignmentOutcome,
+  type HeldClaim,
   runAssignment,
   type TaskRunnerDeps,
+  TOUCH_EVERY_MS,
 } from "./task-runner.js";
 export { insertTaskSeeds } from "./task-seed.js";
 export {

@@ -57,12 +57,28 @@ export interface TaskRunnerDeps {
   pacerFor?(run: RunInfo): Pacer;
   /** Opens runs' source credentials for the provider; without it, providers get none. */
   secrets?: SecretKeyring;
+  /**
+   * How often a running task refreshes its lock between windows (TOUCH_EVERY_MS). Must stay well
+   * under the reaper's stale threshold: checked at start by the worker's configuration.
+   */
+  touchEveryMs?: number;
 }
 
 export interface AssignmentControls {
   /** Aborted when this worker shuts down: the task hands itself back at the next window boundary. */
   shutdown: AbortSignal;
   working(): void;
+  /**
+   * Told the claim token the moment the task is claimed and told again (null) when the attempt
+   * has ended, so a worker whose grace time ran out can hand back, by token, what it still holds.
+   */
+  onClaim?(claim: HeldClaim | null): void;
+}
+
+/** A task this worker holds: the fence its hand-back needs. */
+export interface HeldClaim {
+  taskId: number;
+  claimToken: string;
 }
 
 export type AssignmentOutcome =
@@ -90,8 +106,8 @@ const DEFAULT_STOP_POLL_MS = 1_000;
  */
 const EVERY_ROW_FAILED_MIN_ROWS = 3;
 const HEARTBEAT_EVERY_S = 30;
-/** Well inside the reaper's stale-lock threshold (90 s by default). */
-const TOUCH_EVERY_MS = 15_000;
+/** A sixth of the reaper's default stale-lock threshold (90 s): five touches may fail before it gives up. */
+export const TOUCH_EVERY_MS = 15_000;
 
 /**
  * Runs one assignment: load the task and run, refuse what must not run, claim, hand off to the
@@ -145,10 +161,15 @@ export async function runAssignment(
   const abort = new AbortController();
   const onShutdown = () => abort.abort(controls.shutdown.reason);
   controls.shutdown.addEventListener("abort", onShutdown, { once: true });
+  controls.onClaim?.({ taskId: task.id, claimToken });
+  // Set when a touch finds the claim gone (the reaper handed the task on): from then on the
+  // attempt must not call the source or write anything, another attempt owns the task.
+  let claimLost = false;
 
   let lastStopCheck = 0;
   const stopPoll = deps.stopPollMs ?? DEFAULT_STOP_POLL_MS;
   const interrupted = async () => {
+    if (claimLost) throw new LostClaimError(task.id);
     if (controls.shutdown.aborted) throw new ShutdownHandBack();
     if (Date.now() - lastStopCheck < stopPoll) return false;
     lastStopCheck = Date.now();
@@ -191,8 +212,21 @@ export async function runAssignment(
     settleRunFact: (key, value) => settleRunFact(db, run.id, key, value),
   };
 
-  // Windows refresh the lock too; this covers long fetches between them.
-  const touch = setInterval(() => void touchTask(db, task.id, claimToken).catch(() => {}), TOUCH_EVERY_MS);
+  // Windows refresh the lock too; this covers long fetches between them. A touch that finds the
+  // claim gone aborts the attempt at once, down to the provider's fetches: spending the source's
+  // budget for rows another attempt will fetch again is waste, and the writes would be refused anyway.
+  // A touch that fails (the database unreachable) proves nothing and is tried again.
+  const touch = setInterval(
+    () =>
+      void touchTask(db, task.id, claimToken)
+        .then((held) => {
+          if (held || claimLost) return;
+          claimLost = true;
+          abort.abort(new LostClaimError(task.id));
+        })
+        .catch(() => {}),
+    deps.touchEveryMs ?? TOUCH_EVERY_MS,
+  );
   const base = {
     taskId: task.id,
     runId: run.id,
@@ -214,6 +248,7 @@ export async function runAssignment(
       },
       () => provider.runTask(ctx),
     );
+    if (claimLost) return { ...base, status: "lost", summary: total };
     if (total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {
       // Per-row isolation is right, but a task whose every row failed must not finish green.
       const error = `every row failed (${total.failed}); see the run's notes`;
@@ -235,13 +270,15 @@ export async function runAssignment(
         deps,
         claimed,
         claimToken,
-        scrubbed(err, secret),
+        // Whatever the abort made the provider throw, the attempt ends as a lost claim: no write.
+        claimLost ? new LostClaimError(task.id) : scrubbed(err, secret),
         controls.shutdown,
         runInfo,
       )),
     };
   } finally {
     clearInterval(touch);
+    controls.onClaim?.(null);
     controls.shutdown.removeEventListener("abort", onShutdown);
     await heartbeat(db, run.id).catch(() => {});
   }
