@@ -12,6 +12,7 @@ export {
   finishTaskCancelled,
   finishTaskFailed,
   finishTaskSucceeded,
+  handBackHeldTasks,
   handBackTask,
   parkSiblings,
   parkTask,

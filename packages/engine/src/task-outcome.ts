@@ -1,4 +1,4 @@
-import type { Queryable } from "@drover/db";
+import type { Db, Queryable } from "@drover/db";
 import type { TaskSeed } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { insertTaskSeeds } from "./task-seed.js";
@@ -146,4 +146,33 @@ export async function parkSiblings(
        and r.status = 'running' and t.status = 'pending' and t.available_at < ${retryAt.toISOString()}::timestamptz
     returning t.id`);
   return rows.length;
+}
+
+/**
+ * A worker's grace time ran out with these attempts still running (a fetch or a window that did
+ * not end in time): it gives them back before it closes, so another worker resumes them at once
+ * instead of after the reaper's stale threshold. The same end as handBackTask — pending, cursor
+ * and committed windows intact, the attempt not counted — fenced on each claim's token, so a task
+ * that finished or was handed on meanwhile is left alone. dispatched_at is cleared: the worker is
+ * closing and its naks may not arrive, so the dispatcher publishes these again. The lock timeout
+ * bounds the wait for a window still committing on the task's row; a task not handed back in time
+ * is left to the reaper. (Belongs with the task state module once the statements move there.)
+ */
+export async function handBackHeldTasks(
+  db: Db,
+  claims: readonly { taskId: number; claimToken: string }[],
+  lockTimeoutMs = 2_000,
+): Promise<number[]> {
+  if (claims.length === 0) return [];
+  const rows = await db.transaction(async (tx) => {
+    await tx.execute(sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
+    return tx.execute<{ id: string }>(sql`
+      update drover.tasks t
+         set status = 'pending', attempts = greatest(t.attempts - 1, 0), locked_by = null, locked_at = null,
+             dispatched_at = null, available_at = now(), updated_at = now()
+        from unnest(${sql.param(claims.map((c) => c.taskId))}::bigint[], ${sql.param(claims.map((c) => c.claimToken))}::text[]) as held(id, token)
+       where t.id = held.id and t.status = 'running' and t.locked_by = held.token
+      returning t.id`);
+  });
+  return rows.map((r) => Number(r.id));
 }

@@ -11,16 +11,30 @@ export interface LaneOptions {
    * reaper publishes again what the broker lost.
    */
   ensure?(): Promise<void>;
+  /**
+   * How long fetching may keep failing, ensure() included, before the lane gives up and `failed`
+   * resolves (default: two minutes). A worker that cannot get its consumer back must say so and
+   * end, where a process manager sees it, instead of retrying unseen forever.
+   */
+  recoverForMs?: number;
   /** Runs one message. It must ack, nak or term it; a throw naks it after a short delay. */
   handle(msg: JsMsg): Promise<void>;
   onError?(err: unknown): void;
 }
 
 export interface Lane {
-  /** Stops pulling; running handlers continue. Resolves when they have all returned. */
+  /** Stops pulling (a message pulled meanwhile is nak'd back); running handlers continue. */
+  stopPulling(): Promise<void>;
+  /** Stops pulling, then resolves when every running handler has returned. */
   drain(): Promise<void>;
+  /** Resolves with the last error once the lane gave up getting its consumer back; pulling has stopped. */
+  readonly failed: Promise<Error>;
   readonly running: number;
 }
+
+const DEFAULT_RECOVER_FOR_MS = 120_000;
+const FIRST_RETRY_MS = 500;
+const MAX_RETRY_MS = 5_000;
 
 /**
  * A bounded lane over the workers' durable pull consumer. It fetches only as many messages as it has
@@ -36,15 +50,20 @@ export async function startLane(
   const inFlight = new Set<Promise<void>>();
   let stopping = false;
   let wake: (() => void) | undefined;
+  let fail!: (err: Error) => void;
+  const failed = new Promise<Error>((resolve) => {
+    fail = resolve;
+  });
 
   const run = (msg: JsMsg) => {
     // Keep the message leased while the task works; the handler may also call working() itself.
-    const keepAlive = setInterval(() => msg.working(), ACK_WAIT_MS / 3);
+    // After a shutdown closed the connection the message is no longer ours to keep.
+    const keepAlive = setInterval(() => quietly(() => msg.working()), ACK_WAIT_MS / 3);
     const p = options
       .handle(msg)
       .catch((err) => {
         options.onError?.(err);
-        msg.nak(1_000);
+        quietly(() => msg.nak(1_000));
       })
       .finally(() => {
         clearInterval(keepAlive);
@@ -54,7 +73,21 @@ export async function startLane(
     inFlight.add(p);
   };
 
+  /** Resolves after `ms`, or as soon as the lane stops. */
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    }).finally(() => {
+      wake = undefined;
+    });
+
   const loop = (async () => {
+    let failingSince: number | undefined;
+    let retryMs = FIRST_RETRY_MS;
     while (!stopping) {
       const free = options.width - inFlight.size;
       if (free <= 0) {
@@ -70,34 +103,61 @@ export async function startLane(
         for await (const msg of batch) {
           if (stopping) {
             // Pulled after the drain began: hand it straight back for another worker.
-            msg.nak();
+            quietly(() => msg.nak());
             continue;
           }
           run(msg);
         }
+        failingSince = undefined;
+        retryMs = FIRST_RETRY_MS;
       } catch (err) {
         if (stopping) break;
         options.onError?.(err);
         consumer = undefined;
-        await new Promise((r) => setTimeout(r, 500));
-        await options.ensure?.().catch((e) => options.onError?.(e));
+        failingSince ??= Date.now();
+        if (Date.now() - failingSince >= (options.recoverForMs ?? DEFAULT_RECOVER_FOR_MS)) {
+          stopping = true;
+          fail(err instanceof Error ? err : new Error(String(err)));
+          break;
+        }
+        await pause(retryMs);
+        retryMs = Math.min(retryMs * 2, MAX_RETRY_MS);
+        if (!stopping) await options.ensure?.().catch((e) => options.onError?.(e));
       }
     }
   })();
 
+  let pulling: Promise<void> | undefined;
   let drained: Promise<void> | undefined;
+  const stopPulling = () => {
+    pulling ??= (async () => {
+      stopping = true;
+      wake?.();
+      await loop;
+    })();
+    return pulling;
+  };
   return {
     get running() {
       return inFlight.size;
     },
+    failed,
+    stopPulling,
     drain() {
       drained ??= (async () => {
-        stopping = true;
-        wake?.();
-        await loop;
+        await stopPulling();
         await Promise.allSettled([...inFlight]);
       })();
       return drained;
     },
   };
+}
+
+/** A message verb on a connection that may already be closed: nothing left to tell the broker. */
+function quietly(verb: () => void): void {
+  try {
+    verb();
+  } catch {
+    // the connection is closed; the broker redelivers after ack_wait if it must
+  }
 }
