@@ -97,3 +97,10 @@ export function metricsHost() {
     .default("127.0.0.1")
     .refine((v) => /^[0-9a-zA-Z.:_-]{1,253}$/.test(v), { message: "must be a host name or IP address" });
 }
+export {
+  effectiveTouchMs,
+  MIN_TOUCHES_PER_STALE,
+  staleTaskMs,
+  taskLockProblems,
+  taskTouchMs,
+} from "./task-lock.js";

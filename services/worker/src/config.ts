@@ -2,12 +2,16 @@ import { hostname } from "node:os";
 import { clientTlsProblems, MAX_TOKEN_LENGTH, secretKeyProblems } from "@drover/auth";
 import {
   address,
+  effectiveTouchMs,
   identifier,
   intVar,
   metricsHost,
   metricsPort,
   parseEnv,
   postgresUrl,
+  staleTaskMs,
+  taskLockProblems,
+  taskTouchMs,
   z,
 } from "@drover/config";
 import { WINDOW_DEADLINE_MS } from "@drover/engine";
@@ -36,6 +40,12 @@ const schema = z.object({
   DROVER_PRESSURE_DEFER_MS: intVar(100, 600_000, 5_000),
   /** How long a SIGTERM waits for running tasks to commit their window and hand back. */
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000),
+  /** The coordinators' reaper threshold (same variable, same value): the touch interval must stay well under it. */
+  DROVER_STALE_TASK_MS: staleTaskMs(),
+  /** How often a running task refreshes its lock; unset, derived from DROVER_STALE_TASK_MS. */
+  DROVER_TASK_TOUCH_MS: taskTouchMs(),
+  /** How long the worker tries to get its queue consumer back before it fails (exits non-zero). */
+  DROVER_CONSUMER_RECOVERY_MS: intVar(1_000, 3_600_000, 120_000),
   /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
   DROVER_METRICS_PORT: metricsPort(9465),
   DROVER_METRICS_HOST: metricsHost(),
@@ -52,12 +62,27 @@ const schema = z.object({
   NODE_ENV: z.string().optional(),
 });
 
-export type WorkerConfig = z.infer<typeof schema> & { DROVER_WORKER_TOKEN: string };
+export type WorkerConfig = z.infer<typeof schema> & {
+  DROVER_WORKER_TOKEN: string;
+  DROVER_TASK_TOUCH_MS: number;
+};
 
 export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
-  // checkAuthConfig has refused a missing or malformed token.
-  const config = parseEnv(schema, env, checkAuthConfig);
-  return { ...config, DROVER_WORKER_TOKEN: (config.DROVER_WORKER_TOKEN ?? "").trim() };
+  // checkAuthConfig has refused a missing or malformed token, checkTaskLock a touch too slow for the reaper.
+  const config = parseEnv(schema, env, (e) => [...checkAuthConfig(e), ...checkTaskLock(e)]);
+  return {
+    ...config,
+    DROVER_WORKER_TOKEN: (config.DROVER_WORKER_TOKEN ?? "").trim(),
+    DROVER_TASK_TOUCH_MS: effectiveTouchMs(config.DROVER_STALE_TASK_MS, config.DROVER_TASK_TOUCH_MS),
+  };
+}
+
+/** The touch interval against the reaper's threshold, once both parse (the schema reports them otherwise). */
+function checkTaskLock(env: NodeJS.ProcessEnv): string[] {
+  const stale = staleTaskMs().safeParse(env.DROVER_STALE_TASK_MS || undefined);
+  const touch = taskTouchMs().safeParse(env.DROVER_TASK_TOUCH_MS || undefined);
+  if (!stale.success || !touch.success) return [];
+  return taskLockProblems(stale.data, touch.data);
 }
 
 function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {

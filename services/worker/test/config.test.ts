@@ -28,4 +28,20 @@ describe("worker configuration", () => {
       /DROVER_SECRET_KEYS: required when NODE_ENV=production/,
     );
   });
+
+  it("derives the touch interval from the reaper's stale threshold, and refuses one it does not cover three times", () => {
+    const base = { DROVER_WORKER_TOKEN: "drv_abc" };
+    expect(loadWorkerConfig(base).DROVER_TASK_TOUCH_MS).toBe(15_000);
+    expect(loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "5000" }).DROVER_TASK_TOUCH_MS).toBe(833);
+    expect(
+      loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "6000", DROVER_TASK_TOUCH_MS: "2000" })
+        .DROVER_TASK_TOUCH_MS,
+    ).toBe(2_000);
+    expect(() =>
+      loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "5000", DROVER_TASK_TOUCH_MS: "15000" }),
+    ).toThrow(/DROVER_STALE_TASK_MS \(5000\) must be at least 3× DROVER_TASK_TOUCH_MS \(15000\)/);
+    expect(() =>
+      loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "6000", DROVER_TASK_TOUCH_MS: "2001" }),
+    ).toThrow(/lower DROVER_TASK_TOUCH_MS to at most 2000/);
+  });
 });
