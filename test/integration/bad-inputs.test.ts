@@ -635,7 +635,7 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
       ]);
       expect(done.error).toMatch(/task\(s\) failed; first: /);
       // Still alive and well: the same worker imports a good account afterwards.
-      expect(worker.state).toBe("running");
+      expect(worker.state).toBe("RUNNING");
       const next = await c.start(tenant("after-untrusted"), ["organizations"], "after");
       expect((await untilFinished(c, next.id)).status).toBe(RunStatus.SUCCEEDED);
     } finally {

@@ -154,7 +154,7 @@ describe("the source's API token", { timeout: 120_000 }, () => {
     expect(logLines.some((l) => l.includes("run started"))).toBe(true);
     for (const line of logLines) expect(line).not.toContain(TOKEN);
     for (const chunk of processOutput) expect(chunk).not.toContain(TOKEN);
-    for (const w of c.workers) expect(json(w.outcomes)).not.toContain(TOKEN);
+    for (const w of c.workers) expect(json(c.outcomesOf(w))).not.toContain(TOKEN);
 
     const spans = telemetry.memoryExporter!.getFinishedSpans();
     expect(spans.some((s) => s.name === "task")).toBe(true);

@@ -61,7 +61,7 @@ describe("a whole migration with two workers", { timeout: 60_000 }, () => {
     const run = await untilFinished(c, started.id, 50_000);
     expect(run.status, run.error).toBe(RunStatus.SUCCEEDED);
     // Both workers took part.
-    for (const w of c.workers) expect(w.outcomes.some((o) => o.status === "succeeded")).toBe(true);
+    for (const w of c.workers) expect(c.outcomesOf(w).some((o) => o.status === "succeeded")).toBe(true);
 
     firstCounts = await destinationCounts();
     for (const kind of KINDS) {

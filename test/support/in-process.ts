@@ -12,7 +12,7 @@ import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { taskQueueNames } from "@drover/task-queue";
 import { createLogger, type Logger } from "@drover/telemetry";
-import { loadWorkerConfig, startWorker, type Worker } from "@drover/worker";
+import { loadWorkerConfig, startWorker, type Worker, type WorkerOptions } from "@drover/worker";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 
@@ -49,6 +49,9 @@ export interface ClusterOptions {
   loggers?: { coordinator?: Logger; worker?: Logger };
 }
 
+/** What a worker's task attempt came to, as its onOutcome hook hears it. */
+export type TaskOutcome = Parameters<NonNullable<WorkerOptions["onOutcome"]>>[0];
+
 export interface Cluster {
   testDb: TestDatabase;
   /** A pool of the test's own, for assertions and fixtures. */
@@ -65,6 +68,8 @@ export interface Cluster {
   /** A RunService client sending `token` (none: no credential at all); closed with the cluster. */
   clientWith(token: string | undefined): Client<typeof RunService>;
   workers: Worker[];
+  /** The outcomes of the tasks `worker` ran, newest last. */
+  outcomesOf(worker: Worker): readonly TaskOutcome[];
   addWorker(): Promise<Worker>;
   /** Starts a crm run against the sandbox with the test settings. */
   start(tenantId: string, kinds?: string[], account?: string): Promise<Run>;
@@ -111,7 +116,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   };
   const client = clientWith(tokens.admin);
   const workers: Worker[] = [];
+  const outcomes = new Map<Worker, TaskOutcome[]>();
   const addWorker = async () => {
+    const seen: TaskOutcome[] = [];
     const worker = await startWorker(
       loadWorkerConfig({
         DATABASE_URL: testDb.url,
@@ -124,9 +131,13 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         DROVER_WORKER_TOKEN: tokens.worker,
         DROVER_SECRET_KEYS: secretKeys,
       }),
-      { logger: options.loggers?.worker ?? createLogger("worker", { level: LOG_LEVEL }) },
+      {
+        logger: options.loggers?.worker ?? createLogger("worker", { level: LOG_LEVEL }),
+        onOutcome: (outcome) => seen.push(outcome),
+      },
     );
     workers.push(worker);
+    outcomes.set(worker, seen);
     return worker;
   };
   for (let i = 0; i < (options.workers ?? 0); i++) await addWorker();
@@ -142,6 +153,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     secretKeys,
     clientWith,
     workers,
+    outcomesOf: (worker) => outcomes.get(worker) ?? [],
     addWorker,
     async start(tenantId, kinds = [], account = "acct") {
       const { run } = await client.startRun({

@@ -12,7 +12,15 @@ runServiceMain({
   load: () => loadWorkerConfig(),
   start: async (config) => {
     observability = await startServiceObservability("drover-worker", config);
-    return startWorker(config, { logger });
+    const worker = await startWorker(config, { logger });
+    // A worker that failed has handed back its tasks and closed; it exits non-zero so its process
+    // manager sees the failure and restarts it, instead of it retrying unseen forever.
+    void worker.failed.then(async (err) => {
+      logger.fatal({ err, state: worker.state }, "drover worker failed");
+      await observability?.stop().catch(() => {});
+      process.exit(1);
+    });
+    return worker;
   },
   ready: (worker) => ({
     event: "pulling",

@@ -1,57 +1,36 @@
 import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
 import { openDatabase } from "@drover/db";
-import { type AssignmentOutcome, runAssignment, runVerification } from "@drover/engine";
+import type { AssignmentOutcome, TaskRunnerDeps } from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
-import {
-  ensureTaskQueue,
-  isVerificationAssignment,
-  parseAssignment,
-  startLane,
-  taskQueueNames,
-  type VerificationAssignment,
-} from "@drover/task-queue";
-import {
-  Attr,
-  createLogger,
-  extractTraceContext,
-  injectTraceContext,
-  type Logger,
-  metrics,
-  SpanKind,
-  withSpan,
-} from "@drover/telemetry";
-import type { JsMsg } from "@nats-io/jetstream";
+import { ensureTaskQueue, startLane, taskQueueNames } from "@drover/task-queue";
+import { createLogger, injectTraceContext, type Logger } from "@drover/telemetry";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import type { WorkerConfig } from "./config.js";
 import { CoordinatorLink } from "./coordinator-link.js";
 import { ACTIVE_CONNECTIONS_RATIO, pressureGauge } from "./database-pressure.js";
+import { HeldTasks } from "./held-tasks.js";
 import { SourceBudgets } from "./source-budget.js";
+import { taskMessageHandler } from "./task-message.js";
+import { WorkerLifecycle, type WorkerState } from "./worker-lifecycle.js";
 
-const deferrals = metrics.counter(
-  "drover_worker_deferrals_total",
-  "Task messages deferred because the database was under pressure",
-);
-const taskOutcomes = metrics.counter("drover_worker_tasks_total", "Task attempts by outcome", ["outcome"]);
-const verificationOutcomes = metrics.counter(
-  "drover_worker_verifications_total",
-  "Verification attempts by outcome",
-  ["outcome"],
-);
-
-export type WorkerState = "running" | "draining" | "stopped";
+export type { WorkerState } from "./worker-lifecycle.js";
 
 export interface Worker {
   readonly id: string;
   readonly state: WorkerState;
-  /** Outcomes of the tasks this worker ran, newest last (tests and the demo read them). */
-  readonly outcomes: readonly AssignmentOutcome[];
+  /**
+   * Resolves with the reason once the worker failed (its queue consumer could not be re-created)
+   * and has shut itself down, in state FAILED. Never resolves for a worker that was stopped.
+   */
+  readonly failed: Promise<Error>;
   /**
    * Graceful stop: stop pulling, let running tasks commit their window and hand themselves back
-   * (cursor intact, attempt not counted, message nak'd for another worker), then close.
-   * After the grace time it stops waiting. Idempotent.
+   * (cursor intact, attempt not counted, message nak'd for another worker). After the grace time
+   * the worker hands back, by claim token, what it still holds, and only then closes. Calling it
+   * again returns the same promise.
    */
   stop(): Promise<void>;
 }
@@ -59,13 +38,17 @@ export interface Worker {
 export interface WorkerOptions {
   providers?: ReadonlyMap<string, Provider>;
   logger?: Logger;
+  /** Each task's outcome once its message is settled (the worker keeps none of them). */
+  onOutcome?(outcome: AssignmentOutcome): void;
 }
 
-/** Outcomes after which the run may move on: the coordinator hears of them at once. */
-const REPORTED = new Set(["succeeded", "failed", "cancelled"]);
+/** How long closing the broker connection may take: after a failure the broker may be the problem. */
+const NATS_DRAIN_MS = 5_000;
 
+/** Connects the worker's parts: the database, the broker, the coordinator, and a lane of task messages. */
 export async function startWorker(config: WorkerConfig, options: WorkerOptions = {}): Promise<Worker> {
   const logger = (options.logger ?? createLogger("worker")).child({ worker_id: config.DROVER_WORKER_ID });
+  const life = new WorkerLifecycle((from, to) => logger.info({ from, to }, `worker ${to}`));
   // Opens the runs' source secrets in the task runner, and nowhere else.
   const { keyring: secrets } = loadSecretKeyring({
     keys: config.DROVER_SECRET_KEYS,
@@ -98,8 +81,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     }),
   );
   const shutdown = new AbortController();
-  const outcomes: AssignmentOutcome[] = [];
-  let state: WorkerState = "running";
+  const held = new HeldTasks();
 
   const budgets = new SourceBudgets(coordinator, config.DROVER_WORKER_ID);
   // A 429 seen by any worker walls the account off for all of them until the source's reset.
@@ -118,162 +100,94 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
       }
     },
   });
-  const deps = {
-    pacerFor: (run: { source: string; sourceAccount: string }) => budgets.for(run.source, run.sourceAccount),
+  const runner: TaskRunnerDeps = {
+    pacerFor: (run) => budgets.for(run.source, run.sourceAccount),
     db: database.db,
     providers: options.providers ?? defaultProviders,
     workerId: config.DROVER_WORKER_ID,
     maxAttempts: config.DROVER_MAX_ATTEMPTS,
     notesCap: config.DROVER_NOTES_CAP,
     windowDeadlineMs: config.DROVER_WINDOW_DEADLINE_MS,
+    touchEveryMs: config.DROVER_TASK_TOUCH_MS,
     secrets,
   };
-
-  const pressure = pressureGauge(database.db, {
-    query: config.DROVER_PRESSURE_QUERY ?? ACTIVE_CONNECTIONS_RATIO,
-    threshold: config.DROVER_PRESSURE_THRESHOLD,
+  const handle = taskMessageHandler({
+    runner,
+    pressure: pressureGauge(database.db, {
+      query: config.DROVER_PRESSURE_QUERY ?? ACTIVE_CONNECTIONS_RATIO,
+      threshold: config.DROVER_PRESSURE_THRESHOLD,
+    }),
+    pressureDeferMs: config.DROVER_PRESSURE_DEFER_MS,
+    shutdown: shutdown.signal,
+    held,
+    reportFinished: (task) =>
+      coordinator.taskFinished(
+        { taskId: String(task.taskId), runId: task.runId, outcome: task.outcome, phase: task.phase },
+        { deadline: new Date(Date.now() + 5_000) },
+      ),
+    logger,
+    onOutcome: options.onOutcome,
   });
-
-  const handle = async (msg: JsMsg) => {
-    const assignment = parseAssignment(msg.data);
-    if (!assignment) {
-      msg.term("not a task assignment");
-      return;
-    }
-    if (await pressure.underPressure()) {
-      // Before the claim, so nothing is held: the message comes back after the delay.
-      deferrals.inc({});
-      logger.info({ assignment, pressure: pressure.lastValue }, "database under pressure; deferring");
-      msg.nak(config.DROVER_PRESSURE_DEFER_MS);
-      return;
-    }
-    if (isVerificationAssignment(assignment)) {
-      await verify(msg, assignment);
-      return;
-    }
-    const outcome = await withSpan(
-      "task",
-      { [Attr.taskId]: assignment.taskId, [Attr.runId]: assignment.runId },
-      async (span) => {
-        const result = await runAssignment(deps, assignment.taskId, {
-          shutdown: shutdown.signal,
-          working: () => msg.working(),
-        });
-        if (result.status !== "dropped") {
-          span.setAttributes({
-            [Attr.kind]: result.kind,
-            [Attr.phase]: result.phase,
-            [Attr.attempt]: result.attempt,
-            "drover.outcome": result.status,
-          });
-          // Inside the span, so the line carries the task's trace id.
-          logTaskEnded(logger, result);
-        } else {
-          span.setAttributes({ "drover.outcome": "dropped", "drover.reason": result.reason });
-        }
-        return result;
-      },
-      { parent: extractTraceContext(msg.headers ?? {}), kind: SpanKind.CONSUMER },
-    );
-    outcomes.push(outcome);
-    taskOutcomes.inc({ outcome: outcome.status });
-    if (outcome.status === "handed_back") msg.nak();
-    else msg.ack();
-    if (outcome.status === "dropped") return;
-    if (REPORTED.has(outcome.status)) {
-      // Best effort: the reaper finds the same facts if this never arrives.
-      coordinator
-        .taskFinished(
-          {
-            taskId: String(outcome.taskId),
-            runId: outcome.runId,
-            outcome: outcome.status,
-            phase: outcome.phase,
-          },
-          { deadline: new Date(Date.now() + 5_000) },
-        )
-        .catch((err) => logger.debug({ err: String(err) }, "TaskFinished did not arrive"));
-    }
-  };
-
-  /** A finished run checked against its source: here, because only workers open source credentials. */
-  const verify = async (msg: JsMsg, assignment: VerificationAssignment) => {
-    const outcome = await withSpan(
-      "verification",
-      { [Attr.runId]: assignment.verifyRunId },
-      async (span) => {
-        const result = await runVerification(deps, assignment.verifyRunId, {
-          shutdown: shutdown.signal,
-          working: () => msg.working(),
-        });
-        span.setAttributes({ "drover.outcome": result.status });
-        return result;
-      },
-      { parent: extractTraceContext(msg.headers ?? {}), kind: SpanKind.CONSUMER },
-    );
-    verificationOutcomes.inc({ outcome: outcome.status });
-    if (outcome.status === "handed_back") msg.nak();
-    else msg.ack();
-    if (outcome.status === "dropped") return;
-    const log = { run_id: outcome.runId, outcome: outcome.status, attempt: outcome.attempt };
-    if (outcome.status === "deferred") logger.warn({ ...log, error: outcome.error }, "verification deferred");
-    else if (outcome.status === "verified")
-      logger.info(
-        { ...log, ok: outcome.ok, mismatches: outcome.mismatches, error: outcome.error },
-        "run verified",
-      );
-    else logger.info(log, "verification ended");
-  };
 
   const lane = await startLane(jetstream(nc), names, {
     width: config.DROVER_LANE_WIDTH,
     handle,
     ensure: () => ensureTaskQueue(jsm, names),
+    recoverForMs: config.DROVER_CONSUMER_RECOVERY_MS,
     onError: (err) => logger.error({ err }, "task handling failed; message will be redelivered"),
   });
+  life.moveTo("RUNNING");
   logger.info({ lane: config.DROVER_LANE_WIDTH, queue: names.stream }, "worker pulling");
 
-  let stopped: Promise<void> | undefined;
+  /** The staged shutdown, for a requested stop and for a failure alike. */
+  let ended: Promise<void> | undefined;
+  const end = (failure?: Error) => {
+    ended ??= (async () => {
+      life.moveTo("STOPPING");
+      const grace = new Promise<"over">((r) =>
+        setTimeout(() => r("over"), config.DROVER_SHUTDOWN_GRACE_MS).unref(),
+      );
+      shutdown.abort(new Error("worker shutting down"));
+      await lane.stopPulling();
+      life.moveTo("DRAINING");
+      if ((await Promise.race([lane.drain(), grace])) === "over" && held.size > 0) {
+        // These would otherwise wait out the reaper's stale threshold with nobody working on them.
+        const handedBack = await held.handBack(database.db).catch((err) => {
+          logger.error({ err }, "handing back after the grace time failed; the reaper will release them");
+          return [];
+        });
+        logger.warn({ handed_back: handedBack, still_held: held.size }, "grace time over; handed back");
+      }
+      life.moveTo("DRAINED");
+      walls.unsubscribe();
+      await budgets.flush();
+      coordinator.close();
+      await closeNats();
+      await database.close();
+      life.moveTo(failure ? "FAILED" : "STOPPED");
+    })();
+    return ended;
+  };
+  const closeNats = async () => {
+    const drained = nc.drain().then(
+      () => "drained",
+      () => "failed",
+    );
+    const late = new Promise<string>((r) => setTimeout(() => r("late"), NATS_DRAIN_MS).unref());
+    if ((await Promise.race([drained, late])) !== "drained") await nc.close().catch(() => {});
+  };
+  const failed = lane.failed.then(async (err) => {
+    logger.error({ err }, "the task queue's consumer could not be re-created; the worker stops");
+    await end(err);
+    return err;
+  });
+
   return {
     id: config.DROVER_WORKER_ID,
     get state() {
-      return state;
+      return life.state;
     },
-    outcomes,
-    stop() {
-      stopped ??= (async () => {
-        state = "draining";
-        logger.info({ running: lane.running }, "draining");
-        shutdown.abort(new Error("worker shutting down"));
-        const drained = lane.drain();
-        const grace = new Promise<"timeout">((r) =>
-          setTimeout(() => r("timeout"), config.DROVER_SHUTDOWN_GRACE_MS).unref(),
-        );
-        if ((await Promise.race([drained, grace])) === "timeout") {
-          logger.warn({ running: lane.running }, "grace time over; leaving the rest to the reaper");
-        }
-        walls.unsubscribe();
-        await budgets.flush();
-        coordinator.close();
-        await nc.drain().catch(() => {});
-        await database.close();
-        state = "stopped";
-        logger.info("worker stopped");
-      })();
-      return stopped;
-    },
+    failed,
+    stop: () => end(),
   };
-}
-
-function logTaskEnded(logger: Logger, outcome: Exclude<AssignmentOutcome, { status: "dropped" }>): void {
-  const log = {
-    task_id: outcome.taskId,
-    run_id: outcome.runId,
-    kind: outcome.kind,
-    outcome: outcome.status,
-    ...outcome.summary,
-  };
-  if (outcome.status === "failed" || outcome.status === "released")
-    logger.warn({ ...log, error: outcome.error }, "task ended");
-  else logger.info(log, "task ended");
 }
