@@ -15,11 +15,13 @@ runServiceMain({
     const worker = await startWorker(config, { logger });
     // A worker that failed has handed back its tasks and closed; it exits non-zero so its process
     // manager sees the failure and restarts it, instead of it retrying unseen forever.
-    void worker.failed.then(async (err) => {
+    const exitFailed = async (err: unknown) => {
       logger.fatal({ err, state: worker.state }, "drover worker failed");
       await observability?.stop().catch(() => {});
       process.exit(1);
-    });
+    };
+    // A failure while shutting itself down is still a failure.
+    void worker.failed.then(exitFailed, exitFailed);
     return worker;
   },
   ready: (worker) => ({

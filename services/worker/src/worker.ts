@@ -178,7 +178,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   };
   const failed = lane.failed.then(async (err) => {
     logger.error({ err }, "the task queue's consumer could not be re-created; the worker stops");
-    await end(err);
+    await end(err).catch((e) => logger.error({ err: e }, "shutting down after the failure failed"));
     return err;
   });
 
