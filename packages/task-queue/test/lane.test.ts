@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -65,6 +65,36 @@ describe("task lane", () => {
     expect(peak).toBeLessThanOrEqual(3);
     expect(peak).toBeGreaterThan(1);
     expect(headersSeen).toContain("tp-7");
+  });
+
+  it("gives up, and says so, when its consumer cannot be re-created within recoverForMs", async () => {
+    const lost = taskQueueNames(`t${randomBytes(4).toString("hex")}`);
+    const jsm = await jetstreamManager(nc);
+    await ensureTaskQueue(jsm, lost);
+    const lane = await startLane(jetstream(nc), lost, {
+      width: 2,
+      recoverForMs: 700,
+      ensure: () => ensureTaskQueue(jsm, lost),
+      async handle(msg) {
+        msg.ack();
+      },
+    });
+    // The queue goes and another stream takes its subjects: ensureTaskQueue cannot succeed again.
+    await jsm.streams.delete(lost.stream);
+    const squatter = `${lost.stream}_SQUATTER`;
+    await jsm.streams.add({
+      name: squatter,
+      subjects: [`${lost.subjectPrefix}.>`],
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.Memory,
+    });
+    try {
+      const err = await lane.failed;
+      expect(err).toBeInstanceOf(Error);
+      await lane.drain();
+    } finally {
+      await jsm.streams.delete(squatter).catch(() => false);
+    }
   });
 
   it("a garbled assignment is recognised as such", () => {
