@@ -1,4 +1,15 @@
 import { describeFailure, type Io, runCommand } from "@drover/cli";
+import {
+  ExplainRecordResponseSchema,
+  fromJsonString,
+  GetRunResponseSchema,
+  ListNotesResponseSchema,
+  ListRunsResponseSchema,
+  RunStatus,
+  StartRunResponseSchema,
+  VerifyRunResponseSchema,
+  WatchRunResponseSchema,
+} from "@drover/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster } from "../support/in-process.js";
 
@@ -42,7 +53,7 @@ describe("drover CLI", () => {
       "--json",
     );
     expect(started.code).toBe(0);
-    const runId = (JSON.parse(started.out) as { id: string }).id;
+    const runId = (JSON.parse(started.out) as { run: { id: string } }).run.id;
 
     const watched = await drover("watch", runId);
     expect(watched.code).toBe(0);
@@ -50,7 +61,7 @@ describe("drover CLI", () => {
     expect(watched.out).toMatch(/kind\s+imported\s+already here\s+skipped\s+failed/);
 
     const status = await drover("status", runId, "--json");
-    expect(JSON.parse(status.out)).toMatchObject({ id: runId, status: "RUN_STATUS_SUCCEEDED" });
+    expect(JSON.parse(status.out)).toMatchObject({ run: { id: runId, status: "RUN_STATUS_SUCCEEDED" } });
 
     const notes = await drover("notes", runId, "--level", "error");
     expect(notes.code).toBe(0);
@@ -72,6 +83,57 @@ describe("drover CLI", () => {
 
     const runs = await drover("runs", "--tenant", "cli-tenant");
     expect(runs.out).toContain(runId);
+  });
+
+  it("prints every command's --json as the response message, read back by the protobuf runtime", async () => {
+    const started = await drover(
+      "start",
+      "--tenant",
+      "cli-json",
+      "--account",
+      "sandbox-json",
+      "--base-url",
+      cluster.sandbox.url,
+      "--api-token",
+      "token-for-cli",
+      "--kinds",
+      "organizations",
+      "--json",
+    );
+    const runId = fromJsonString(StartRunResponseSchema, started.out).run!.id;
+    const watched = await drover("watch", runId, "--json");
+    expect(watched.code).toBe(0);
+    const updates = watched.out.split("\n").map((line) => fromJsonString(WatchRunResponseSchema, line));
+    expect(updates.at(-1)!.run!.status).toBe(RunStatus.SUCCEEDED);
+
+    const status = fromJsonString(GetRunResponseSchema, (await drover("status", runId, "--json")).out);
+    expect(status.run!.progress.find((p) => p.kind === "organizations")!.imported).toBeGreaterThan(0n);
+    const runs = fromJsonString(
+      ListRunsResponseSchema,
+      (await drover("runs", "--tenant", "cli-json", "--json")).out,
+    );
+    expect(runs.runs.map((r) => r.id)).toEqual([runId]);
+    const notes = fromJsonString(ListNotesResponseSchema, (await drover("notes", runId, "--json")).out);
+    expect(notes.groups.every((g) => g.count > 0n)).toBe(true);
+    const explained = await drover(
+      "explain",
+      "--tenant",
+      "cli-json",
+      "--account",
+      "sandbox-json",
+      "--kind",
+      "organizations",
+      "1",
+      "--json",
+    );
+    expect(fromJsonString(ExplainRecordResponseSchema, explained.out).explanation).toMatch(
+      /^organizations 1 /,
+    );
+    // The whole verification, then its int64 counts: this once died on "Do not know how to serialize a BigInt".
+    const verified = await drover("verify", runId, "--json");
+    const verification = fromJsonString(VerifyRunResponseSchema, verified.out).verification!;
+    expect(verification.kinds.map((k) => k.kind)).toContain("organizations");
+    expect(JSON.parse(verified.out).verification.kinds[0].sourceCount).toMatch(/^\d+$/);
   });
 
   it("says what is wrong, as a sentence with a meaningful exit code", async () => {

@@ -2,14 +2,25 @@ import { parseArgs } from "node:util";
 import {
   type Client,
   Code,
+  type DescMessage,
+  ExplainRecordResponseSchema,
+  GetRunResponseSchema,
   isRpcError,
+  ListNotesResponseSchema,
+  ListRunsResponseSchema,
+  type MessageShape,
+  ResumeRunResponseSchema,
+  RetryRunResponseSchema,
   type Run,
-  RunSchema,
   type RunService,
   RunStatus,
+  StartRunResponseSchema,
+  StopRunResponseSchema,
   timestampDate,
-  toJson,
+  VerifyRunResponseSchema,
+  WatchRunResponseSchema,
 } from "@drover/proto";
+import { responseJson } from "./json-output.js";
 import {
   isTerminal,
   KindClock,
@@ -55,10 +66,6 @@ const STATUS_BY_NAME: Record<string, RunStatus> = {
 
 type Flags = Record<string, string | boolean | string[] | undefined>;
 
-function runJson(run: Run | undefined): unknown {
-  return run ? toJson(RunSchema, run) : null;
-}
-
 function one(positionals: string[], what: string): string {
   if (positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
   return positionals[0]!;
@@ -101,7 +108,9 @@ export async function runCommand(
     },
   });
   const json = flags.json === true;
-  const print = (human: string, machine: unknown) => io.out(json ? JSON.stringify(machine, null, 2) : human);
+  // With --json every command prints the response of the RPC it called, as that message's JSON.
+  const print = <Desc extends DescMessage>(human: string, schema: Desc, response: MessageShape<Desc>) =>
+    io.out(json ? responseJson(schema, response) : human);
 
   switch (command) {
     case "start": {
@@ -111,7 +120,7 @@ export async function runCommand(
         if (eq <= 0) throw new UsageError(`--setting takes key=value, got "${s}"`);
         settings[s.slice(0, eq)] = s.slice(eq + 1);
       }
-      const { run } = await client.startRun({
+      const response = await client.startRun({
         tenantId: need(flags, "tenant"),
         source: (flags.source as string | undefined) ?? "crm",
         sourceAccount: need(flags, "account"),
@@ -122,9 +131,11 @@ export async function runCommand(
           settings,
         },
       });
+      const run = response.run!;
       print(
-        `started run ${run!.id} (${statusName(run!.status)})\nfollow it with: drover watch ${run!.id}`,
-        runJson(run),
+        `started run ${run.id} (${statusName(run.status)})\nfollow it with: drover watch ${run.id}`,
+        StartRunResponseSchema,
+        response,
       );
       return 0;
     }
@@ -132,15 +143,23 @@ export async function runCommand(
     case "resume":
     case "retry": {
       const runId = one(positionals, "run id");
-      const call =
-        command === "stop" ? client.stopRun : command === "resume" ? client.resumeRun : client.retryRun;
-      const { run } = await call({ runId });
-      print(`run ${runId} is ${statusName(run!.status)}`, runJson(run));
+      const human = (run: Run | undefined) =>
+        `run ${runId} is ${statusName(run?.status ?? RunStatus.UNSPECIFIED)}`;
+      if (command === "stop") {
+        const response = await client.stopRun({ runId });
+        print(human(response.run), StopRunResponseSchema, response);
+      } else if (command === "resume") {
+        const response = await client.resumeRun({ runId });
+        print(human(response.run), ResumeRunResponseSchema, response);
+      } else {
+        const response = await client.retryRun({ runId });
+        print(human(response.run), RetryRunResponseSchema, response);
+      }
       return 0;
     }
     case "status": {
-      const { run } = await client.getRun({ runId: one(positionals, "run id") });
-      print(runSummary(run!), runJson(run));
+      const response = await client.getRun({ runId: one(positionals, "run id") });
+      print(runSummary(response.run!), GetRunResponseSchema, response);
       return 0;
     }
     case "runs": {
@@ -153,11 +172,12 @@ export async function runCommand(
       const limit = typeof flags.limit === "string" ? Number(flags.limit) : 20;
       if (!Number.isInteger(limit) || limit < 1 || limit > 500)
         throw new UsageError("--limit must be a whole number from 1 to 500");
-      const { runs } = await client.listRuns({
+      const response = await client.listRuns({
         tenantId: (flags.tenant as string | undefined) ?? "",
         statuses: statuses.map((s) => STATUS_BY_NAME[s]!),
         pageSize: limit,
       });
+      const { runs } = response;
       print(
         runs.length === 0
           ? "no runs"
@@ -180,17 +200,19 @@ export async function runCommand(
                   : "",
               ]),
             ),
-        runs.map(runJson),
+        ListRunsResponseSchema,
+        response,
       );
       return 0;
     }
     case "notes": {
-      const { groups } = await client.listNotes({
+      const response = await client.listNotes({
         runId: one(positionals, "run id"),
         kind: (flags.kind as string | undefined) ?? "",
         level: (flags.level as string | undefined) ?? "",
         samples: typeof flags.samples === "string" ? Number(flags.samples) : 0,
       });
+      const { groups } = response;
       print(
         groups.length === 0
           ? "no notes: nothing was skipped or failed"
@@ -198,7 +220,8 @@ export async function runCommand(
               ["count", "level", "kind", "reason", "e.g. source ids"],
               groups.map((g) => [String(g.count), g.level, g.kind, g.reason, g.sampleSubjectIds.join(", ")]),
             ),
-        groups.map((g) => ({ ...g, count: Number(g.count) })),
+        ListNotesResponseSchema,
+        response,
       );
       return 0;
     }
@@ -225,22 +248,18 @@ export async function runCommand(
             n.createdAt ? `, at ${timestampDate(n.createdAt).toISOString()}` : ""
           })`,
         );
-      print(lines.join("\n"), {
-        found: res.found,
-        explanation: res.explanation,
-        entry: res.entry ?? null,
-        notes: res.notes,
-      });
+      print(lines.join("\n"), ExplainRecordResponseSchema, res);
       return 0;
     }
     case "verify": {
-      const { verification } = await client.verifyRun({ runId: one(positionals, "run id") });
-      const v = verification;
+      const response = await client.verifyRun({ runId: one(positionals, "run id") });
+      const v = response.verification;
       print(
         v
           ? [v.ok ? "verification passed" : "verification found problems", verificationTable(v)].join("\n")
           : "no verification result",
-        v ?? null,
+        VerifyRunResponseSchema,
+        response,
       );
       return v && !v.ok ? 1 : 0;
     }
@@ -253,7 +272,8 @@ export async function runCommand(
       for await (const update of client.watchRun({ runId })) {
         last = update.run!;
         if (json) {
-          io.out(JSON.stringify(runJson(last)));
+          // One response per line (JSON Lines), so a script reads each as it comes.
+          io.out(responseJson(WatchRunResponseSchema, update, { compact: true }));
           continue;
         }
         // The run's own age, so a watch begun mid-run does not count its rows as done since it began.

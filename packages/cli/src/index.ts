@@ -1,4 +1,5 @@
 export { describeFailure, type Io, runCommand, USAGE, UsageError } from "./commands.js";
+export { responseJson } from "./json-output.js";
 export {
   countsTable,
   formatDuration,

@@ -1,8 +1,17 @@
 // The drover.v1 contract and the standard health protocol, as protobuf-es v2 schemas.
 
-export type { MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+export type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 // The protobuf-es helpers services need, so they share this package's runtime instead of their own.
-export { create, fromBinary, fromJson, isMessage, toBinary, toJson } from "@bufbuild/protobuf";
+export {
+  create,
+  fromBinary,
+  fromJson,
+  fromJsonString,
+  isMessage,
+  toBinary,
+  toJson,
+  toJsonString,
+} from "@bufbuild/protobuf";
 export { timestampDate, timestampFromDate, timestampNow } from "@bufbuild/protobuf/wkt";
 export * from "./gen/drover/v1/run_pb.js";
 export * from "./gen/drover/v1/run_service_pb.js";
