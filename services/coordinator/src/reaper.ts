@@ -1,6 +1,8 @@
+import { type RunSummary, runs } from "@drover/db";
 import { progressRun } from "@drover/engine";
-import { sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { CoordinatorContext } from "./context.js";
+import { kindOutcomes } from "./run-outcomes.js";
 
 export interface ReaperReport {
   released: number;
@@ -58,35 +60,56 @@ export async function sweep(ctx: CoordinatorContext): Promise<ReaperReport> {
 /**
  * Freezes the counts of finished runs past retention into runs.summary, then deletes their tasks
  * and notes, a few runs per pass so a backlog never holds long locks. The summary and the deletes
- * commit together: a run is never left without both its tasks and its counts.
+ * commit together: a run is never left without both its tasks and its counts. The frozen counts are
+ * the ones GetRun showed (kindOutcomes), which need the notes about to go.
  */
 export async function pruneFinishedRuns(ctx: CoordinatorContext, batch = 20): Promise<number> {
   return ctx.db.transaction(async (tx) => {
-    const runs = await tx.execute<{ id: string }>(sql`
-      update drover.runs r
-         set summary = jsonb_build_object(
-               'kinds', coalesce((select jsonb_object_agg(k.kind, k.counts) from (
-                   select t.kind, jsonb_build_object(
-                            'created', coalesce(sum((t.stats ->> 'created')::bigint), 0),
-                            'matched', coalesce(sum((t.stats ->> 'matched')::bigint), 0),
-                            'already_here', coalesce(sum((t.stats ->> 'already_here')::bigint), 0),
-                            'skipped', coalesce(sum((t.stats ->> 'skipped')::bigint), 0),
-                            'failed', coalesce(sum((t.stats ->> 'failed')::bigint), 0),
-                            'tasks_total', count(*),
-                            'tasks_done', count(*) filter (where t.status in ('succeeded', 'failed', 'cancelled'))) as counts
-                     from drover.tasks t where t.run_id = r.id group by t.kind) k), '{}'::jsonb),
-               'tasks', coalesce((select jsonb_object_agg(s.status, s.n) from (
-                   select t.status, count(*) as n from drover.tasks t where t.run_id = r.id group by t.status) s), '{}'::jsonb)),
-             updated_at = now()
-       where r.id in (select id from drover.runs
+    const due = await tx
+      .select()
+      .from(runs)
+      .where(
+        sql`${runs.id} in (select id from drover.runs
                        where status in ('succeeded', 'failed', 'stopped') and summary is null
                          and finished_at < now() - make_interval(days => ${ctx.config.DROVER_RETENTION_DAYS})
-                       order by finished_at limit ${batch} for update skip locked)
-      returning r.id`);
-    if (runs.length === 0) return 0;
-    const ids = runs.map((r) => r.id);
+                       order by finished_at limit ${batch} for update skip locked)`,
+      );
+    if (due.length === 0) return 0;
+    for (const run of due) {
+      const ledger = ctx.providers.get(run.source)?.ledger ?? "per-row";
+      const outcomes = await kindOutcomes(tx, run, ledger);
+      const kindTasks = await tx.execute<{ kind: string; total: string; done: string }>(sql`
+        select kind, count(*) as total,
+               count(*) filter (where status in ('succeeded', 'failed', 'cancelled')) as done
+          from drover.tasks where run_id = ${run.id}::uuid group by kind`);
+      const byStatus = await tx.execute<{ status: string; n: string }>(sql`
+        select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`);
+      const tasksOf = new Map(kindTasks.map((t) => [t.kind, t]));
+      const summary: RunSummary = {
+        kinds: Object.fromEntries(
+          [...new Set([...outcomes.keys(), ...tasksOf.keys()])].map((kind) => {
+            const o = outcomes.get(kind);
+            return [
+              kind,
+              {
+                created: Number(o?.created ?? 0),
+                matched: Number(o?.matched ?? 0),
+                already_here: Number(o?.alreadyHere ?? 0),
+                skipped: Number(o?.skipped ?? 0),
+                failed: Number(o?.failed ?? 0),
+                tasks_total: Number(tasksOf.get(kind)?.total ?? 0),
+                tasks_done: Number(tasksOf.get(kind)?.done ?? 0),
+              },
+            ];
+          }),
+        ),
+        tasks: Object.fromEntries(byStatus.map((t) => [t.status, Number(t.n)])),
+      };
+      await tx.update(runs).set({ summary, updatedAt: new Date() }).where(eq(runs.id, run.id));
+    }
+    const ids = due.map((r) => r.id);
     await tx.execute(sql`delete from drover.tasks where run_id = any(${sql.param(ids)}::uuid[])`);
     await tx.execute(sql`delete from drover.notes where run_id = any(${sql.param(ids)}::uuid[])`);
-    return runs.length;
+    return due.length;
   });
 }

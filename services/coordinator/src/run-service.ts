@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
-import { type Db, notes, pgErrorCode, type RunRow, runs } from "@drover/db";
+import { type Db, pgErrorCode, type RunRow, runs } from "@drover/db";
 import { progressRun } from "@drover/engine";
 import {
   type CallContext,
@@ -19,6 +19,7 @@ import { callerTenants, requireActsFor, requireVisibleTenant, visibleRun } from 
 import type { CoordinatorContext } from "./context.js";
 import { explainMissingRow } from "./explain-missing.js";
 import { buildPlan, providerKinds } from "./plan.js";
+import { currentNoteGroups, type NoteGroupFilter } from "./run-outcomes.js";
 import { fromProtoStatus, loadRun, runView, TERMINAL_STATUSES } from "./run-view.js";
 import { sealSourceSecret } from "./source-secrets.js";
 import { DEFAULT_BUCKETS, MAX_BUCKETS, runThroughput } from "./throughput.js";
@@ -213,35 +214,12 @@ export function runService(
       if (req.level && !["error", "warn", "info"].includes(req.level))
         throw invalid('level must be "error", "warn" or "info"');
       optionalText("kind", req.kind, 64);
-      const groups = await db
-        .select({
-          level: notes.level,
-          kind: notes.kind,
-          reason: notes.reason,
-          count: sql<string>`count(*)`,
-          samples: sql<
-            string[]
-          >`(array_agg(${notes.subjectId} order by ${notes.id}) filter (where ${notes.subjectId} is not null))[1:${samples}]`,
-        })
-        .from(notes)
-        .where(
-          and(
-            eq(notes.runId, run.id),
-            req.kind ? eq(notes.kind, req.kind) : undefined,
-            req.level ? eq(notes.level, req.level as "error") : undefined,
-          ),
-        )
-        .groupBy(notes.level, notes.kind, notes.reason)
-        .orderBy(sql`count(*) desc`)
-        .limit(500);
       return {
-        groups: groups.map((g) => ({
-          level: g.level,
-          kind: g.kind,
-          reason: g.reason,
-          count: BigInt(g.count),
-          sampleSubjectIds: g.samples ?? [],
-        })),
+        groups: await currentNoteGroups(db, run, {
+          kind: req.kind,
+          level: (req.level || undefined) as NoteGroupFilter["level"],
+          samples,
+        }),
       };
     },
 

@@ -1,7 +1,27 @@
 import { budgets, type Queryable, type RunRow, runs } from "@drover/db";
 import { create, type Run, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
+import type { Provider } from "@drover/provider-sdk";
+import { providers } from "@drover/providers";
 import { and, eq, sql } from "drizzle-orm";
+import { type KindOutcome, kindOutcomes } from "./run-outcomes.js";
 import { storedVerification } from "./verification.js";
+
+/**
+ * Which sources keep a ledger, by name. The coordinator's providers are these same ones (nothing
+ * registers another), and a view needs only this one fact about its source.
+ */
+const ledgerModes: ReadonlyMap<string, Pick<Provider, "ledger">> = providers;
+
+/** Counts a pruned run froze on itself (run.summary.kinds), in the view's terms. */
+function frozenOutcome(c: Record<string, number>): KindOutcome {
+  return {
+    created: BigInt(c.created ?? 0),
+    matched: BigInt(c.matched ?? 0),
+    alreadyHere: BigInt(c.already_here ?? 0),
+    skipped: BigInt(c.skipped ?? 0),
+    failed: BigInt(c.failed ?? 0),
+  };
+}
 
 const STATUS: Record<RunRow["status"], RunStatus> = {
   pending: RunStatus.PENDING,
@@ -23,26 +43,14 @@ export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined
 }
 
 /**
- * A run as the API shows it. Counts come from the tasks' stats, which each window updates in the
- * transaction that commits its rows: what is shown was committed, once.
+ * A run as the API shows it. Each source row is counted once, in its final outcome (run-outcomes.ts),
+ * from what each window committed: what is shown was committed, once.
  */
 export async function runView(q: Queryable, run: RunRow): Promise<Run> {
-  const [progress, taskCounts, kindTasks, [budget], facts] = await Promise.all([
-    q.execute<{
-      kind: string;
-      created: string;
-      matched: string;
-      already_here: string;
-      skipped: string;
-      failed: string;
-    }>(sql`
-      select kind,
-             coalesce(sum((stats ->> 'created')::bigint), 0) as created,
-             coalesce(sum((stats ->> 'matched')::bigint), 0) as matched,
-             coalesce(sum((stats ->> 'already_here')::bigint), 0) as already_here,
-             coalesce(sum((stats ->> 'skipped')::bigint), 0) as skipped,
-             coalesce(sum((stats ->> 'failed')::bigint), 0) as failed
-        from drover.tasks where run_id = ${run.id}::uuid group by kind`),
+  const ledger = ledgerModes.get(run.source)?.ledger ?? "per-row";
+  const [outcomes, taskCounts, kindTasks, [budget], facts] = await Promise.all([
+    // A pruned run's counts were frozen on it with its tasks and notes deleted: nothing to count.
+    run.summary ? new Map<string, KindOutcome>() : kindOutcomes(q, run, ledger),
     q.execute<{ status: string; n: string }>(sql`
       select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`),
     q.execute<{ kind: string; total: string; done: string; running: string }>(sql`
@@ -71,14 +79,9 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
   );
   // A pruned run has no tasks left; its counts were frozen on the run when they were deleted.
   const frozen = run.summary;
-  const byKind = frozen
-    ? new Map(
-        Object.entries(frozen.kinds).map(([kind, c]) => [
-          kind,
-          { kind, ...c } as unknown as (typeof progress)[number],
-        ]),
-      )
-    : new Map(progress.map((p) => [p.kind, p]));
+  const byKind: ReadonlyMap<string, KindOutcome> = frozen
+    ? new Map(Object.entries(frozen.kinds).map(([kind, c]) => [kind, frozenOutcome(c)]))
+    : outcomes;
   const verification = storedVerification(run.verification);
   const counts = Object.fromEntries(
     frozen
@@ -98,11 +101,11 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
       const p = byKind.get(kind);
       return {
         kind,
-        imported: BigInt(p?.created ?? 0),
-        matched: BigInt(p?.matched ?? 0),
-        alreadyHere: BigInt(p?.already_here ?? 0),
-        skipped: BigInt(p?.skipped ?? 0),
-        failed: BigInt(p?.failed ?? 0),
+        imported: p?.created ?? 0n,
+        matched: p?.matched ?? 0n,
+        alreadyHere: p?.alreadyHere ?? 0n,
+        skipped: p?.skipped ?? 0n,
+        failed: p?.failed ?? 0n,
         tasksTotal: BigInt(tasksOf.get(kind)?.total ?? 0),
         tasksDone: BigInt(tasksOf.get(kind)?.done ?? 0),
         tasksRunning: BigInt(tasksOf.get(kind)?.running ?? 0),

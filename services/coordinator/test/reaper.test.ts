@@ -125,6 +125,11 @@ describe("reaper", () => {
       await database.db.execute(
         sql`insert into drover.notes (run_id, level, kind, subject_id, reason) values (${r.id}, 'error', 'organizations', '9', 'bad')`,
       );
+      // The run's skipped rows are the ledger slots it holds as skipped.
+      for (const id of ["7", "8"])
+        await database.db.execute(sql`
+          insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, reason, run_id)
+          values (${r.tenantId}, 'crm', 'a', 'organizations', ${id}, 'skipped', 'not linked', ${r.id})`);
     }
     const before = await runView(database.db, old);
     expect((await sweep(ctx)).pruned).toBe(1);
