@@ -128,19 +128,32 @@ const INVALID_CALLS: Case[] = [
     name: "StartRun, more kinds than the source has",
     call: startWith((r) => (r.kinds = Array.from({ length: 1000 }, (_, i) => `kind${i}`))),
     code: Code.INVALID_ARGUMENT,
-    message: /^kinds lists 1000 kinds; crm has 8$/,
+    message: /^kinds lists 1000 kinds; crm has 7$/,
   },
   {
     name: "StartRun, an empty kind name",
     call: startWith((r) => (r.kinds = ["persons", ""])),
     code: Code.INVALID_ARGUMENT,
-    message: /unknown kind\(s\) "" for source crm; known kinds: organizations, persons/,
+    message: /unknown kind\(s\) "" for source crm; allowed kinds: organizations, persons/,
   },
   {
     name: "StartRun, a 100,000-character kind (quoted back cut short)",
     call: startWith((r) => (r.kinds = [BIG])),
     code: Code.INVALID_ARGUMENT,
-    message: /^unknown kind\(s\) "x{64}" for source crm; known kinds: /,
+    message: /^unknown kind\(s\) "x{64}" for source crm; allowed kinds: /,
+  },
+  {
+    name: "StartRun, the crm's internal catch-up pass as a kind (a run of it alone reads nothing)",
+    call: startWith((r) => (r.kinds = ["catch-up"])),
+    code: Code.INVALID_ARGUMENT,
+    message:
+      /^"catch-up" is a pass every crm run gets by itself, not a kind to ask for; allowed kinds: organizations, persons, deals, leads, activities, notes, mail$/,
+  },
+  {
+    name: "StartRun, a user kind with the internal catch-up pass",
+    call: startWith((r) => (r.kinds = ["persons", "catch-up"])),
+    code: Code.INVALID_ARGUMENT,
+    message: /^"catch-up" is a pass every crm run gets by itself/,
   },
   {
     name: "StartRun, an oversized base_url",

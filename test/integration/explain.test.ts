@@ -1,3 +1,4 @@
+import { RunStatus } from "@drover/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster, untilFinished } from "../support/in-process.js";
 
@@ -67,6 +68,30 @@ describe("ExplainRecord", { timeout: 120_000 }, () => {
     // An id the source never listed: the run read every page without it.
     expect((await explain("explained", "organizations", "999999")).explanation).toBe(
       `organizations 999999 is not in the ledger and no note mentions it: run ${run.id} read every organizations page and the source did not list it then (created since, or not visible to the token)`,
+    );
+  });
+
+  it("says a mail-only run read no mail because no deal is in the ledger, and the run leaves a warning", async () => {
+    const run = await c.start("mail-only", ["mail"]);
+    const done = await untilFinished(c, run.id);
+    expect(done.status).toBe(RunStatus.SUCCEEDED);
+    const reason =
+      "mail is listed per deal, and no deal of this tenant and account is in the ledger, so no message was read; import deals first, or in the same run (kinds deals,mail)";
+    const { groups } = await c.client.listNotes({ runId: run.id });
+    expect(groups.map((g) => [g.level, g.kind, g.reason, g.count])).toEqual([["warn", "mail", reason, 1n]]);
+    expect((await explain("mail-only", "mail", "1")).explanation).toBe(
+      `mail 1 is not in the ledger and no note mentions it: run ${run.id} read no mail: ${reason}`,
+    );
+  });
+
+  it("never says a run read every page of a kind it started no task of", async () => {
+    // A finished run whose plan holds notes, none of whose tasks were ever seeded.
+    const [row] = await c.database.sql<{ id: string }[]>`
+      insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, current_phase, started_at, finished_at)
+      values ('no-tasks', 'crm', 'acct', array['notes'], '[["notes"]]'::jsonb, 'succeeded', 1, now(), now())
+      returning id`;
+    expect((await explain("no-tasks", "notes", "5")).explanation).toBe(
+      `notes 5 is not in the ledger and no note mentions it: run ${row!.id} read no notes: no notes task was started (the source had nothing to list, or what notes hangs off was not imported)`,
     );
   });
 });

@@ -12,8 +12,11 @@ export interface MissingRow {
 /**
  * Why a source row has no ledger entry and no note naming it, from what the runs know: no run read
  * the account, the latest run left the kind out, it has not reached the kind yet, a task of the kind
- * failed or was cancelled (its reason), or the run went through the kind and the source did not list
- * the row then. One sentence for a person; never a guess stated as fact.
+ * failed or was cancelled (its reason), the run started no task of the kind or read it only in part
+ * (what it noted about the kind, e.g. mail whose deals are not in the ledger), or the run went
+ * through the kind and the source did not list the row then. One sentence for a person; never a
+ * guess stated as fact: "read every page" only when tasks of the kind ran and the run noted nothing
+ * about the kind as a whole.
  */
 export async function explainMissingRow(q: Queryable, row: MissingRow): Promise<string> {
   const subject = `${row.kind} ${row.sourceId} is not in the ledger and no note mentions it`;
@@ -46,5 +49,20 @@ export async function explainMissingRow(q: Queryable, row: MissingRow): Promise<
   }
   if (task) return `${subject}: run ${run.id} is still reading ${row.kind}`;
   if (run.status === "failed") return `${subject}: run ${run.id} failed${run.error ? `: ${run.error}` : ""}`;
+  // What the run said about the kind as a whole (e.g. mail whose deals are not in the ledger).
+  const said = await q.execute<{ reason: string }>(sql`
+    select reason from drover.notes
+     where run_id = ${run.id}::uuid and kind = ${row.kind} and subject_id is null and level in ('warn', 'info')
+     group by reason order by min(id) limit 3`);
+  const [{ read } = { read: "0" }] = await q.execute<{ read: string }>(sql`
+    select count(*) as read from drover.tasks where run_id = ${run.id}::uuid and kind = ${row.kind}`);
+  const reasons = said.map((n) => n.reason).join("; ");
+  if (Number(read) === 0) {
+    return `${subject}: run ${run.id} read no ${row.kind}: ${
+      reasons ||
+      `no ${row.kind} task was started (the source had nothing to list, or what ${row.kind} hangs off was not imported)`
+    }`;
+  }
+  if (reasons) return `${subject}: run ${run.id} read ${row.kind} only in part: ${reasons}`;
   return `${subject}: run ${run.id} read every ${row.kind} page and the source did not list it then (created since, or not visible to the token)`;
 }

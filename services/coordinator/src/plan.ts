@@ -6,6 +6,15 @@ export function providerKinds(provider: Provider): string[] {
 }
 
 /**
+ * The kinds a caller may ask for: every kind but the closing ones, which are passes of the
+ * provider's own (the crm catch-up) that every run gets and that read nothing by themselves.
+ */
+export function userKinds(provider: Provider): string[] {
+  const closing = provider.closingKinds ?? [];
+  return providerKinds(provider).filter((k) => !closing.includes(k));
+}
+
+/**
  * The run's plan: the provider's phases filtered to the requested kinds, empty groups dropped,
  * plus the provider's closing kinds (a catch-up pass) whenever anything else is imported.
  * The plan is data frozen on the run, so a provider change never reshapes a run in flight.

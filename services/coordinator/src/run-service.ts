@@ -18,7 +18,7 @@ import { admitRun, conflict } from "./admission.js";
 import { callerTenants, requireActsFor, requireVisibleTenant, visibleRun } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
 import { explainMissingRow } from "./explain-missing.js";
-import { buildPlan, providerKinds } from "./plan.js";
+import { buildPlan } from "./plan.js";
 import { currentNoteGroups, type NoteGroupFilter } from "./run-outcomes.js";
 import { fromProtoStatus, loadRun, runView, TERMINAL_STATUSES } from "./run-view.js";
 import { sealSourceSecret } from "./source-secrets.js";
@@ -31,6 +31,7 @@ import {
   requireTenant,
   requireText,
   requireToken,
+  requireUserKinds,
 } from "./validation.js";
 import type { Verifications } from "./verification.js";
 
@@ -76,15 +77,7 @@ export function runService(
       requireActsFor(call, tenantId);
       const p = provider(requireText("source", req.source, 64));
       const sourceAccount = requireText("source_account", req.sourceAccount, 256);
-      const known = providerKinds(p);
-      if (req.kinds.length > known.length)
-        throw invalid(`kinds lists ${req.kinds.length} kinds; ${p.name} has ${known.length}`);
-      const unknown = req.kinds.filter((k) => !known.includes(k));
-      if (unknown.length > 0)
-        throw invalid(
-          `unknown kind(s) ${unknown.map((k) => `"${k.slice(0, 64)}"`).join(", ")} for source ${p.name}; known kinds: ${known.join(", ")}`,
-        );
-      const kinds = req.kinds.length > 0 ? [...new Set(req.kinds)] : known;
+      const kinds = requireUserKinds(p, req.kinds);
       const config = req.sourceConfig;
       const baseUrl = optionalText("source_config.base_url", config?.baseUrl ?? "", 2048);
       const apiToken = requireToken("source_config.api_token", config?.apiToken ?? "", 4096);

@@ -1,4 +1,6 @@
 import { Code, RpcError } from "@drover/proto";
+import type { Provider } from "@drover/provider-sdk";
+import { userKinds } from "./plan.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
@@ -45,6 +47,30 @@ export function requireToken(field: string, value: string, max: number): string 
   if (value.length > max) throw invalid(`${field} is longer than ${max} characters`);
   if (CONTROL.test(value)) throw invalid(`${field} holds control characters`);
   return value;
+}
+
+/**
+ * The kinds a StartRun asks for, each one a user kind of the provider (plan.ts): a closing kind such
+ * as the crm's catch-up is refused with the allowed kinds named, since a run of it alone would
+ * succeed having read nothing. Empty means every user kind; duplicates are dropped.
+ */
+export function requireUserKinds(provider: Provider, kinds: readonly string[]): string[] {
+  const allowed = userKinds(provider);
+  if (kinds.length === 0) return allowed;
+  const named = `allowed kinds: ${allowed.join(", ")}`;
+  if (kinds.length > allowed.length)
+    throw invalid(`kinds lists ${kinds.length} kinds; ${provider.name} has ${allowed.length}`);
+  const closing = kinds.filter((k) => provider.closingKinds?.includes(k));
+  if (closing.length > 0)
+    throw invalid(
+      `${closing.map((k) => `"${k}"`).join(", ")} is a pass every ${provider.name} run gets by itself, not a kind to ask for; ${named}`,
+    );
+  const unknown = kinds.filter((k) => !allowed.includes(k));
+  if (unknown.length > 0)
+    throw invalid(
+      `unknown kind(s) ${unknown.map((k) => `"${k.slice(0, 64)}"`).join(", ")} for source ${provider.name}; ${named}`,
+    );
+  return [...new Set(kinds)];
 }
 
 const MAX_SETTINGS = 32;

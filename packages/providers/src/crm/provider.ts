@@ -325,10 +325,36 @@ async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> 
   const ids = rows
     .map((r) => r.source_id)
     .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
+  if (!ctx.run.plan.flat().includes("deals")) await noteDealsNotInRun(ctx, ids.length);
   const seeds: TaskSeed[] = [];
   for (let i = 0; i < ids.length; i += perTask) {
     const deals = ids.slice(i, i + perTask);
     seeds.push({ kind: "mail", seedKey: `mail:${deals[0]}:${deals.length}`, cursor: { deals, index: 0 } });
   }
   return seeds;
+}
+
+/**
+ * Mail is listed per deal, and only deals the ledger holds can be walked: a run that does not
+ * import deals says what that left out, rather than succeed with no mail and no word (the source
+ * is not asked here, so the deals it lacks are named as a kind, not one by one).
+ */
+async function noteDealsNotInRun(ctx: SeedContext, dealsInLedger: number): Promise<void> {
+  const fix = "import deals first, or in the same run (kinds deals,mail)";
+  const [level, reason] =
+    dealsInLedger === 0
+      ? [
+          "warn",
+          `mail is listed per deal, and no deal of this tenant and account is in the ledger, so no message was read; ${fix}`,
+        ]
+      : [
+          "info",
+          `mail was listed for the ${dealsInLedger} deal(s) already in the ledger only: deals not imported yet were not read; ${fix}`,
+        ];
+  // A resumed run may seed its mail phase again: one note says it.
+  await ctx.tx.execute(sql`
+    insert into drover.notes (run_id, level, kind, subject_id, reason)
+    select ${ctx.run.id}::uuid, ${level}, 'mail', null, ${reason}
+     where not exists (select 1 from drover.notes
+                        where run_id = ${ctx.run.id}::uuid and kind = 'mail' and subject_id is null and reason = ${reason})`);
 }
