@@ -22,7 +22,9 @@ const HOSTILE_ACCOUNT = `acme<img src=x onerror="window.__xss=1">`;
  */
 interface InPage {
   document: {
-    querySelector(selector: string): { getAttribute(name: string): string | null } | null;
+    querySelector(
+      selector: string,
+    ): { getAttribute(name: string): string | null; textContent: string | null } | null;
     querySelectorAll(selector: string): Iterable<{ textContent: string | null }>;
   };
   __xss?: number;
@@ -110,7 +112,17 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
       { timeout: 60_000 },
     );
     await page.locator("#live").filter({ hasText: "live" }).waitFor();
-    expect(Number(await page.locator("#tasks-done").textContent())).toBeGreaterThanOrEqual(0);
+    // Tasks finish while the page watches: its count of done tasks moves off zero.
+    await page.waitForFunction(
+      () =>
+        Number(
+          (
+            (globalThis as unknown as InPage).document.querySelector("#tasks-done")?.textContent ?? ""
+          ).replace(/,/g, ""),
+        ) > 0,
+      undefined,
+      { timeout: 60_000 },
+    );
     expect(await page.locator("#budget").textContent()).toMatch(/burst window|no request leased/);
     // The hostile account is text on the page, and nothing ran.
     expect(await page.locator("#run-meta").textContent()).toContain(HOSTILE_ACCOUNT);
@@ -156,6 +168,12 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     expect(stopped!.status).toBe(RunStatus.STOPPED);
     // The page follows: the run ends stopped, Resume becomes possible, Stop does not.
     await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 30_000 });
+    // Nothing moves in a stopped run: the page's task counts are the run's.
+    const taskCount = async (id: string) =>
+      Number(((await page.locator(id).textContent()) ?? "").replace(/,/g, ""));
+    expect(await taskCount("#tasks-done")).toBe(Number(stopped!.tasks!.succeeded));
+    expect(await taskCount("#tasks-done")).toBeGreaterThan(0);
+    expect(await taskCount("#tasks-running")).toBe(0);
     expect(await page.locator("#resume").isEnabled()).toBe(true);
     expect(await page.locator("#stop").isDisabled()).toBe(true);
 
