@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { statusName } from "@drover/cli";
+import { kindDone, statusName } from "@drover/cli";
 import { openDatabase } from "@drover/db";
 import { accountFor, accountingProblems, startCluster } from "@drover/local-cluster";
-import { createClient, RunService, RunStatus } from "@drover/proto";
+import { createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { parseDemoFlags, USAGE } from "./flags.js";
 import { prepareDemoServices } from "./prepare.js";
@@ -92,7 +92,7 @@ async function main(): Promise<number> {
       { tenantId: flags.tenant, source: "crm", sourceAccount: SOURCE_ACCOUNT, since: new Date(started) },
       truth.kinds,
     );
-    const issues = accountingProblems(accounts);
+    const issues = [...accountingProblems(accounts), ...tableProblems(last, totals)];
     if (flags.keep) {
       // Ctrl-C now ends the wait, and the services stop as after any run.
       process.off("SIGINT", onSignal);
@@ -160,3 +160,10 @@ main().then(
     process.exit(1);
   },
 );
+
+/** The final table shows each source row once, in its final outcome: per kind, as many as the source has. */
+function tableProblems(run: Run, totals: Readonly<Record<string, number>>): string[] {
+  return run.progress
+    .filter((p) => totals[p.kind] !== undefined && kindDone(p) !== totals[p.kind])
+    .map((p) => `the table shows ${kindDone(p)} ${p.kind} rows for ${totals[p.kind]} in the source`);
+}
