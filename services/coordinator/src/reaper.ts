@@ -76,8 +76,7 @@ export async function pruneFinishedRuns(ctx: CoordinatorContext, batch = 20): Pr
       );
     if (due.length === 0) return 0;
     for (const run of due) {
-      const ledger = ctx.providers.get(run.source)?.ledger ?? "per-row";
-      const outcomes = await kindOutcomes(tx, run, ledger);
+      const outcomes = await kindOutcomes(tx, run);
       const kindTasks = await tx.execute<{ kind: string; total: string; done: string }>(sql`
         select kind, count(*) as total,
                count(*) filter (where status in ('succeeded', 'failed', 'cancelled')) as done

@@ -1,16 +1,8 @@
 import { budgets, type Queryable, type RunRow, runs } from "@drover/db";
 import { create, type Run, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
-import type { Provider } from "@drover/provider-sdk";
-import { providers } from "@drover/providers";
 import { and, eq, sql } from "drizzle-orm";
 import { type KindOutcome, kindOutcomes } from "./run-outcomes.js";
 import { storedVerification } from "./verification.js";
-
-/**
- * Which sources keep a ledger, by name. The coordinator's providers are these same ones (nothing
- * registers another), and a view needs only this one fact about its source.
- */
-const ledgerModes: ReadonlyMap<string, Pick<Provider, "ledger">> = providers;
 
 /** Counts a pruned run froze on itself (run.summary.kinds), in the view's terms. */
 function frozenOutcome(c: Record<string, number>): KindOutcome {
@@ -47,10 +39,9 @@ export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined
  * from what each window committed: what is shown was committed, once.
  */
 export async function runView(q: Queryable, run: RunRow): Promise<Run> {
-  const ledger = ledgerModes.get(run.source)?.ledger ?? "per-row";
   const [outcomes, taskCounts, kindTasks, [budget], facts] = await Promise.all([
     // A pruned run's counts were frozen on it with its tasks and notes deleted: nothing to count.
-    run.summary ? new Map<string, KindOutcome>() : kindOutcomes(q, run, ledger),
+    run.summary ? new Map<string, KindOutcome>() : kindOutcomes(q, run),
     q.execute<{ status: string; n: string }>(sql`
       select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`),
     q.execute<{ kind: string; total: string; done: string; running: string }>(sql`
