@@ -84,6 +84,23 @@ describe("ExplainRecord", { timeout: 120_000 }, () => {
     );
   });
 
+  it("says a mail-only run read the mail of the deals already in the ledger only", async () => {
+    if (c.workers.length === 0) await c.addWorker();
+    const deals = await untilFinished(c, (await c.start("mail-later", ["deals"])).id);
+    const imported = deals.progress.find((p) => p.kind === "deals")!;
+    const inLedger = Number(imported.imported + imported.matched);
+    const run = await untilFinished(c, (await c.start("mail-later", ["mail"])).id);
+    expect(run.status).toBe(RunStatus.SUCCEEDED);
+    expect(run.progress.find((p) => p.kind === "mail")!.imported).toBeGreaterThan(0n);
+    const { groups } = await c.client.listNotes({ runId: run.id, level: "info" });
+    expect(groups.map((g) => [g.kind, g.reason])).toEqual([
+      [
+        "mail",
+        `mail was listed for the ${inLedger} deal(s) already in the ledger only: deals not imported yet were not read; import deals first, or in the same run (kinds deals,mail)`,
+      ],
+    ]);
+  });
+
   it("never says a run read every page of a kind it started no task of", async () => {
     // A finished run whose plan holds notes, none of whose tasks were ever seeded.
     const [row] = await c.database.sql<{ id: string }[]>`
