@@ -12,7 +12,10 @@ export interface KindOutcome {
   failed: bigint;
 }
 
-type RunScope = Pick<RunRow, "id" | "tenantId" | "source" | "sourceAccount" | "plan" | "currentPhase">;
+type RunScope = Pick<
+  RunRow,
+  "id" | "tenantId" | "source" | "sourceAccount" | "plan" | "currentPhase" | "status"
+>;
 
 /** What the counts need to know of a run's source: whether it keeps a ledger, which passes revisit. */
 type SourceTraits = Pick<Provider, "ledger" | "closingKinds">;
@@ -26,11 +29,12 @@ const TRAITS: ReadonlyMap<string, SourceTraits> = providers;
 /**
  * Whether a note of the run can have stopped holding: only once a pass wrote its row again, which
  * is the closing pass (the crm catch-up) or a later run, and a later run of the same tenant and
- * source cannot exist before this one ended (one live run per tenant and source). Before that no
+ * source cannot exist while this one is live (one live run per tenant and source). Before that no
  * note is probed, so a live run's counts and reasons cost no ledger lookup per note (measured: ~9 µs
  * a probe on a loaded two-core machine, 0.45 s for 50,000 failed rows, every WatchRun poll).
  */
 function notesMayBeStale(run: RunScope): boolean {
+  if (run.status === "stopped" || run.status === "succeeded" || run.status === "failed") return true;
   const closing = TRAITS.get(run.source)?.closingKinds ?? [];
   const revisit = run.plan.findIndex((group) => group.some((k) => closing.includes(k)));
   return revisit >= 0 && run.currentPhase >= revisit;

@@ -158,6 +158,22 @@ describe("a run's counts and reasons", () => {
     expect(countsOf(await runView(database.db, run)).organizations!.failed).toBe(1n);
   });
 
+  it("follow a later run that took over a stopped run's skipped row", async () => {
+    const run = await runWithCatchUp("running");
+    await database.db.execute(
+      sql`update drover.runs set status = 'stopped', current_phase = 1 where id = ${run.id}`,
+    );
+    const [stopped] = await database.db.select().from(runs).where(sql`id = ${run.id}`);
+    expect(countsOf(await runView(database.db, stopped!)).notes!.skipped).toBe(1n);
+    // The next run of the tenant finds note 12's deal and creates it: the slot is that run's now.
+    await database.db.execute(sql`
+      update drover.ledger set action = 'created', record_type = 'note', record_id = 12, reason = null,
+             run_id = ${randomUUID()}, updated_at = now()
+       where tenant_id = ${run.tenantId} and kind = 'notes' and source_id = '12'`);
+    expect(countsOf(await runView(database.db, stopped!)).notes!.skipped).toBe(0n);
+    expect(await currentNoteGroups(database.db, stopped!, { samples: 5 })).toEqual([]);
+  });
+
   it("are what a pruned run freezes", async () => {
     const run = await runWithCatchUp("succeeded");
     const before = await runView(database.db, run);
