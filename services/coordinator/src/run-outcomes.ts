@@ -65,7 +65,10 @@ export function noteHolds(run: RunScope, n: SQL): SQL {
  * - skipped is the ledger's count of slots this run holds as skipped (a skipped slot is a
  *   placeholder another pass takes over); a source without a ledger sums its tasks' skips;
  * - already here counts only first passes over a kind (a task whose kind belongs to its own phase):
- *   a closing pass (the crm catch-up) revisits rows the run already counted, imported or already here;
+ *   a closing pass (the crm catch-up) revisits rows the run already counted, imported or already here.
+ *   Two gaps remain, both needing a record of each row a run read: a crm run with `partitions` > 1
+ *   reads a row edited after it started in the catch-up only, so an earlier run's row edited then
+ *   is not counted; a row a first pass lists twice (a v1 page shifted by a deletion) counts twice;
  * - failed counts the distinct rows with an error note that still holds (noteHolds): a row that
  *   failed and was later written is counted as what it became.
  * Every read is index-backed and none scans the ledger: the task rows of the run, the ledger's
