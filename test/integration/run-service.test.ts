@@ -121,7 +121,7 @@ describe("RunService", { timeout: 60_000 }, () => {
       [
         "an unknown kind",
         (r) => (r.kinds = ["persons", "widgets"]),
-        /unknown kind\(s\) "widgets".*known kinds: organizations/,
+        /unknown kind\(s\) "widgets".*allowed kinds: organizations/,
       ],
       [
         "a base_url that is not a URL",
