@@ -1,4 +1,5 @@
 export * from "./errors.js";
 export * from "./provider.js";
+export * from "./secret-text.js";
 export * from "./source-client.js";
 export * from "./verify.js";

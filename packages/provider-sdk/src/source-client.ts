@@ -1,5 +1,6 @@
 import { type Span, SpanKind, withSpan } from "@drover/telemetry";
 import { PermanentError, RateLimitedError, TransientError } from "./errors.js";
+import { redactSecret } from "./secret-text.js";
 
 export type CallType = "list" | "get" | "update" | "search";
 
@@ -135,7 +136,8 @@ export class SourceClient {
     }
     this.pacer.absorb(response.headers, response.status, type);
     span.setAttribute("http.response.status_code", response.status);
-    const body = await this.readBody(response, path);
+    // A source may echo the token it was sent (a 401 quoting it, a note a user pasted it into).
+    const body = redactSecret(await this.readBody(response, path), this.options.apiToken);
     if (response.status === 429) {
       const reset = intHeader(response.headers, "x-ratelimit-reset") ?? 2;
       throw new RateLimitedError(
