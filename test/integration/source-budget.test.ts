@@ -1,7 +1,8 @@
 import { createClient, WorkerService } from "@drover/proto";
 import { RateLimitedError, SourceClient } from "@drover/provider-sdk";
+import { pipedriveAdapter } from "@drover/providers";
 import { taskQueueNames } from "@drover/task-queue";
-import { LeasedPacer } from "@drover/worker";
+import { LeasedBudgetPacer } from "@drover/worker";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster, until } from "../support/in-process.js";
@@ -32,7 +33,8 @@ describe("source budget leased from the coordinator", () => {
           new SourceClient({
             baseUrl: cluster.sandbox.url,
             apiToken: "t",
-            pacer: new LeasedPacer(rpc, { ...account, workerId: `w${i}` }),
+            adapter: pipedriveAdapter(),
+            pacer: new LeasedBudgetPacer(rpc, { ...account, workerId: `w${i}` }),
           }),
       );
       cluster.sandbox.resetStats();
@@ -77,11 +79,11 @@ describe("source budget leased from the coordinator", () => {
     try {
       const account = { source: "crm", sourceAccount: "walled-account" };
       const blockedUntil = Date.now() + 3_000;
-      const first = new LeasedPacer(rpc, { ...account, workerId: "a" });
-      first.absorb(new Headers({ "x-ratelimit-limit": "20", "x-ratelimit-reset": "3" }), 429, "list");
+      const first = new LeasedBudgetPacer(rpc, { ...account, workerId: "a" });
+      first.absorb({ status: 429, cost: 20, reading: { burstCapacity: 20, blockedUntil } });
       await first.report();
-      const other = new LeasedPacer(rpc, { ...account, workerId: "b" });
-      const [slot] = await other.acquire("list");
+      const other = new LeasedBudgetPacer(rpc, { ...account, workerId: "b" });
+      const [slot] = await other.acquire(20);
       expect(slot!).toBeGreaterThanOrEqual(blockedUntil - 50);
     } finally {
       rpc.close();
@@ -104,18 +106,22 @@ describe("the wall after a 429", () => {
       });
       await nc.flush();
       const account = { source: "crm", sourceAccount: "announced-account" };
-      const holder = new LeasedPacer(rpc, { ...account, workerId: "holder" });
-      const [held] = await holder.acquire("get", undefined, 1);
+      const holder = new LeasedBudgetPacer(rpc, { ...account, workerId: "holder" });
+      const [held] = await holder.acquire(2, undefined, 1);
       expect(held).toBeDefined();
 
-      const hitter = new LeasedPacer(rpc, { ...account, workerId: "hitter" });
-      hitter.absorb(new Headers({ "x-ratelimit-limit": "20", "x-ratelimit-reset": "2" }), 429, "list");
+      const hitter = new LeasedBudgetPacer(rpc, { ...account, workerId: "hitter" });
+      hitter.absorb({
+        status: 429,
+        cost: 20,
+        reading: { burstCapacity: 20, blockedUntil: Date.now() + 2_000 },
+      });
       await hitter.report();
       const wall = await until(() => heard.find((w) => w.account === account.sourceAccount), 5_000);
       expect(wall.until).toBeGreaterThan(Date.now());
 
       holder.wall(wall.until);
-      const [next] = await holder.acquire("get", undefined, 1);
+      const [next] = await holder.acquire(2, undefined, 1);
       expect(next!).toBeGreaterThanOrEqual(wall.until);
       sub.unsubscribe();
     } finally {

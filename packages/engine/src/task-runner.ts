@@ -3,9 +3,9 @@ import type { SecretKeyring } from "@drover/auth";
 import { type Db, runs, tasks } from "@drover/db";
 import { resolveParents } from "@drover/ledger";
 import {
+  type BudgetPacer,
   classifyError,
   describeError,
-  type Pacer,
   type Provider,
   RateLimitedError,
   type RunInfo,
@@ -54,7 +54,7 @@ export interface TaskRunnerDeps {
   /** How long one window's transaction may take before the attempt fails transiently (WINDOW_DEADLINE_MS). */
   windowDeadlineMs?: number;
   /** The source account's shared budget, when the worker leases one. */
-  pacerFor?(run: RunInfo): Pacer;
+  pacerFor?(run: RunInfo): BudgetPacer;
   /** Opens runs' source credentials for the provider; without it, providers get none. */
   secrets?: SecretKeyring;
   /**

@@ -1,6 +1,6 @@
 import type { Queryable, RunRow } from "@drover/db";
 import {
-  type Pacer,
+  type BudgetPacer,
   PermanentError,
   type Provider,
   type SampleEntry,
@@ -38,7 +38,7 @@ export interface VerifyRunOptions {
   /** Ledger rows per kind compared field by field with the source. */
   sampleSize: number;
   /** The source account's shared budget. */
-  pacer?: Pacer | undefined;
+  pacer?: BudgetPacer | undefined;
   /** The run's source credential, opened by the caller (openSourceSecret). */
   secret?: string | undefined;
   signal?: AbortSignal;

@@ -3,7 +3,13 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
 import { runs, tasks } from "@drover/db";
-import { PermanentError, type Provider, SourceClient, type TaskContext } from "@drover/provider-sdk";
+import {
+  PermanentError,
+  type Provider,
+  type SourceAdapter,
+  SourceClient,
+  type TaskContext,
+} from "@drover/provider-sdk";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { progressRun, runAssignment, sourceSecretContext } from "../src/index.js";
@@ -11,6 +17,12 @@ import { type Harness, insertRun, insertTask, openHarness, testProvider } from "
 
 /** Upper case after a Q: no prefix of it occurs in the runner's or the client's own words. */
 const TOKEN = `QZ${randomBytes(12).toString("hex").toUpperCase()}`;
+/** The least a source needs: how the token travels. */
+const adapter: SourceAdapter = {
+  authHeaders: (token) => ({ authorization: `Bearer ${token}` }),
+  cost: () => 1,
+  readBudget: () => ({}),
+};
 const keyring = new SecretKeyring(parseSecretKeys(generateSecretKey("k1")));
 
 let h: Harness;
@@ -68,7 +80,7 @@ describe("a source's token cut by an excerpt", () => {
   it("leaves no prefix in the task's last error, the run's error or the logged error, wherever the source client's 200-character excerpt cuts it", async () => {
     for (const before of [200 - TOKEN.length, 200 - TOKEN.length + 1, 200 - TOKEN.length / 2, 199]) {
       const texts = await failedRunTexts(async (ctx) => {
-        const client = new SourceClient({ baseUrl, apiToken: ctx.run.secret ?? "" });
+        const client = new SourceClient({ baseUrl, apiToken: ctx.run.secret ?? "", adapter });
         return client.getJson("/v1/deals", { before }) as never;
       });
       for (const [where, text] of Object.entries(texts)) {

@@ -1,5 +1,5 @@
 import type { Tx } from "@drover/db";
-import type { Pacer } from "./source-client.js";
+import type { BudgetPacer } from "./budget-pacer.js";
 import type { ProviderVerifier } from "./verify.js";
 
 /** What a provider sees of the run. The secret is present only where a worker needs it. */
@@ -180,7 +180,7 @@ export interface TaskContext {
    * The source account's budget as this worker sees it: leased from the coordinator, shared by
    * every task of this process on the account. Absent when running without a coordinator.
    */
-  pacer?: Pacer | undefined;
+  pacer?: BudgetPacer | undefined;
 }
 
 export interface ParentMap {

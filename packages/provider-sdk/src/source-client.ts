@@ -1,59 +1,16 @@
 import { type Span, SpanKind, withSpan } from "@drover/telemetry";
+import { type BudgetPacer, HeaderBudgetPacer } from "./budget-pacer.js";
 import { PermanentError, RateLimitedError, TransientError } from "./errors.js";
 import { redactSecret } from "./secret-text.js";
-
-export type CallType = "list" | "get" | "update" | "search";
-
-/** Pipedrive's token costs per call type, against the daily allowance. */
-export const TOKEN_COSTS: Readonly<Record<CallType, number>> = { list: 20, get: 2, update: 10, search: 40 };
-
-/**
- * Paces calls against the source's allowance. acquire() hands out slots: instants from which a
- * request may be sent, each usable only until `graceMs` after it. absorb() learns from the
- * response's rate-limit headers. The default paces one process by the last headers it saw; a
- * leased budget shared through the coordinator takes its place without touching the providers.
- */
-export interface Pacer {
-  /** Slot times (epoch ms), one per request, ascending. */
-  acquire(type: CallType, signal?: AbortSignal, count?: number): Promise<number[]>;
-  /** How late after its time a slot may still be used. */
-  readonly graceMs: number;
-  /** Learns from a response; `status` 0 means the request never got an answer. */
-  absorb(headers: Headers, status: number, type: CallType): void;
-}
-
-/** Stays under the burst window by reading x-ratelimit-remaining / x-ratelimit-reset. */
-export class HeaderPacer implements Pacer {
-  readonly graceMs = Number.POSITIVE_INFINITY;
-  private remaining = Number.POSITIVE_INFINITY;
-  private resetAt = 0;
-  private inFlight = 0;
-
-  async acquire(_type: CallType, signal?: AbortSignal, count = 1): Promise<number[]> {
-    for (;;) {
-      const now = Date.now();
-      if (now >= this.resetAt) this.remaining = Number.POSITIVE_INFINITY;
-      if (this.remaining - this.inFlight >= count) {
-        this.inFlight += count;
-        return Array.from({ length: count }, () => now);
-      }
-      await sleep(Math.max(50, this.resetAt - now), signal);
-    }
-  }
-
-  absorb(headers: Headers, _status: number, _type: CallType): void {
-    this.inFlight = Math.max(0, this.inFlight - 1);
-    const remaining = intHeader(headers, "x-ratelimit-remaining");
-    const reset = intHeader(headers, "x-ratelimit-reset");
-    if (remaining !== undefined) this.remaining = remaining;
-    if (reset !== undefined) this.resetAt = Date.now() + Math.max(reset, 0) * 1000;
-  }
-}
+import { sleep } from "./sleep.js";
+import type { CallType, SourceAdapter } from "./source-adapter.js";
 
 export interface SourceClientOptions {
   baseUrl: string;
   apiToken: string;
-  pacer?: Pacer;
+  /** The source's own rules: how the token travels, what calls cost, what answers say of the budget. */
+  adapter: SourceAdapter;
+  pacer?: BudgetPacer;
   timeoutMs?: number;
   /** Responses larger than this are refused: the source is untrusted. */
   maxResponseBytes?: number;
@@ -61,6 +18,8 @@ export interface SourceClientOptions {
 }
 
 const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+/** A 429 whose answer says no reset: a short pause, after which the pacer learns more. */
+const DEFAULT_RATE_LIMIT_WAIT_MS = 2_000;
 
 /**
  * JSON over HTTP to a source, with every failure classified once, here, where it is understood.
@@ -68,12 +27,14 @@ const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
  */
 export class SourceClient {
   private readonly baseUrl: string;
-  private readonly pacer: Pacer;
+  private readonly pacer: BudgetPacer;
+  private readonly adapter: SourceAdapter;
   private readonly fetchImpl: typeof fetch;
 
   constructor(private readonly options: SourceClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
-    this.pacer = options.pacer ?? new HeaderPacer();
+    this.pacer = options.pacer ?? new HeaderBudgetPacer();
+    this.adapter = options.adapter;
     this.fetchImpl = options.fetch ?? fetch;
   }
 
@@ -82,17 +43,18 @@ export class SourceClient {
    * before its fetches start, then hands one to each getJson.
    */
   reserve(count: number, type: CallType, signal?: AbortSignal): Promise<number[]> {
-    return this.pacer.acquire(type, signal, count);
+    return this.pacer.acquire(this.adapter.cost(type), signal, count);
   }
 
   /** Waits for the slot's instant; a slot that went stale meanwhile is swapped for a fresh one. */
   private async awaitSlot(slot: number | undefined, type: CallType, signal?: AbortSignal): Promise<void> {
-    let at = slot ?? (await this.pacer.acquire(type, signal, 1))[0]!;
+    const cost = this.adapter.cost(type);
+    let at = slot ?? (await this.pacer.acquire(cost, signal, 1))[0]!;
     for (;;) {
       const wait = at - Date.now();
       if (wait > 0) await sleep(wait, signal);
       if (Date.now() - at <= this.pacer.graceMs) return;
-      at = (await this.pacer.acquire(type, signal, 1))[0]!;
+      at = (await this.pacer.acquire(cost, signal, 1))[0]!;
     }
   }
 
@@ -124,32 +86,43 @@ export class SourceClient {
     span: Span,
   ): Promise<T> {
     const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
+    const cost = this.adapter.cost(type);
     let response: Response;
     try {
       response = await this.fetchImpl(url, {
-        headers: { "x-api-token": this.options.apiToken, accept: "application/json" },
+        headers: { ...this.adapter.authHeaders(this.options.apiToken), accept: "application/json" },
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
     } catch (err) {
-      this.pacer.absorb(new Headers(), 0, type);
+      this.pacer.absorb({ status: 0, cost, reading: {} });
       throw new TransientError(`${path}: ${(err as Error).message}`, { cause: err });
     }
-    this.pacer.absorb(response.headers, response.status, type);
     span.setAttribute("http.response.status_code", response.status);
-    // A source may echo the token it was sent (a 401 quoting it, a note a user pasted it into).
-    const body = redactSecret(await this.readBody(response, path), this.options.apiToken);
-    if (response.status === 429) {
-      const reset = intHeader(response.headers, "x-ratelimit-reset") ?? 2;
-      throw new RateLimitedError(
-        `${path}: rate limited (429)`,
-        new Date(Date.now() + Math.max(reset, 1) * 1000),
-      );
+    const reading = this.adapter.readBudget(response, cost, Date.now());
+    let body: string;
+    try {
+      // A source may echo the token it was sent (a 401 quoting it, a note a user pasted it into).
+      body = redactSecret(await this.readBody(response, path), this.options.apiToken);
+    } catch (err) {
+      this.pacer.absorb({ status: response.status, cost, reading });
+      throw err;
     }
-    if (response.status === 403 && /cloudflare/i.test(body)) {
-      // The edge blocks clients that kept sending after a 429: back off hard rather than fail.
+    const throttled =
+      response.status === 429
+        ? (reading.blockedUntil ?? Date.now() + DEFAULT_RATE_LIMIT_WAIT_MS)
+        : this.adapter.throttledUntil?.(
+            { status: response.status, headers: response.headers, body },
+            Date.now(),
+          );
+    // The pacer hears of a refusal as a wall on the whole account, not only this call's failure.
+    if (throttled !== undefined) reading.blockedUntil = throttled;
+    this.pacer.absorb({ status: response.status, cost, reading });
+    if (throttled !== undefined) {
       throw new RateLimitedError(
-        `${path}: blocked by the source's edge (403)`,
-        new Date(Date.now() + 60_000),
+        response.status === 429
+          ? `${path}: rate limited (429)`
+          : `${path}: the source throttled the call (${response.status})`,
+        new Date(throttled),
       );
     }
     if (response.status >= 500 || response.status === 408) {
@@ -197,26 +170,4 @@ export class SourceClient {
       });
     }
   }
-}
-
-function intHeader(headers: Headers, name: string): number | undefined {
-  const raw = headers.get(name);
-  if (raw === null) return undefined;
-  const n = Number.parseInt(raw, 10);
-  return Number.isFinite(n) ? n : undefined;
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }

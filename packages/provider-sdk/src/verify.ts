@@ -1,7 +1,8 @@
 import type { Queryable } from "@drover/db";
+import type { BudgetPacer } from "./budget-pacer.js";
 import { RateLimitedError, TransientError } from "./errors.js";
 import type { RunInfo } from "./provider.js";
-import { type Pacer, sleep } from "./source-client.js";
+import { sleep } from "./sleep.js";
 
 /**
  * What a provider needs to check a finished run against its source: the run (with its secret), the
@@ -14,7 +15,7 @@ export interface VerifyContext {
    * The source account's shared budget. Verification spends it like any other call: build the
    * SourceClient the way runTask does, with this pacer.
    */
-  pacer?: Pacer | undefined;
+  pacer?: BudgetPacer | undefined;
   /** Reads the ledger and the destination's tables; verification never writes through it. */
   db: Queryable;
   /** Scratch space shared by one verification's calls, e.g. a listing one kind needs for another. */

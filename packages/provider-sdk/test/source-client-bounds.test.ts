@@ -2,6 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PermanentError, SourceClient } from "../src/index.js";
+import { testAdapter } from "./test-adapter.js";
 
 // A source that streams without end and without a content-length: untrusted, so bounded as it reads.
 let server: Server;
@@ -31,7 +32,12 @@ afterAll(async () => {
 
 describe("source client bounds", () => {
   it("stops reading an endless chunked body at the limit instead of buffering it", async () => {
-    const client = new SourceClient({ baseUrl, apiToken: "t", maxResponseBytes: 1024 * 1024 });
+    const client = new SourceClient({
+      baseUrl,
+      apiToken: "t",
+      adapter: testAdapter,
+      maxResponseBytes: 1024 * 1024,
+    });
     const err = await client.getJson("/endless").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PermanentError);
     expect((err as Error).message).toMatch(/exceeds the 1048576-byte limit/);

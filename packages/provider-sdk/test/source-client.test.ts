@@ -1,7 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HeaderPacer, PermanentError, RateLimitedError, SourceClient, TransientError } from "../src/index.js";
+import {
+  HeaderBudgetPacer,
+  PermanentError,
+  RateLimitedError,
+  SourceClient,
+  TransientError,
+} from "../src/index.js";
+import { testAdapter } from "./test-adapter.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 let handler: Handler = (_req, res) => res.end("{}");
@@ -19,23 +26,23 @@ afterAll(async () => {
 });
 
 const client = (extra: Partial<ConstructorParameters<typeof SourceClient>[0]> = {}) =>
-  new SourceClient({ baseUrl, apiToken: "secret-token", ...extra });
+  new SourceClient({ baseUrl, apiToken: "secret-token", adapter: testAdapter, ...extra });
 
 describe("source client", () => {
-  it("sends the token in a header, never in the URL", async () => {
+  it("sends the token in the adapter's header, never in the URL", async () => {
     let seen: { url?: string; token?: string | string[] } = {};
     handler = (req, res) => {
-      seen = { url: req.url, token: req.headers["x-api-token"] };
+      seen = { url: req.url, token: req.headers.authorization };
       res.end('{"data":[]}');
     };
     await client().getJson("/v1/persons", { start: 0, limit: 10 });
-    expect(seen.token).toBe("secret-token");
+    expect(seen.token).toBe("Bearer secret-token");
     expect(seen.url).toBe("/v1/persons?start=0&limit=10");
   });
 
-  it("classifies a 429 as rate limited until the reset the source gave", async () => {
+  it("classifies a 429 as rate limited until the instant the adapter read from it", async () => {
     handler = (_req, res) => {
-      res.writeHead(429, { "x-ratelimit-reset": "7" });
+      res.writeHead(429, { "retry-after": "7" });
       res.end('{"success":false}');
     };
     const before = Date.now();
@@ -61,12 +68,51 @@ describe("source client", () => {
     await expect(client().getJson("/x")).rejects.toBeInstanceOf(PermanentError);
   });
 
-  it("treats the edge's 403 block page as rate limiting, not as a permission problem", async () => {
+  it("treats a refusal the adapter calls throttling as rate limiting, not as a permission problem", async () => {
     handler = (_req, res) => {
       res.writeHead(403, { "content-type": "text/html" });
-      res.end("<title>Attention Required! | Cloudflare</title>");
+      res.end("<title>please slow down</title>");
     };
-    await expect(client().getJson("/x")).rejects.toBeInstanceOf(RateLimitedError);
+    const before = Date.now();
+    const err = await client()
+      .getJson("/x")
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(RateLimitedError);
+    expect((err as RateLimitedError).retryAt.getTime()).toBeGreaterThanOrEqual(before + 60_000);
+    handler = (_req, res) => {
+      res.writeHead(403);
+      res.end("forbidden");
+    };
+    await expect(client().getJson("/x")).rejects.toBeInstanceOf(PermanentError);
+  });
+
+  it("tells the pacer what each answer cost and what the adapter read from it", async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { "ratelimit-remaining": "3", "ratelimit-reset": "2" });
+      res.end("{}");
+    };
+    const seen: unknown[] = [];
+    const asked: number[] = [];
+    const pacer = {
+      graceMs: Number.POSITIVE_INFINITY,
+      acquire: async (cost: number, _signal?: AbortSignal, count = 1) => {
+        asked.push(cost);
+        return Array.from({ length: count }, () => Date.now());
+      },
+      absorb: (answer: unknown) => seen.push(answer),
+    };
+    const before = Date.now();
+    await client({ pacer }).getJson("/x", {}, "list");
+    expect(asked).toEqual([10]);
+    expect(seen).toEqual([
+      {
+        status: 200,
+        cost: 10,
+        reading: { burstRemaining: 3, burstResetAt: expect.any(Number) },
+      },
+    ]);
+    const reading = (seen[0] as { reading: { burstResetAt: number } }).reading;
+    expect(reading.burstResetAt).toBeGreaterThanOrEqual(before + 2_000);
   });
 
   it("refuses a response larger than its limit", async () => {
@@ -78,10 +124,10 @@ describe("source client", () => {
     let calls = 0;
     handler = (_req, res) => {
       calls++;
-      res.writeHead(200, { "x-ratelimit-remaining": calls === 1 ? "0" : "5", "x-ratelimit-reset": "1" });
+      res.writeHead(200, { "ratelimit-remaining": calls === 1 ? "0" : "5", "ratelimit-reset": "1" });
       res.end("{}");
     };
-    const c = client({ pacer: new HeaderPacer() });
+    const c = client({ pacer: new HeaderBudgetPacer() });
     await c.getJson("/a");
     const started = Date.now();
     await c.getJson("/b");

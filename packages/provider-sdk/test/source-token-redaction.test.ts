@@ -3,6 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PermanentError, SourceClient } from "../src/index.js";
+import { testAdapter } from "./test-adapter.js";
 
 /** Upper case after a Q: no prefix of it occurs in the client's own words or the path. */
 const TOKEN = `QZ${randomBytes(12).toString("hex").toUpperCase()}`;
@@ -35,7 +36,7 @@ afterAll(async () => {
 
 describe("the source's token in what the source sends back", () => {
   it("leaves no prefix of itself in the client's error, wherever the excerpt cuts it", async () => {
-    const client = new SourceClient({ baseUrl, apiToken: TOKEN });
+    const client = new SourceClient({ baseUrl, apiToken: TOKEN, adapter: testAdapter });
     // From the token wholly inside the excerpt to its first character alone at the cut.
     for (let before = EXCERPT - TOKEN.length - 1; before < EXCERPT; before++) {
       const err = await client.getJson("/v1/deals", { before }).catch((e: unknown) => e);
@@ -47,7 +48,7 @@ describe("the source's token in what the source sends back", () => {
   });
 
   it("is gone from a row's text before the provider sees the row", async () => {
-    const client = new SourceClient({ baseUrl, apiToken: TOKEN });
+    const client = new SourceClient({ baseUrl, apiToken: TOKEN, adapter: testAdapter });
     const page = await client.getJson<{ data: { note: string }[] }>("/rows");
     expect(page.data[0]!.note).toBe("token [redacted] pasted by the customer");
   });

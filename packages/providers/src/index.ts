@@ -2,6 +2,7 @@ import type { Provider } from "@drover/provider-sdk";
 import { crmProvider } from "./crm/provider.js";
 import { pgTableProvider } from "./pg-table/index.js";
 
+export { nextMidnight, pipedriveAdapter } from "./crm/client.js";
 export { crmProvider } from "./crm/provider.js";
 export { NOT_LINKED } from "./crm/writers.js";
 export * from "./pg-table/index.js";

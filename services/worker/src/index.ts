@@ -1,3 +1,3 @@
+export { BudgetLeases, LeasedBudgetPacer } from "./budget-leases.js";
 export { loadWorkerConfig, type WorkerConfig } from "./config.js";
-export { LeasedPacer, SourceBudgets } from "./source-budget.js";
 export { startWorker, type Worker, type WorkerOptions, type WorkerState } from "./worker.js";

@@ -8,11 +8,11 @@ import { ensureTaskQueue, startLane, taskQueueNames } from "@drover/task-queue";
 import { createLogger, injectTraceContext, type Logger } from "@drover/telemetry";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
+import { BudgetLeases } from "./budget-leases.js";
 import type { WorkerConfig } from "./config.js";
 import { CoordinatorLink } from "./coordinator-link.js";
 import { ACTIVE_CONNECTIONS_RATIO, pressureGauge } from "./database-pressure.js";
 import { HeldTasks } from "./held-tasks.js";
-import { SourceBudgets } from "./source-budget.js";
 import { taskMessageHandler } from "./task-message.js";
 import { WorkerLifecycle, type WorkerState } from "./worker-lifecycle.js";
 
@@ -83,7 +83,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   const shutdown = new AbortController();
   const held = new HeldTasks();
 
-  const budgets = new SourceBudgets(coordinator, config.DROVER_WORKER_ID);
+  const budgets = new BudgetLeases(coordinator, config.DROVER_WORKER_ID);
   // A 429 seen by any worker walls the account off for all of them until the source's reset.
   const walls = nc.subscribe(names.budgetWallSubject, {
     callback: (err, msg) => {

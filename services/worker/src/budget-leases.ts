@@ -9,11 +9,10 @@ import {
   type WorkerService,
 } from "@drover/proto";
 import {
-  type CallType,
-  type Pacer,
+  type BudgetPacer,
+  type PacedAnswer,
   RateLimitedError,
   sleep,
-  TOKEN_COSTS,
   TransientError,
 } from "@drover/provider-sdk";
 import { metrics } from "@drover/telemetry";
@@ -40,13 +39,13 @@ const rateLimited = metrics.counter("drover_worker_source_429_total", "Responses
 type Report = MessageInitShape<typeof ReportBudgetRequestSchema>;
 
 /**
- * One account's budget as this worker process sees it: slots leased from the coordinator and
- * shared by every task of the process on that account. What the source's headers say is absorbed
- * in memory — no database write per response — and reported in a throttled way: at most every
+ * One account's budget as this worker process sees it: slots leased from the coordinator's
+ * BudgetKeeper and shared by every task of the process on that account. What the source's answers
+ * say is absorbed in memory — no database write per response — and reported in a throttled way: at most every
  * 30 s, at once when the daily counter moved or a 429 arrived, and always before a lease. A report
  * carries only the readings that changed, and `spent` as an increment.
  */
-export class LeasedPacer implements Pacer {
+export class LeasedBudgetPacer implements BudgetPacer {
   readonly graceMs = GRACE_MS;
   private slots: number[] = [];
   private leasing: Promise<void> | undefined;
@@ -65,7 +64,7 @@ export class LeasedPacer implements Pacer {
     private readonly account: { source: string; sourceAccount: string; workerId: string },
   ) {}
 
-  async acquire(type: CallType, signal?: AbortSignal, count = 1): Promise<number[]> {
+  async acquire(cost: number, signal?: AbortSignal, count = 1): Promise<number[]> {
     const out: number[] = [];
     const started = Date.now();
     this.demand += count;
@@ -79,7 +78,7 @@ export class LeasedPacer implements Pacer {
           this.demand--;
           continue;
         }
-        this.leasing ??= this.lease(Math.max(1, this.demand), type, signal).finally(() => {
+        this.leasing ??= this.lease(Math.max(1, this.demand), cost, signal).finally(() => {
           this.leasing = undefined;
         });
         await this.leasing;
@@ -91,33 +90,30 @@ export class LeasedPacer implements Pacer {
     return out;
   }
 
-  absorb(headers: Headers, status: number, type: CallType): void {
+  absorb({ status, cost, reading }: PacedAnswer): void {
     let urgent = false;
-    // A successful answer without a limit header means the source announces no burst limit.
-    const limit =
-      intHeader(headers, "x-ratelimit-limit") ?? (status >= 200 && status < 300 ? UNLIMITED : undefined);
+    // A successful answer that states no burst limit means the source announces none.
+    const limit = reading.burstCapacity ?? (status >= 200 && status < 300 ? UNLIMITED : undefined);
     if (limit !== undefined && limit > 0 && limit !== this.known.capacity) {
       this.known.capacity = limit;
       this.pending.capacity = limit;
       urgent = true;
     }
-    const daily = intHeader(headers, "x-daily-ratelimit-token-remaining");
+    const daily = reading.daily?.remaining;
     if (daily !== undefined && daily !== this.known.dailyRemaining) {
       this.known.dailyRemaining = daily;
       this.pending.dailyRemaining = daily;
       urgent = true;
     }
-    if (status === 429) {
-      rateLimited.inc({ account: this.account.sourceAccount });
-      const reset = Math.max(1, intHeader(headers, "x-ratelimit-reset") ?? 2);
-      const until = Date.now() + reset * 1000;
+    if (reading.blockedUntil !== undefined) {
+      if (status === 429) rateLimited.inc({ account: this.account.sourceAccount });
       // Never send again before the reset: drop what was leased before it, and tell the coordinator.
-      this.blockedUntil = Math.max(this.blockedUntil, until);
+      this.blockedUntil = Math.max(this.blockedUntil, reading.blockedUntil);
       this.slots = this.slots.filter((t) => t >= this.blockedUntil);
       this.pending.blockedUntil = this.blockedUntil;
       urgent = true;
     } else if (status > 0 && status < 500) {
-      this.pending.spent += TOKEN_COSTS[type];
+      this.pending.spent += cost;
     }
     if (urgent || Date.now() - this.reportedAt > REPORT_EVERY_MS) void this.report();
   }
@@ -166,7 +162,7 @@ export class LeasedPacer implements Pacer {
     return this.reporting;
   }
 
-  private async lease(want: number, type: CallType, signal?: AbortSignal): Promise<void> {
+  private async lease(want: number, cost: number, signal?: AbortSignal): Promise<void> {
     if (this.blockedUntil > Date.now()) {
       if (this.blockedUntil - Date.now() > PARK_AFTER_MS) {
         throw new RateLimitedError(
@@ -186,7 +182,7 @@ export class LeasedPacer implements Pacer {
             sourceAccount: this.account.sourceAccount,
             workerId: this.account.workerId,
             want,
-            tokensPerSlot: TOKEN_COSTS[type],
+            tokensPerSlot: cost,
           },
           { deadline: new Date(Date.now() + 5_000), ...(signal ? { signal } : {}) },
         );
@@ -221,20 +217,20 @@ export class LeasedPacer implements Pacer {
   }
 }
 
-/** One LeasedPacer per source account in this process. */
-export class SourceBudgets {
-  private readonly pacers = new Map<string, LeasedPacer>();
+/** One LeasedBudgetPacer per source account in this process. */
+export class BudgetLeases {
+  private readonly pacers = new Map<string, LeasedBudgetPacer>();
 
   constructor(
     private readonly client: Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">,
     private readonly workerId: string,
   ) {}
 
-  for(source: string, sourceAccount: string): LeasedPacer {
+  for(source: string, sourceAccount: string): LeasedBudgetPacer {
     const key = `${source}\u0000${sourceAccount}`;
     let pacer = this.pacers.get(key);
     if (!pacer) {
-      pacer = new LeasedPacer(this.client, { source, sourceAccount, workerId: this.workerId });
+      pacer = new LeasedBudgetPacer(this.client, { source, sourceAccount, workerId: this.workerId });
       this.pacers.set(key, pacer);
     }
     return pacer;
@@ -249,11 +245,4 @@ export class SourceBudgets {
   async flush(): Promise<void> {
     await Promise.allSettled([...this.pacers.values()].map((p) => p.report()));
   }
-}
-
-function intHeader(headers: Headers, name: string): number | undefined {
-  const raw = headers.get(name);
-  if (raw === null) return undefined;
-  const n = Number.parseInt(raw, 10);
-  return Number.isFinite(n) ? n : undefined;
 }

@@ -1,0 +1,51 @@
+import { sleep } from "./sleep.js";
+import type { BudgetReading } from "./source-adapter.js";
+
+/** A source's answer as a budget pacer learns from it: already read by the source's adapter. */
+export interface PacedAnswer {
+  /** The HTTP status; 0 when the request never got an answer. */
+  status: number;
+  /** What the call cost against the daily allowance. */
+  cost: number;
+  reading: BudgetReading;
+}
+
+/**
+ * Paces calls against the source account's budget. acquire() hands out slots: instants from which
+ * a request may be sent, each usable only until `graceMs` after it. absorb() learns from each
+ * answer. HeaderBudgetPacer paces one process by the last answer it saw; the worker's leased
+ * budget, shared through the coordinator, takes its place without touching the providers.
+ */
+export interface BudgetPacer {
+  /** Slot times (epoch ms), one per request, ascending. `cost` is what each request will cost. */
+  acquire(cost: number, signal?: AbortSignal, count?: number): Promise<number[]>;
+  /** How late after its time a slot may still be used. */
+  readonly graceMs: number;
+  absorb(answer: PacedAnswer): void;
+}
+
+/** Stays under the burst window by what the answers say is left in it and when it ends. */
+export class HeaderBudgetPacer implements BudgetPacer {
+  readonly graceMs = Number.POSITIVE_INFINITY;
+  private remaining = Number.POSITIVE_INFINITY;
+  private resetAt = 0;
+  private inFlight = 0;
+
+  async acquire(_cost: number, signal?: AbortSignal, count = 1): Promise<number[]> {
+    for (;;) {
+      const now = Date.now();
+      if (now >= this.resetAt) this.remaining = Number.POSITIVE_INFINITY;
+      if (this.remaining - this.inFlight >= count) {
+        this.inFlight += count;
+        return Array.from({ length: count }, () => now);
+      }
+      await sleep(Math.max(50, this.resetAt - now), signal);
+    }
+  }
+
+  absorb({ reading }: PacedAnswer): void {
+    this.inFlight = Math.max(0, this.inFlight - 1);
+    if (reading.burstRemaining !== undefined) this.remaining = reading.burstRemaining;
+    if (reading.burstResetAt !== undefined) this.resetAt = reading.burstResetAt;
+  }
+}

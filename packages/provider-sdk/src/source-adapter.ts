@@ -1,0 +1,52 @@
+/** The kinds of call a source's allowance prices differently. */
+export type CallType = "list" | "get" | "update" | "search";
+
+/** The source's daily allowance as one answer stated it. The reset comes with the count, always. */
+export interface DailyReading {
+  /** Token units left today. */
+  remaining: number;
+  /** When the allowance is whole again (epoch ms): from the answer, else the source's documented rule. */
+  resetAt: number;
+}
+
+/** What one answer of the source said about the account's allowance; a reading it did not state is absent. */
+export interface BudgetReading {
+  /** Requests the burst window allows. */
+  burstCapacity?: number;
+  /** Requests left in the current burst window. */
+  burstRemaining?: number;
+  /** When the current burst window ends (epoch ms). */
+  burstResetAt?: number;
+  daily?: DailyReading;
+  /**
+   * The answer refused the call for the rate: nothing may be sent to the account before this (epoch
+   * ms). The source client sets it for every refusal, from the adapter or its own default.
+   */
+  blockedUntil?: number;
+}
+
+/** An answer as the adapter reads it. */
+export interface SourceAnswer {
+  status: number;
+  headers: Headers;
+}
+
+/**
+ * What is particular to one source's HTTP API: how a request carries the token, what each call
+ * costs against the daily allowance, which answer says what about the allowance, and which refusal
+ * other than a 429 means "too many requests". The provider supplies it; the source client, the
+ * budget pacers and the worker stay source-neutral.
+ */
+export interface SourceAdapter {
+  /** The request headers that present the token. Never a URL parameter: proxies and logs keep URLs. */
+  authHeaders(token: string): Record<string, string>;
+  /** Token units a call of this type costs against the daily allowance (0 for a source without one). */
+  cost(type: CallType): number;
+  /** What the answer says about the allowance. `cost` is what the call that got it costs. */
+  readBudget(answer: SourceAnswer, cost: number, now: number): BudgetReading;
+  /**
+   * For an answer that is not a 429 yet means "too many requests" (an edge's block page, say):
+   * the instant before which the account must not be called. Undefined for any other answer.
+   */
+  throttledUntil?(answer: SourceAnswer & { body: string }, now: number): number | undefined;
+}
