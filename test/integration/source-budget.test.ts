@@ -1,6 +1,7 @@
-import { createClient, WorkerService } from "@drover/proto";
+import { startSandbox } from "@drover/crm-sandbox";
+import { Code, createClient, isRpcError, WorkerService } from "@drover/proto";
 import { RateLimitedError, SourceClient } from "@drover/provider-sdk";
-import { pipedriveAdapter } from "@drover/providers";
+import { nextMidnight, pipedriveAdapter } from "@drover/providers";
 import { taskQueueNames } from "@drover/task-queue";
 import { LeasedBudgetPacer } from "@drover/worker";
 import { connect } from "@nats-io/transport-node";
@@ -127,6 +128,64 @@ describe("the wall after a 429", () => {
     } finally {
       rpc.close();
       await nc.close();
+    }
+  });
+});
+
+describe("the daily allowance's reset", () => {
+  it("travels from a worker's reading to the coordinator, which then refuses leases until it without calling the source", async () => {
+    const sandbox = await startSandbox({ port: 0, organizations: 3, dailyBudget: 30 });
+    const rpc = createClient(WorkerService, cluster.coordinator.address, {
+      metadata: () => ({ authorization: `Bearer ${cluster.tokens.worker}` }),
+    });
+    try {
+      const account = { source: "crm", sourceAccount: "daily-account" };
+      const client = new SourceClient({
+        baseUrl: sandbox.url,
+        apiToken: "t",
+        adapter: pipedriveAdapter(),
+        pacer: new LeasedBudgetPacer(rpc, { ...account, workerId: "spender" }),
+      });
+      const before = Date.now();
+      // A list costs 20 of the 30: 10 are left, which buys no second list.
+      await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
+      // Another process of the account asks next: it hears of the reset only through the coordinator.
+      const other = new SourceClient({
+        baseUrl: sandbox.url,
+        apiToken: "t",
+        adapter: pipedriveAdapter(),
+        pacer: new LeasedBudgetPacer(rpc, { ...account, workerId: "other" }),
+      });
+      const err = await other.getJson("/v1/organizations", { start: 0, limit: 1 }, "list").catch((e) => e);
+      expect(err).toBeInstanceOf(RateLimitedError);
+      // The reset the reading carried (the documented rule: next midnight, UTC here), from the coordinator.
+      expect((err as RateLimitedError).retryAt.getTime()).toBe(nextMidnight(before, "UTC"));
+      expect((err as Error).message).toMatch(/daily allowance .* is used up/);
+      expect(sandbox.stats().requests).toBe(1);
+    } finally {
+      rpc.close();
+      await sandbox.close();
+    }
+  });
+
+  it("is refused when a report carries the daily count without it", async () => {
+    const rpc = createClient(WorkerService, cluster.coordinator.address, {
+      metadata: () => ({ authorization: `Bearer ${cluster.tokens.worker}` }),
+    });
+    try {
+      const err = await rpc
+        .reportBudget({
+          source: "crm",
+          sourceAccount: "half-reported",
+          workerId: "w",
+          spent: 0n,
+          dailyRemaining: 0n,
+        })
+        .catch((e) => e);
+      expect(isRpcError(err, Code.INVALID_ARGUMENT)).toBe(true);
+      expect((err as Error).message).toMatch(/daily_remaining and daily_reset_at/);
+    } finally {
+      rpc.close();
     }
   });
 });

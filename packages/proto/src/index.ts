@@ -13,11 +13,17 @@ export {
   toJsonString,
 } from "@bufbuild/protobuf";
 export { timestampDate, timestampFromDate, timestampNow } from "@bufbuild/protobuf/wkt";
+export {
+  type BudgetReport,
+  type BudgetReportAccount,
+  budgetReportRequest,
+  type DailyAllowance,
+  readBudgetReport,
+} from "./budget-report.js";
 export * from "./gen/drover/v1/run_pb.js";
 export * from "./gen/drover/v1/run_service_pb.js";
 export * from "./gen/drover/v1/worker_service_pb.js";
 export * from "./gen/grpc/health/v1/health_pb.js";
-
 // The gRPC bridge.
 export {
   type AddServiceOptions,

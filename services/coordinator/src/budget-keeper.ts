@@ -1,4 +1,5 @@
 import { budgets, type Db } from "@drover/db";
+import type { BudgetReport } from "@drover/proto";
 import { metrics } from "@drover/telemetry";
 import { and, eq, sql } from "drizzle-orm";
 
@@ -45,14 +46,6 @@ export type LeaseResult =
   | { kind: "granted"; granted: number; firstSlotAt: number; intervalMs: number }
   | { kind: "wait"; retryAt: number }
   | { kind: "exhausted"; retryAt: number };
-
-export interface BudgetReading {
-  burstCapacity?: number | undefined;
-  dailyRemaining?: bigint | number | undefined;
-  dailyResetAt?: Date | undefined;
-  blockedUntil?: Date | undefined;
-  spent: number;
-}
 
 interface AccountState {
   id: number;
@@ -132,7 +125,7 @@ export class BudgetKeeper {
   }
 
   /** What a worker read from the source's headers: only the readings it changed, spent as an increment. */
-  async report(source: string, account: string, r: BudgetReading): Promise<void> {
+  async report(source: string, account: string, r: BudgetReport): Promise<void> {
     const a = await this.account(source, account);
     if (r.burstCapacity !== undefined && r.burstCapacity > 0 && r.burstCapacity !== a.capacity) {
       a.capacity = r.burstCapacity;
@@ -141,14 +134,14 @@ export class BudgetKeeper {
       // changes, so a successor leader that read the default from the row would pace by it for good.
       a.dailyMoved = true;
     }
-    if (r.dailyRemaining !== undefined) {
-      const value = Number(r.dailyRemaining);
-      if (value !== a.dailyRemaining) a.dailyMoved = true;
-      a.dailyRemaining = value;
+    if (r.daily) {
+      const { remaining, resetAt } = r.daily;
+      if (remaining !== a.dailyRemaining || resetAt.getTime() !== a.dailyResetAt) a.dailyMoved = true;
+      a.dailyRemaining = remaining;
+      a.dailyResetAt = resetAt.getTime();
       a.dirty = true;
-      remainingGauge.set({ account }, value);
+      remainingGauge.set({ account }, remaining);
     }
-    if (r.dailyResetAt) a.dailyResetAt = r.dailyResetAt.getTime();
     if (r.blockedUntil && r.blockedUntil.getTime() > a.blockedUntil) {
       // A 429: nothing more is scheduled before the source's reset.
       a.blockedUntil = r.blockedUntil.getTime();

@@ -4,8 +4,8 @@ import {
   Code,
   createClient,
   RpcError,
+  readBudgetReport,
   type ServiceImplementation,
-  timestampDate,
   timestampFromDate,
   WorkerService,
 } from "@drover/proto";
@@ -67,7 +67,8 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
     async reportBudget(req, call) {
       const source = requireText("source", req.source, 64);
       const account = requireText("source_account", req.sourceAccount, 256);
-      if (req.spent < 0n) throw invalid("spent is an increment and cannot be negative");
+      const report = readBudgetReport(req);
+      if ("problem" in report) throw invalid(report.problem);
       if (!ctx.isLeader())
         return (await forward()).reportBudget(req, {
           signal: call.signal,
@@ -75,13 +76,7 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
           // The leader checks the worker's own credential.
           metadata: forwardedCredentials(call),
         });
-      await ctx.budgets.report(source, account, {
-        burstCapacity: req.burstCapacity,
-        dailyRemaining: req.dailyRemaining,
-        dailyResetAt: req.dailyResetAt ? timestampDate(req.dailyResetAt) : undefined,
-        blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,
-        spent: Number(req.spent),
-      });
+      await ctx.budgets.report(source, account, report);
       return {};
     },
   };

@@ -65,8 +65,7 @@ describe("budget keeper", () => {
     const resetAt = new Date(clock + 3_600_000);
     await keeper.report("crm", "a3", {
       burstCapacity: 20,
-      dailyRemaining: 50,
-      dailyResetAt: resetAt,
+      daily: { remaining: 50, resetAt },
       spent: 0,
     });
     clock += 5_000;
@@ -92,7 +91,10 @@ describe("budget keeper", () => {
     clock += DEFAULT_BUDGET_OPTIONS.persistEveryMs + 1;
     expect(await keeper.persist()).toBe(1);
     expect(await keeper.persist()).toBe(0);
-    await keeper.report("crm", "a5", { dailyRemaining: 1_000, spent: 2 });
+    await keeper.report("crm", "a5", {
+      daily: { remaining: 1_000, resetAt: new Date(clock + 3_600_000) },
+      spent: 2,
+    });
     expect(await keeper.persist()).toBe(1); // the daily counter moved: at once
     const [row] = await database.db.execute<{ spent: string; daily_remaining: string }>(
       sql`select spent, daily_remaining from drover.budgets where source_account = 'a5'`,

@@ -1,11 +1,10 @@
 import {
+  type BudgetReport,
+  budgetReportRequest,
   type Client,
   Code,
   isRpcError,
-  type MessageInitShape,
-  type ReportBudgetRequestSchema,
   timestampDate,
-  timestampFromDate,
   type WorkerService,
 } from "@drover/proto";
 import {
@@ -36,14 +35,12 @@ const rateLimited = metrics.counter("drover_worker_source_429_total", "Responses
   "account",
 ]);
 
-type Report = MessageInitShape<typeof ReportBudgetRequestSchema>;
-
 /**
  * One account's budget as this worker process sees it: slots leased from the coordinator's
  * BudgetKeeper and shared by every task of the process on that account. What the source's answers
- * say is absorbed in memory — no database write per response — and reported in a throttled way: at most every
- * 30 s, at once when the daily counter moved or a 429 arrived, and always before a lease. A report
- * carries only the readings that changed, and `spent` as an increment.
+ * say is absorbed in memory — no database write per response — and reported in a throttled way:
+ * at most every 30 s, at once when the daily allowance moved or a refusal arrived, and always
+ * before a lease. A report carries only the readings that changed, and `spent` as an increment.
  */
 export class LeasedBudgetPacer implements BudgetPacer {
   readonly graceMs = GRACE_MS;
@@ -52,10 +49,9 @@ export class LeasedBudgetPacer implements BudgetPacer {
   /** Slots wanted by every acquire waiting right now: one lease asks for all of them. */
   private demand = 0;
   private blockedUntil = 0;
-  private pending: { capacity?: number; dailyRemaining?: number; blockedUntil?: number; spent: number } = {
-    spent: 0,
-  };
-  private known: { capacity?: number; dailyRemaining?: number } = {};
+  /** Readings not yet reported. */
+  private pending: BudgetReport = { spent: 0 };
+  private known: { capacity?: number; dailyRemaining?: number; dailyResetAt?: number } = {};
   private reportedAt = Date.now();
   private reporting: Promise<void> | undefined;
 
@@ -96,13 +92,17 @@ export class LeasedBudgetPacer implements BudgetPacer {
     const limit = reading.burstCapacity ?? (status >= 200 && status < 300 ? UNLIMITED : undefined);
     if (limit !== undefined && limit > 0 && limit !== this.known.capacity) {
       this.known.capacity = limit;
-      this.pending.capacity = limit;
+      this.pending.burstCapacity = limit;
       urgent = true;
     }
-    const daily = reading.daily?.remaining;
-    if (daily !== undefined && daily !== this.known.dailyRemaining) {
-      this.known.dailyRemaining = daily;
-      this.pending.dailyRemaining = daily;
+    const daily = reading.daily;
+    if (
+      daily &&
+      (daily.remaining !== this.known.dailyRemaining || daily.resetAt !== this.known.dailyResetAt)
+    ) {
+      this.known.dailyRemaining = daily.remaining;
+      this.known.dailyResetAt = daily.resetAt;
+      this.pending.daily = { remaining: daily.remaining, resetAt: new Date(daily.resetAt) };
       urgent = true;
     }
     if (reading.blockedUntil !== undefined) {
@@ -110,7 +110,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
       // Never send again before the reset: drop what was leased before it, and tell the coordinator.
       this.blockedUntil = Math.max(this.blockedUntil, reading.blockedUntil);
       this.slots = this.slots.filter((t) => t >= this.blockedUntil);
-      this.pending.blockedUntil = this.blockedUntil;
+      this.pending.blockedUntil = new Date(this.blockedUntil);
       urgent = true;
     } else if (status > 0 && status < 500) {
       this.pending.spent += cost;
@@ -129,31 +129,22 @@ export class LeasedBudgetPacer implements BudgetPacer {
   report(): Promise<void> {
     const p = this.pending;
     const hasNews =
-      p.capacity !== undefined ||
-      p.dailyRemaining !== undefined ||
-      p.blockedUntil !== undefined ||
-      p.spent > 0;
+      p.burstCapacity !== undefined || p.daily !== undefined || p.blockedUntil !== undefined || p.spent > 0;
     if (!hasNews) return this.reporting ?? Promise.resolve();
     this.pending = { spent: 0 };
     this.reportedAt = Date.now();
-    const request: Report = {
-      source: this.account.source,
-      sourceAccount: this.account.sourceAccount,
-      workerId: this.account.workerId,
-      spent: BigInt(p.spent),
-      ...(p.capacity !== undefined ? { burstCapacity: p.capacity } : {}),
-      ...(p.dailyRemaining !== undefined ? { dailyRemaining: BigInt(p.dailyRemaining) } : {}),
-      ...(p.blockedUntil !== undefined ? { blockedUntil: timestampFromDate(new Date(p.blockedUntil)) } : {}),
-    };
+    const { source, sourceAccount, workerId } = this.account;
+    const request = budgetReportRequest({ source, sourceAccount, workerId }, p);
     const previous = this.reporting ?? Promise.resolve();
     this.reporting = previous
       .then(() => this.client.reportBudget(request, { deadline: new Date(Date.now() + 5_000) }))
       .then(
         () => undefined,
         () => {
+          // Newer readings win; the increment adds up.
           this.pending = {
-            capacity: this.pending.capacity ?? p.capacity,
-            dailyRemaining: this.pending.dailyRemaining ?? p.dailyRemaining,
+            burstCapacity: this.pending.burstCapacity ?? p.burstCapacity,
+            daily: this.pending.daily ?? p.daily,
             blockedUntil: this.pending.blockedUntil ?? p.blockedUntil,
             spent: this.pending.spent + p.spent,
           };

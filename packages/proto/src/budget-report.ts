@@ -1,0 +1,67 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ReportBudgetRequest, ReportBudgetRequestSchema } from "./gen/drover/v1/worker_service_pb.js";
+
+/** The daily allowance as a source answer stated it: the count and when it is whole again, together. */
+export interface DailyAllowance {
+  remaining: number;
+  resetAt: Date;
+}
+
+/**
+ * What a worker read of one account's budget since its last report: only the readings that
+ * changed, `spent` as an increment.
+ */
+export interface BudgetReport {
+  burstCapacity?: number | undefined;
+  daily?: DailyAllowance | undefined;
+  /** A refusal: nothing may be sent to the account before this. */
+  blockedUntil?: Date | undefined;
+  spent: number;
+}
+
+export interface BudgetReportAccount {
+  source: string;
+  sourceAccount: string;
+  workerId: string;
+}
+
+/**
+ * The ReportBudget request, built from typed readings. `daily_remaining` and `daily_reset_at`
+ * travel as one reading: a count without its reset left the coordinator unable to say when the
+ * allowance returns, so its "exhausted" answer never fired.
+ */
+export function budgetReportRequest(
+  account: BudgetReportAccount,
+  report: BudgetReport,
+): MessageInitShape<typeof ReportBudgetRequestSchema> {
+  return {
+    ...account,
+    spent: BigInt(report.spent),
+    ...(report.burstCapacity !== undefined ? { burstCapacity: report.burstCapacity } : {}),
+    ...(report.daily
+      ? {
+          dailyRemaining: BigInt(report.daily.remaining),
+          dailyResetAt: timestampFromDate(report.daily.resetAt),
+        }
+      : {}),
+    ...(report.blockedUntil ? { blockedUntil: timestampFromDate(report.blockedUntil) } : {}),
+  };
+}
+
+/** The readings of a ReportBudget request, or what is wrong with it (a daily count without its reset). */
+export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { problem: string } {
+  if ((req.dailyRemaining === undefined) !== (req.dailyResetAt === undefined)) {
+    return { problem: "daily_remaining and daily_reset_at are reported together or not at all" };
+  }
+  if (req.spent < 0n) return { problem: "spent is an increment and cannot be negative" };
+  return {
+    spent: Number(req.spent),
+    burstCapacity: req.burstCapacity,
+    daily:
+      req.dailyRemaining !== undefined && req.dailyResetAt
+        ? { remaining: Number(req.dailyRemaining), resetAt: timestampDate(req.dailyResetAt) }
+        : undefined,
+    blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,
+  };
+}
