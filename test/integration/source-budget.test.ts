@@ -2,7 +2,7 @@ import { startSandbox } from "@drover/crm-sandbox";
 import { Code, createClient, isRpcError, WorkerService } from "@drover/proto";
 import { RateLimitedError, SourceClient } from "@drover/provider-sdk";
 import { nextMidnight, pipedriveAdapter } from "@drover/providers";
-import { taskQueueNames } from "@drover/task-queue";
+import { type BudgetWall, parseBudgetWall, taskQueueNames } from "@drover/task-queue";
 import { LeasedBudgetPacer } from "@drover/worker";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -99,10 +99,11 @@ describe("the wall after a 429", () => {
       metadata: () => ({ authorization: `Bearer ${cluster.tokens.worker}` }),
     });
     try {
-      const heard: { account: string; until: number }[] = [];
+      const heard: BudgetWall[] = [];
       const sub = nc.subscribe(taskQueueNames(cluster.prefix).budgetWallSubject, {
         callback: (_err, msg) => {
-          heard.push(JSON.parse(new TextDecoder().decode(msg.data)));
+          const wall = parseBudgetWall(msg.data);
+          if (wall) heard.push(wall);
         },
       });
       await nc.flush();

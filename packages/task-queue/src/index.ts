@@ -1,3 +1,4 @@
+export { type BudgetWall, parseBudgetWall, publishBudgetWall } from "./budget-wall.js";
 export { type Lane, type LaneOptions, startLane } from "./lane.js";
 export { type TaskQueueNames, taskQueueNames, taskSubject } from "./names.js";
 export {

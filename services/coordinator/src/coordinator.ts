@@ -11,7 +11,7 @@ import {
 } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
-import { ensureTaskQueue, publishVerification, taskQueueNames } from "@drover/task-queue";
+import { ensureTaskQueue, publishBudgetWall, publishVerification, taskQueueNames } from "@drover/task-queue";
 import {
   createLogger,
   extractTraceContext,
@@ -86,7 +86,7 @@ export async function startCoordinator(
   const js = jetstream(nc);
   // Slots already leased before a 429 must not be used: every worker hears of the wall at once.
   const budgets = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, Date.now, (source, account, until) =>
-    nc.publish(names.budgetWallSubject, JSON.stringify({ source, account, until })),
+    publishBudgetWall(nc, names, { source, account, until }),
   );
   let lease: LeaderLease | undefined;
 

@@ -4,7 +4,7 @@ import type { AssignmentOutcome, TaskRunnerDeps } from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
-import { ensureTaskQueue, startLane, taskQueueNames } from "@drover/task-queue";
+import { ensureTaskQueue, parseBudgetWall, startLane, taskQueueNames } from "@drover/task-queue";
 import { createLogger, injectTraceContext, type Logger } from "@drover/telemetry";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -87,17 +87,8 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   // A 429 seen by any worker walls the account off for all of them until the source's reset.
   const walls = nc.subscribe(names.budgetWallSubject, {
     callback: (err, msg) => {
-      if (err) return;
-      try {
-        const wall = JSON.parse(new TextDecoder().decode(msg.data)) as {
-          source: string;
-          account: string;
-          until: number;
-        };
-        if (typeof wall.until === "number") budgets.wall(wall.source, wall.account, wall.until);
-      } catch {
-        // not a wall announcement
-      }
+      const wall = err ? undefined : parseBudgetWall(msg.data);
+      if (wall) budgets.wall(wall.source, wall.account, wall.until);
     },
   });
   const runner: TaskRunnerDeps = {
