@@ -43,7 +43,7 @@ export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
 };
 
 export type LeaseResult =
-  | { kind: "granted"; granted: number; firstSlotAt: number; intervalMs: number }
+  | { kind: "granted"; granted: number; firstSlotAt: number; intervalMs: number; graceMs: number }
   | { kind: "wait"; retryAt: number }
   | { kind: "exhausted"; retryAt: number };
 
@@ -121,7 +121,13 @@ export class BudgetKeeper {
     }
     a.nextSlotAt = start + granted * interval;
     grantedCounter.inc({ account }, granted);
-    return { kind: "granted", granted, firstSlotAt: start, intervalMs: interval };
+    return {
+      kind: "granted",
+      granted,
+      firstSlotAt: start,
+      intervalMs: interval,
+      graceMs: this.options.graceMs,
+    };
   }
 
   /** What a worker read from the source's headers: only the readings it changed, spent as an increment. */

@@ -61,6 +61,7 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
         granted: result.granted,
         firstSlotAt: timestampFromDate(new Date(result.firstSlotAt)),
         intervalMs: result.intervalMs,
+        graceMs: result.graceMs,
       };
     },
 

@@ -22,8 +22,6 @@ const REPORT_EVERY_MS = 30_000;
 const PARK_AFTER_MS = 10_000;
 /** What a source that sends no rate-limit headers is paced at, per burst window. */
 const UNLIMITED = 100_000;
-/** See BudgetKeeper: slots are usable this long after their instant. */
-const GRACE_MS = 40;
 
 const leaseWait = metrics.histogram(
   "drover_worker_lease_wait_seconds",
@@ -43,7 +41,8 @@ const rateLimited = metrics.counter("drover_worker_source_429_total", "Responses
  * before a lease. A report carries only the readings that changed, and `spent` as an increment.
  */
 export class LeasedBudgetPacer implements BudgetPacer {
-  readonly graceMs = GRACE_MS;
+  /** How late a slot may still be used: the coordinator's, sent with each grant (see BudgetKeeper). */
+  graceMs = 0;
   private slots: number[] = [];
   private leasing: Promise<void> | undefined;
   /** Slots wanted by every acquire waiting right now: one lease asks for all of them. */
@@ -67,7 +66,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
     try {
       while (out.length < count) {
         signal?.throwIfAborted();
-        const usableFrom = Date.now() - GRACE_MS + 5;
+        const usableFrom = Date.now() - this.graceMs + 5;
         while (this.slots.length > 0 && this.slots[0]! < usableFrom) this.slots.shift();
         if (this.slots.length > 0) {
           out.push(this.slots.shift()!);
@@ -178,6 +177,12 @@ export class LeasedBudgetPacer implements BudgetPacer {
           { deadline: new Date(Date.now() + 5_000), ...(signal ? { signal } : {}) },
         );
         if (res.granted > 0 && res.firstSlotAt) {
+          // Without it every slot would count as late and be swapped for another, for ever.
+          if (!(res.graceMs > 0))
+            throw new TransientError(
+              "the coordinator's lease carries no grace_ms: it is older than this worker",
+            );
+          this.graceMs = res.graceMs;
           const first = timestampDate(res.firstSlotAt).getTime();
           for (let i = 0; i < res.granted; i++) this.slots.push(first + i * res.intervalMs);
           return;
@@ -191,7 +196,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
         }
         await sleep(Math.max(0, retryAt - Date.now()), signal);
       } catch (err) {
-        if (err instanceof RateLimitedError) throw err;
+        if (err instanceof RateLimitedError || err instanceof TransientError) throw err;
         if (isRpcError(err, Code.RESOURCE_EXHAUSTED)) {
           const at = Date.parse(err.details.retry_at ?? "") || Date.now() + 60_000;
           throw new RateLimitedError(err.message, new Date(at));

@@ -1,0 +1,55 @@
+import { type Client, timestampFromDate, type WorkerService } from "@drover/proto";
+import { TransientError } from "@drover/provider-sdk";
+import { describe, expect, it } from "vitest";
+import { LeasedBudgetPacer } from "../src/budget-leases.js";
+
+type Leases = Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">;
+
+/** A coordinator that grants `granted` slots from `fromMs` on, `intervalMs` apart, with the grace given. */
+function coordinator(graceMs: number, granted = 2, intervalMs = 10, fromMs = 30): Leases {
+  return {
+    leaseBudget: async () =>
+      ({
+        granted,
+        firstSlotAt: timestampFromDate(new Date(Date.now() + fromMs)),
+        intervalMs,
+        graceMs,
+      }) as never,
+    reportBudget: async () => ({}) as never,
+  };
+}
+
+const account = { source: "crm", sourceAccount: "acct", workerId: "w" };
+
+describe("a leased budget's grace", () => {
+  it("is the one the coordinator's lease carries", async () => {
+    const pacer = new LeasedBudgetPacer(coordinator(250), account);
+    const slots = await pacer.acquire(20, undefined, 2);
+    expect(slots).toHaveLength(2);
+    expect(pacer.graceMs).toBe(250);
+  });
+
+  it("keeps a slot that is late by less than the lease's grace instead of leasing again", async () => {
+    let leases = 0;
+    // Slots a second old: late, but well inside a 10 s grace.
+    const base = coordinator(10_000, 3, 0, -1_000);
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...base,
+        leaseBudget: (...args: Parameters<Leases["leaseBudget"]>) => {
+          leases++;
+          return base.leaseBudget(...args);
+        },
+      },
+      account,
+    );
+    await pacer.acquire(20);
+    await pacer.acquire(20, undefined, 2);
+    expect(leases).toBe(1);
+  });
+
+  it("missing from a lease fails the acquire rather than count every slot late for ever", async () => {
+    const pacer = new LeasedBudgetPacer(coordinator(0), account);
+    await expect(pacer.acquire(20)).rejects.toBeInstanceOf(TransientError);
+  });
+});
