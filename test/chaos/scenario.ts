@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { leaderAddress } from "@drover/db";
 import {
   accountFor,
   accountingProblems,
@@ -569,11 +570,9 @@ const TERMINAL: readonly RunStatus[] = [RunStatus.SUCCEEDED, RunStatus.FAILED, R
 
 /** Which coordinator leads, by the address it announced. */
 async function leaderIndex(h: Harness): Promise<number | undefined> {
-  const [row] = await h.database.db.execute<{ address: string }>(
-    sql`select address from drover.leadership where name = 'coordinator'`,
-  );
-  if (!row) return undefined;
-  const index = h.cluster.coordinatorAddresses.indexOf(row.address);
+  const address = await leaderAddress(h.database.db);
+  if (!address) return undefined;
+  const index = h.cluster.coordinatorAddresses.indexOf(address);
   if (index < 0 || !(await isAlive(h.cluster.coordinators[index]!))) return undefined;
   return index;
 }

@@ -7,6 +7,7 @@ export {
   type Tx,
 } from "./client.js";
 export { ensureDatabase } from "./ensure-database.js";
+export { COORDINATOR_LEADERSHIP, leaderAddress } from "./leadership.js";
 export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
 export { isConnectionError, pgErrorCode } from "./pg-error.js";
 export * from "./schema/index.js";

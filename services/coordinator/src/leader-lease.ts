@@ -1,5 +1,4 @@
-import type { Db } from "@drover/db";
-import { sql as dsql } from "drizzle-orm";
+import { COORDINATOR_LEADERSHIP } from "@drover/db";
 import postgres from "postgres";
 
 /** Every coordinator agrees on this key; whoever holds the advisory lock is the leader. */
@@ -43,7 +42,7 @@ export function leaderLease(url: string, self: { holder: string; address: string
           // Tell the other coordinators where budget leases go now.
           await sql`
             insert into drover.leadership (name, holder, address, updated_at)
-            values ('coordinator', ${self.holder}, ${self.address}, now())
+            values (${COORDINATOR_LEADERSHIP}, ${self.holder}, ${self.address}, now())
             on conflict (name) do update set holder = excluded.holder, address = excluded.address, updated_at = now()`;
         }
       } catch {
@@ -57,12 +56,4 @@ export function leaderLease(url: string, self: { holder: string; address: string
       await sql.end({ timeout: 5 });
     },
   };
-}
-
-/** Where the leader coordinator listens, as it last announced. */
-export async function leaderAddress(db: { execute: Db["execute"] }): Promise<string | undefined> {
-  const [row] = await db.execute<{ address: string }>(
-    dsql`select address from drover.leadership where name = 'coordinator'`,
-  );
-  return row?.address;
 }

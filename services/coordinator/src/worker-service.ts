@@ -1,3 +1,4 @@
+import { leaderAddress } from "@drover/db";
 import { progressRun } from "@drover/engine";
 import {
   type Client,
@@ -11,7 +12,6 @@ import {
 } from "@drover/proto";
 import { forwardedCredentials } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
-import { leaderAddress } from "./leader-lease.js";
 import { invalid, requireRunId, requireText } from "./validation.js";
 
 /**

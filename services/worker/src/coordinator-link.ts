@@ -1,6 +1,5 @@
-import type { Db } from "@drover/db";
+import { type Db, leaderAddress } from "@drover/db";
 import { type Client, Code, isRpcError, type WorkerService } from "@drover/proto";
-import { sql } from "drizzle-orm";
 
 type WorkerClient = Client<typeof WorkerService>;
 
@@ -47,12 +46,10 @@ export class CoordinatorLink implements Pick<WorkerClient, "leaseBudget" | "repo
   }
 
   private async moveToLeader(): Promise<void> {
-    const [row] = await this.db
-      .execute<{ address: string }>(sql`select address from drover.leadership where name = 'coordinator'`)
-      .catch(() => [] as { address: string }[]);
-    if (!row || row.address === this.address) return;
+    const address = await leaderAddress(this.db).catch(() => undefined);
+    if (!address || address === this.address) return;
     this.client.close();
-    this.address = row.address;
-    this.client = this.connect(row.address);
+    this.address = address;
+    this.client = this.connect(address);
   }
 }
