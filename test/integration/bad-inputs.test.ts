@@ -29,7 +29,8 @@ let c: Cluster;
 const live: string[] = [];
 
 beforeAll(async () => {
-  c = await startCluster({ workers: 0 });
+  // Two attempts, as the worker of the untrusted-source test has: the two must agree.
+  c = await startCluster({ workers: 0, coordinatorEnv: { DROVER_MAX_ATTEMPTS: "2" } });
 });
 afterAll(async () => {
   await c?.close();

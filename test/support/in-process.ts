@@ -5,6 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { bearer, formatApiKey, generateSecretKey, issueApiKey, parseScopes } from "@drover/auth";
+import { SHARED_SETTINGS } from "@drover/config";
 import { type Coordinator, loadCoordinatorConfig, startCoordinator } from "@drover/coordinator";
 import { type Sandbox, type SandboxOptions, startSandbox } from "@drover/crm-sandbox";
 import { type Database, openDatabase } from "@drover/db";
@@ -130,6 +131,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         DROVER_SHUTDOWN_GRACE_MS: "5000",
         DROVER_WORKER_TOKEN: tokens.worker,
         DROVER_SECRET_KEYS: secretKeys,
+        // Whatever the coordinator was given of the settings a worker must share, the workers get too.
+        ...Object.fromEntries(
+          Object.entries(options.coordinatorEnv ?? {}).filter(([name]) => name in SHARED_SETTINGS),
+        ),
       }),
       {
         logger: options.loggers?.worker ?? createLogger("worker", { level: LOG_LEVEL }),

@@ -75,6 +75,12 @@ export function identifier(fallback: string) {
     });
 }
 export { runServiceMain, type ServiceMain } from "./service-main.js";
+export {
+  SHARED_SETTINGS,
+  type SharedSettings,
+  settingsDisagreements,
+  sharedSettingsOf,
+} from "./shared-settings.js";
 
 /**
  * The port a service serves Prometheus metrics on: a number (0 picks a free one, which the ready line

@@ -13,6 +13,7 @@ export interface ServiceMain<C, S extends { stop(): Promise<void> }> {
   logger: MainLogger;
   /** Compiles the configuration; a ConfigError ends the process with code 2 and its message. */
   load(): C;
+  /** A ConfigError here (a setting found wrong only once started) also ends the process with code 2. */
   start(config: C): Promise<S>;
   /** The one JSON line printed on stdout when the service is ready (parents wait for it). */
   ready(service: S): Record<string, unknown>;
@@ -61,6 +62,11 @@ export function runServiceMain<C, S extends { stop(): Promise<void> }>(main: Ser
     process.on("SIGINT", () => shutdown("SIGINT"));
   };
   boot().catch((err) => {
+    if (err instanceof ConfigError) {
+      logger.fatal({ problems: err.problems }, `${main.name} refused its configuration`);
+      process.stderr.write(`${main.name}: ${err.message}\n`);
+      process.exit(2);
+    }
     logger.fatal({ err }, `${main.name} failed to start`);
     process.exit(1);
   });

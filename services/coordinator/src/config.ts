@@ -1,12 +1,12 @@
 import { ApiKeyError, loadApiKeys, secretKeyProblems, serverTlsProblems } from "@drover/auth";
 import {
   address,
-  identifier,
   intVar,
   metricsHost,
   metricsPort,
   parseEnv,
   postgresUrl,
+  SHARED_SETTINGS,
   z,
 } from "@drover/config";
 
@@ -14,16 +14,13 @@ const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
   NATS_URL: z.string().default("127.0.0.1:4222"),
   DROVER_GRPC_ADDRESS: address("127.0.0.1:50051"),
-  /** Must match the workers' lane width: dispatch keeps 2× this many of a run's tasks in flight. */
-  DROVER_LANE_WIDTH: intVar(1, 256, 4),
-  DROVER_QUEUE_PREFIX: identifier("drover"),
+  /** Lane width, queue prefix, attempts and notes cap: the workers must have the same (GetSettings). */
+  ...SHARED_SETTINGS,
   DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000),
   /** A running task whose lock has not moved for this long belongs to a dead worker. */
   DROVER_STALE_TASK_MS: intVar(5_000, 3_600_000, 90_000),
   /** A published task still pending after this long was lost by the broker; publish it again. */
   DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000),
-  DROVER_MAX_ATTEMPTS: intVar(1, 100, 8),
-  DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000),
   /**
    * Finished runs keep their tasks and notes this long; then the reaper freezes their counts on
    * the run and deletes them. Pruned notes no longer explain failed rows: keep it long.

@@ -33,6 +33,17 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
       return {};
     },
 
+    /** Read from this coordinator's own configuration: every coordinator must carry the same values. */
+    async getSettings() {
+      const { DROVER_LANE_WIDTH, DROVER_MAX_ATTEMPTS, DROVER_QUEUE_PREFIX, DROVER_NOTES_CAP } = ctx.config;
+      return {
+        laneWidth: DROVER_LANE_WIDTH,
+        maxAttempts: DROVER_MAX_ATTEMPTS,
+        queuePrefix: DROVER_QUEUE_PREFIX,
+        notesCap: DROVER_NOTES_CAP,
+      };
+    },
+
     async leaseBudget(req, call) {
       const source = requireText("source", req.source, 64);
       const account = requireText("source_account", req.sourceAccount, 256);

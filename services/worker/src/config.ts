@@ -2,34 +2,38 @@ import { hostname } from "node:os";
 import { clientTlsProblems, MAX_TOKEN_LENGTH, secretKeyProblems } from "@drover/auth";
 import {
   address,
+  ConfigError,
   effectiveTouchMs,
-  identifier,
   intVar,
   metricsHost,
   metricsPort,
   parseEnv,
   postgresUrl,
+  SHARED_SETTINGS,
+  type SharedSettings,
+  settingsDisagreements,
+  sharedSettingsOf,
   staleTaskMs,
   taskLockProblems,
   taskTouchMs,
   z,
 } from "@drover/config";
 import { WINDOW_DEADLINE_MS } from "@drover/engine";
+import type { Client, WorkerService } from "@drover/proto";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
   NATS_URL: z.string().default("127.0.0.1:4222"),
   DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051"),
-  /** Tasks this process runs at once. Each holds at most one database connection at a time. */
-  DROVER_LANE_WIDTH: intVar(1, 256, 4),
-  DROVER_QUEUE_PREFIX: identifier("drover"),
+  /**
+   * Lane width (tasks this process runs at once, each holding at most one database connection at a
+   * time), queue prefix, attempts and notes cap: checked against the coordinator's at start.
+   */
+  ...SHARED_SETTINGS,
   DROVER_WORKER_ID: z
     .string()
     .default(`${hostname()}-${process.pid}`)
     .refine((v) => v.length <= 100, { message: "must be at most 100 characters" }),
-  /** Transient failures a task may have before it fails for good. */
-  DROVER_MAX_ATTEMPTS: intVar(1, 100, 8),
-  DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000),
   /** How long one window's transaction may take before the task retries it (why 60 s: window-transaction.ts). */
   DROVER_WINDOW_DEADLINE_MS: intVar(1_000, 3_600_000, WINDOW_DEADLINE_MS),
   /** A query returning one numeric `value`: the destination database's pressure. */
@@ -106,4 +110,47 @@ function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {
     }),
   );
   return problems;
+}
+
+/**
+ * Refuses to start a worker whose shared settings differ from the coordinator's: a different queue
+ * prefix pulls from a stream nobody feeds, different attempts or notes cap judge the same task two
+ * ways. Adopting the coordinator's values instead would hide that two configurations drifted, so
+ * the worker stops with a ConfigError (exit code 2) naming each variable, like any other bad value.
+ * A coordinator that cannot answer now (down, or older than GetSettings) leaves the check to the
+ * next start with a warning: a worker does not need a coordinator to run.
+ */
+export async function checkSharedSettings(
+  coordinator: Pick<Client<typeof WorkerService>, "getSettings">,
+  config: WorkerConfig,
+  warn: (fields: object, message: string) => void,
+): Promise<void> {
+  let theirs: SharedSettings | undefined;
+  let lastError: unknown;
+  // Twice: a first call that finds its coordinator gone moves the link to the announced leader.
+  for (let attempt = 0; attempt < 2 && !theirs; attempt++) {
+    try {
+      const res = await coordinator.getSettings(
+        { workerId: config.DROVER_WORKER_ID },
+        { deadline: new Date(Date.now() + 5_000) },
+      );
+      theirs = {
+        DROVER_LANE_WIDTH: res.laneWidth,
+        DROVER_QUEUE_PREFIX: res.queuePrefix,
+        DROVER_MAX_ATTEMPTS: res.maxAttempts,
+        DROVER_NOTES_CAP: res.notesCap,
+      };
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  if (!theirs) {
+    warn(
+      { err: String(lastError) },
+      "the coordinator did not say its settings; lane width, queue prefix, attempts and notes cap are unchecked",
+    );
+    return;
+  }
+  const problems = settingsDisagreements(sharedSettingsOf(config), theirs);
+  if (problems.length > 0) throw new ConfigError(problems);
 }

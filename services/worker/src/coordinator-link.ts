@@ -9,7 +9,9 @@ type WorkerClient = Client<typeof WorkerService>;
  * and moves there, so a worker outlives the coordinator it was pointed at. The failed call still
  * fails: callers already retry (budget leases) or do not need the answer (TaskFinished).
  */
-export class CoordinatorLink implements Pick<WorkerClient, "leaseBudget" | "reportBudget" | "taskFinished"> {
+export class CoordinatorLink
+  implements Pick<WorkerClient, "leaseBudget" | "reportBudget" | "taskFinished" | "getSettings">
+{
   private address: string;
   private client: WorkerClient;
   private resolving: Promise<void> | undefined;
@@ -26,6 +28,7 @@ export class CoordinatorLink implements Pick<WorkerClient, "leaseBudget" | "repo
   leaseBudget: WorkerClient["leaseBudget"] = (req, opts) => this.call((c) => c.leaseBudget(req, opts));
   reportBudget: WorkerClient["reportBudget"] = (req, opts) => this.call((c) => c.reportBudget(req, opts));
   taskFinished: WorkerClient["taskFinished"] = (req, opts) => this.call((c) => c.taskFinished(req, opts));
+  getSettings: WorkerClient["getSettings"] = (req, opts) => this.call((c) => c.getSettings(req, opts));
 
   close(): void {
     this.client.close();

@@ -9,7 +9,7 @@ import { createLogger, injectTraceContext, type Logger } from "@drover/telemetry
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { BudgetLeases } from "./budget-leases.js";
-import type { WorkerConfig } from "./config.js";
+import { checkSharedSettings, type WorkerConfig } from "./config.js";
 import { CoordinatorLink } from "./coordinator-link.js";
 import { ACTIVE_CONNECTIONS_RATIO, pressureGauge } from "./database-pressure.js";
 import { HeldTasks } from "./held-tasks.js";
@@ -60,14 +60,6 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     max: config.DROVER_LANE_WIDTH + 2,
     applicationName: "drover-worker",
   });
-  const nc = await connect({
-    servers: config.NATS_URL,
-    name: `drover-worker-${config.DROVER_WORKER_ID}`,
-    maxReconnectAttempts: -1,
-  });
-  const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
-  const jsm = await jetstreamManager(nc);
-  await ensureTaskQueue(jsm, names);
   const credentials = channelCredentials({
     caFile: config.DROVER_TLS_CA_FILE,
     certFile: config.DROVER_TLS_CLIENT_CERT_FILE,
@@ -80,6 +72,22 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
       credentials,
     }),
   );
+  // Before the queue is touched: a worker with another prefix would create a stream nobody feeds.
+  await checkSharedSettings(coordinator, config, (fields, message) => logger.warn(fields, message)).catch(
+    async (err) => {
+      coordinator.close();
+      await database.close();
+      throw err;
+    },
+  );
+  const nc = await connect({
+    servers: config.NATS_URL,
+    name: `drover-worker-${config.DROVER_WORKER_ID}`,
+    maxReconnectAttempts: -1,
+  });
+  const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
+  const jsm = await jetstreamManager(nc);
+  await ensureTaskQueue(jsm, names);
   const shutdown = new AbortController();
   const held = new HeldTasks();
 

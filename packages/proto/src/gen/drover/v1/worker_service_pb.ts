@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/worker_service.proto.
  */
 export const file_drover_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5kcm92ZXIvdjEvd29ya2VyX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSJ2ChJMZWFzZUJ1ZGdldFJlcXVlc3QSDgoGc291cmNlGAEgASgJEhYKDnNvdXJjZV9hY2NvdW50GAIgASgJEgwKBHdhbnQYAyABKAUSEQoJd29ya2VyX2lkGAQgASgJEhcKD3Rva2Vuc19wZXJfc2xvdBgFIAEoBSKuAQoTTGVhc2VCdWRnZXRSZXNwb25zZRIPCgdncmFudGVkGAEgASgFEiwKCHJldHJ5X2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1maXJzdF9zbG90X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpbnRlcnZhbF9tcxgEIAEoARIQCghncmFjZV9tcxgFIAEoASLLAwoTUmVwb3J0QnVkZ2V0UmVxdWVzdBIOCgZzb3VyY2UYASABKAkSFgoOc291cmNlX2FjY291bnQYAiABKAkSEQoJd29ya2VyX2lkGAMgASgJEhsKDmJ1cnN0X2NhcGFjaXR5GAQgASgFSACIAQESFwoKYnVyc3RfdXNlZBgFIAEoBUgBiAEBEjcKDmJ1cnN0X3Jlc2V0X2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBEhwKD2RhaWx5X3JlbWFpbmluZxgHIAEoA0gDiAEBEjcKDmRhaWx5X3Jlc2V0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEg0KBXNwZW50GAkgASgDEjYKDWJsb2NrZWRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQFCEQoPX2J1cnN0X2NhcGFjaXR5Qg0KC19idXJzdF91c2VkQhEKD19idXJzdF9yZXNldF9hdEISChBfZGFpbHlfcmVtYWluaW5nQhEKD19kYWlseV9yZXNldF9hdEIQCg5fYmxvY2tlZF91bnRpbCIWChRSZXBvcnRCdWRnZXRSZXNwb25zZSJWChNUYXNrRmluaXNoZWRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB291dGNvbWUYAyABKAkSDQoFcGhhc2UYBCABKAUiFgoUVGFza0ZpbmlzaGVkUmVzcG9uc2Uy/wEKDVdvcmtlclNlcnZpY2USTAoLTGVhc2VCdWRnZXQSHS5kcm92ZXIudjEuTGVhc2VCdWRnZXRSZXF1ZXN0Gh4uZHJvdmVyLnYxLkxlYXNlQnVkZ2V0UmVzcG9uc2USTwoMUmVwb3J0QnVkZ2V0Eh4uZHJvdmVyLnYxLlJlcG9ydEJ1ZGdldFJlcXVlc3QaHy5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVzcG9uc2USTwoMVGFza0ZpbmlzaGVkEh4uZHJvdmVyLnYxLlRhc2tGaW5pc2hlZFJlcXVlc3QaHy5kcm92ZXIudjEuVGFza0ZpbmlzaGVkUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("Ch5kcm92ZXIvdjEvd29ya2VyX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSJ2ChJMZWFzZUJ1ZGdldFJlcXVlc3QSDgoGc291cmNlGAEgASgJEhYKDnNvdXJjZV9hY2NvdW50GAIgASgJEgwKBHdhbnQYAyABKAUSEQoJd29ya2VyX2lkGAQgASgJEhcKD3Rva2Vuc19wZXJfc2xvdBgFIAEoBSKuAQoTTGVhc2VCdWRnZXRSZXNwb25zZRIPCgdncmFudGVkGAEgASgFEiwKCHJldHJ5X2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1maXJzdF9zbG90X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpbnRlcnZhbF9tcxgEIAEoARIQCghncmFjZV9tcxgFIAEoASLLAwoTUmVwb3J0QnVkZ2V0UmVxdWVzdBIOCgZzb3VyY2UYASABKAkSFgoOc291cmNlX2FjY291bnQYAiABKAkSEQoJd29ya2VyX2lkGAMgASgJEhsKDmJ1cnN0X2NhcGFjaXR5GAQgASgFSACIAQESFwoKYnVyc3RfdXNlZBgFIAEoBUgBiAEBEjcKDmJ1cnN0X3Jlc2V0X2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBEhwKD2RhaWx5X3JlbWFpbmluZxgHIAEoA0gDiAEBEjcKDmRhaWx5X3Jlc2V0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEg0KBXNwZW50GAkgASgDEjYKDWJsb2NrZWRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQFCEQoPX2J1cnN0X2NhcGFjaXR5Qg0KC19idXJzdF91c2VkQhEKD19idXJzdF9yZXNldF9hdEISChBfZGFpbHlfcmVtYWluaW5nQhEKD19kYWlseV9yZXNldF9hdEIQCg5fYmxvY2tlZF91bnRpbCIWChRSZXBvcnRCdWRnZXRSZXNwb25zZSJWChNUYXNrRmluaXNoZWRSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB291dGNvbWUYAyABKAkSDQoFcGhhc2UYBCABKAUiFgoUVGFza0ZpbmlzaGVkUmVzcG9uc2UiJwoSR2V0U2V0dGluZ3NSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCSJoChNHZXRTZXR0aW5nc1Jlc3BvbnNlEhIKCmxhbmVfd2lkdGgYASABKAUSFAoMbWF4X2F0dGVtcHRzGAIgASgFEhQKDHF1ZXVlX3ByZWZpeBgDIAEoCRIRCglub3Rlc19jYXAYBCABKAUyzQIKDVdvcmtlclNlcnZpY2USTAoLTGVhc2VCdWRnZXQSHS5kcm92ZXIudjEuTGVhc2VCdWRnZXRSZXF1ZXN0Gh4uZHJvdmVyLnYxLkxlYXNlQnVkZ2V0UmVzcG9uc2USTwoMUmVwb3J0QnVkZ2V0Eh4uZHJvdmVyLnYxLlJlcG9ydEJ1ZGdldFJlcXVlc3QaHy5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVzcG9uc2USTwoMVGFza0ZpbmlzaGVkEh4uZHJvdmVyLnYxLlRhc2tGaW5pc2hlZFJlcXVlc3QaHy5kcm92ZXIudjEuVGFza0ZpbmlzaGVkUmVzcG9uc2USTAoLR2V0U2V0dGluZ3MSHS5kcm92ZXIudjEuR2V0U2V0dGluZ3NSZXF1ZXN0Gh4uZHJvdmVyLnYxLkdldFNldHRpbmdzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message drover.v1.LeaseBudgetRequest
@@ -231,6 +231,65 @@ export const TaskFinishedResponseSchema: GenMessage<TaskFinishedResponse> = /*@_
   messageDesc(file_drover_v1_worker_service, 5);
 
 /**
+ * @generated from message drover.v1.GetSettingsRequest
+ */
+export type GetSettingsRequest = Message<"drover.v1.GetSettingsRequest"> & {
+  /**
+   * @generated from field: string worker_id = 1;
+   */
+  workerId: string;
+};
+
+/**
+ * Describes the message drover.v1.GetSettingsRequest.
+ * Use `create(GetSettingsRequestSchema)` to create a new message.
+ */
+export const GetSettingsRequestSchema: GenMessage<GetSettingsRequest> = /*@__PURE__*/
+  messageDesc(file_drover_v1_worker_service, 6);
+
+/**
+ * The coordinator's value of each setting a worker must share, named by its environment variable.
+ *
+ * @generated from message drover.v1.GetSettingsResponse
+ */
+export type GetSettingsResponse = Message<"drover.v1.GetSettingsResponse"> & {
+  /**
+   * DROVER_LANE_WIDTH: dispatch keeps twice this many of a run's tasks in flight.
+   *
+   * @generated from field: int32 lane_width = 1;
+   */
+  laneWidth: number;
+
+  /**
+   * DROVER_MAX_ATTEMPTS: transient failures a task may have before it fails for good.
+   *
+   * @generated from field: int32 max_attempts = 2;
+   */
+  maxAttempts: number;
+
+  /**
+   * DROVER_QUEUE_PREFIX: names the stream, its subjects and the workers' consumer.
+   *
+   * @generated from field: string queue_prefix = 3;
+   */
+  queuePrefix: string;
+
+  /**
+   * DROVER_NOTES_CAP: notes kept per run.
+   *
+   * @generated from field: int32 notes_cap = 4;
+   */
+  notesCap: number;
+};
+
+/**
+ * Describes the message drover.v1.GetSettingsResponse.
+ * Use `create(GetSettingsResponseSchema)` to create a new message.
+ */
+export const GetSettingsResponseSchema: GenMessage<GetSettingsResponse> = /*@__PURE__*/
+  messageDesc(file_drover_v1_worker_service, 7);
+
+/**
  * Internal: workers call the coordinator. Correctness never depends on these calls arriving.
  *
  * @generated from service drover.v1.WorkerService
@@ -265,6 +324,16 @@ export const WorkerService: GenService<{
     methodKind: "unary";
     input: typeof TaskFinishedRequestSchema;
     output: typeof TaskFinishedResponseSchema;
+  },
+  /**
+   * The settings every worker must share with the coordinator; a worker compares its own at start.
+   *
+   * @generated from rpc drover.v1.WorkerService.GetSettings
+   */
+  getSettings: {
+    methodKind: "unary";
+    input: typeof GetSettingsRequestSchema;
+    output: typeof GetSettingsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_drover_v1_worker_service, 0);

@@ -1,0 +1,84 @@
+import { spawn } from "node:child_process";
+import { ConfigError } from "@drover/config";
+import { REPO_ROOT } from "@drover/local-cluster";
+import { taskQueueNames } from "@drover/task-queue";
+import { createLogger } from "@drover/telemetry";
+import { loadWorkerConfig, startWorker } from "@drover/worker";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Cluster, startCluster } from "../support/in-process.js";
+
+const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
+let c: Cluster;
+
+beforeAll(async () => {
+  // The harness's coordinator has lane width 2 and the default attempts (8).
+  c = await startCluster({ workers: 1 });
+});
+afterAll(async () => {
+  await c?.close();
+});
+
+/** A worker's environment that agrees with the cluster's coordinator, plus `extra`. */
+const workerEnv = (extra: Record<string, string>) => ({
+  DATABASE_URL: c.testDb.url,
+  NATS_URL,
+  DROVER_COORDINATOR_ADDRESS: c.coordinator.address,
+  DROVER_LANE_WIDTH: "2",
+  DROVER_QUEUE_PREFIX: c.prefix,
+  DROVER_WORKER_TOKEN: c.tokens.worker!,
+  DROVER_SECRET_KEYS: c.secretKeys,
+  DROVER_METRICS_PORT: "off",
+  ...extra,
+});
+
+describe("settings a worker shares with the coordinator", { timeout: 60_000 }, () => {
+  it("let a worker with the coordinator's values start", () => {
+    expect(c.workers[0]!.state).toBe("running");
+  });
+
+  it("refuse a worker whose queue prefix and attempts differ, naming both values, before it touches the queue", async () => {
+    const prefix = `${c.prefix}other`;
+    const err = await startWorker(
+      loadWorkerConfig(workerEnv({ DROVER_QUEUE_PREFIX: prefix, DROVER_MAX_ATTEMPTS: "3" })),
+      { logger: createLogger("worker", { level: "silent" }) },
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).problems).toEqual([
+      `DROVER_QUEUE_PREFIX: this worker has "${prefix}" but the coordinator "${c.prefix}"; set the same value on both`,
+      "DROVER_MAX_ATTEMPTS: this worker has 3 but the coordinator 8; set the same value on both",
+    ]);
+    const nc = await connect({ servers: NATS_URL });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await expect(jsm.streams.info(taskQueueNames(prefix).stream)).rejects.toThrow();
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("end the worker process with exit code 2 and a line naming the variable", async () => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "--conditions=@drover/source", "services/worker/src/main.ts"],
+      {
+        cwd: REPO_ROOT,
+        env: { ...process.env, ...workerEnv({ DROVER_LANE_WIDTH: "3", LOG_LEVEL: "silent" }) },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let stderr = "";
+    child.stderr.on("data", (chunk) => {
+      stderr += String(chunk);
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    // A worker that started after all is ended here rather than outlive the test.
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    const code = await exited.finally(() => clearTimeout(timer));
+    expect(code, stderr).toBe(2);
+    expect(stderr).toContain(
+      "DROVER_LANE_WIDTH: this worker has 3 but the coordinator 2; set the same value on both",
+    );
+  });
+});
