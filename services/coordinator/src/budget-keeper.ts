@@ -80,8 +80,6 @@ export class BudgetKeeper {
   private readonly accounts = new Map<string, Promise<AccountState>>();
   /** When this process began granting: a previous leader's grants reach at most a horizon past it. */
   private grantingSince: number;
-  /** Rows written (inserted or updated) since start: the benchmark's budget_writes figure. */
-  writes = 0;
 
   constructor(
     private readonly db: Db,
@@ -189,7 +187,6 @@ export class BudgetKeeper {
           updatedAt: new Date(),
         })
         .where(eq(budgets.id, a.id));
-      this.writes++;
       written++;
     }
     return written;
@@ -222,7 +219,6 @@ export class BudgetKeeper {
         .insert(budgets)
         .values({ source, sourceAccount: account, burstCapacity: this.options.defaultCapacity })
         .onConflictDoNothing();
-      this.writes++;
       [row] = await this.db
         .select()
         .from(budgets)

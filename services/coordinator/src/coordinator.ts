@@ -41,8 +41,6 @@ export interface Coordinator {
   address: string;
   /** True while this replica holds the leader lease and runs the reaper. */
   isLeader(): boolean;
-  /** Budget rows this replica has written (benchmarks). */
-  budgetWrites(): number;
   /** Runs one reaper pass now (tests). */
   sweepNow(): Promise<void>;
   /** Stops taking RPCs, finishes those in flight up to the grace time, releases leadership. Idempotent. */
@@ -182,7 +180,6 @@ export async function startCoordinator(
   return {
     address,
     isLeader: () => leader.held,
-    budgetWrites: () => budgets.writes,
     sweepNow: async () => {
       sweeping = sweeping.then(pass);
       await sweeping;
