@@ -13,7 +13,7 @@ const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 let c: Cluster;
 
 beforeAll(async () => {
-  // The harness's coordinator has lane width 2 and the default attempts (8).
+  // The harness's coordinator has lane width 2, the default attempts (8) and stale threshold (90 s).
   c = await startCluster({ workers: 1 });
 });
 afterAll(async () => {
@@ -35,19 +35,22 @@ const workerEnv = (extra: Record<string, string>) => ({
 
 describe("settings a worker shares with the coordinator", { timeout: 60_000 }, () => {
   it("let a worker with the coordinator's values start", () => {
-    expect(c.workers[0]!.state).toBe("running");
+    expect(c.workers[0]!.state).toBe("RUNNING");
   });
 
-  it("refuse a worker whose queue prefix and attempts differ, naming both values, before it touches the queue", async () => {
+  it("refuse a worker whose queue prefix, attempts and stale threshold differ, naming both values, before it touches the queue", async () => {
     const prefix = `${c.prefix}other`;
     const err = await startWorker(
-      loadWorkerConfig(workerEnv({ DROVER_QUEUE_PREFIX: prefix, DROVER_MAX_ATTEMPTS: "3" })),
+      loadWorkerConfig(
+        workerEnv({ DROVER_QUEUE_PREFIX: prefix, DROVER_MAX_ATTEMPTS: "3", DROVER_STALE_TASK_MS: "60000" }),
+      ),
       { logger: createLogger("worker", { level: "silent" }) },
     ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).problems).toEqual([
       `DROVER_QUEUE_PREFIX: this worker has "${prefix}" but the coordinator "${c.prefix}"; set the same value on both`,
       "DROVER_MAX_ATTEMPTS: this worker has 3 but the coordinator 8; set the same value on both",
+      "DROVER_STALE_TASK_MS: this worker has 60000 but the coordinator 90000; set the same value on both",
     ]);
     const nc = await connect({ servers: NATS_URL });
     try {

@@ -1,4 +1,5 @@
 import { identifier, intVar } from "./index.js";
+import { staleTaskMs } from "./task-lock.js";
 
 /**
  * Settings every coordinator and worker of a deployment must agree on. Each process reads them
@@ -14,6 +15,8 @@ export const SHARED_SETTINGS = {
   DROVER_MAX_ATTEMPTS: intVar(1, 100, 8),
   /** Notes kept per run. */
   DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000),
+  /** The reaper's stale-lock threshold; a worker derives and checks its touch interval from it. */
+  DROVER_STALE_TASK_MS: staleTaskMs(),
 };
 
 export interface SharedSettings {
@@ -21,6 +24,7 @@ export interface SharedSettings {
   DROVER_QUEUE_PREFIX: string;
   DROVER_MAX_ATTEMPTS: number;
   DROVER_NOTES_CAP: number;
+  DROVER_STALE_TASK_MS: number;
 }
 
 const NAMES = Object.keys(SHARED_SETTINGS) as (keyof SharedSettings)[];

@@ -3,8 +3,9 @@ import { intVar, z } from "./index.js";
 /**
  * A running task's lock is its worker's sign of life: the worker refreshes it (a touch) every
  * DROVER_TASK_TOUCH_MS, and the coordinator's reaper hands on a task whose lock is older than
- * DROVER_STALE_TASK_MS. Both processes read the threshold from the same variable; the touch
- * interval is derived from it unless set, and a set one is checked against it at start.
+ * DROVER_STALE_TASK_MS. Both processes read the threshold from the same variable (one of the
+ * SHARED_SETTINGS, compared at a worker's start); the touch interval is derived from it unless
+ * set, and a set one is checked against it at start.
  */
 
 /** A running task whose lock has not moved for this long belongs to a dead worker. */

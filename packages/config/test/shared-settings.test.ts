@@ -10,6 +10,7 @@ describe("settings shared by coordinator and workers", () => {
       DROVER_QUEUE_PREFIX: "drover",
       DROVER_MAX_ATTEMPTS: 8,
       DROVER_NOTES_CAP: 50_000,
+      DROVER_STALE_TASK_MS: 90_000,
     });
     expect(() => parseEnv(service, { DROVER_LANE_WIDTH: "0" })).toThrow(
       /DROVER_LANE_WIDTH: must be at least 1/,

@@ -14,11 +14,12 @@ const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
   NATS_URL: z.string().default("127.0.0.1:4222"),
   DROVER_GRPC_ADDRESS: address("127.0.0.1:50051"),
-  /** Lane width, queue prefix, attempts and notes cap: the workers must have the same (GetSettings). */
+  /**
+   * Lane width, queue prefix, attempts, notes cap and the stale-lock threshold (a running task whose
+   * lock has not moved for this long belongs to a dead worker): the workers must have the same.
+   */
   ...SHARED_SETTINGS,
   DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000),
-  /** A running task whose lock has not moved for this long belongs to a dead worker. */
-  DROVER_STALE_TASK_MS: intVar(5_000, 3_600_000, 90_000),
   /** A published task still pending after this long was lost by the broker; publish it again. */
   DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000),
   /**

@@ -35,12 +35,13 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
 
     /** Read from this coordinator's own configuration: every coordinator must carry the same values. */
     async getSettings() {
-      const { DROVER_LANE_WIDTH, DROVER_MAX_ATTEMPTS, DROVER_QUEUE_PREFIX, DROVER_NOTES_CAP } = ctx.config;
+      const c = ctx.config;
       return {
-        laneWidth: DROVER_LANE_WIDTH,
-        maxAttempts: DROVER_MAX_ATTEMPTS,
-        queuePrefix: DROVER_QUEUE_PREFIX,
-        notesCap: DROVER_NOTES_CAP,
+        laneWidth: c.DROVER_LANE_WIDTH,
+        maxAttempts: c.DROVER_MAX_ATTEMPTS,
+        queuePrefix: c.DROVER_QUEUE_PREFIX,
+        notesCap: c.DROVER_NOTES_CAP,
+        staleTaskMs: c.DROVER_STALE_TASK_MS,
       };
     },
 

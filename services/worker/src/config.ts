@@ -27,7 +27,8 @@ const schema = z.object({
   DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051"),
   /**
    * Lane width (tasks this process runs at once, each holding at most one database connection at a
-   * time), queue prefix, attempts and notes cap: checked against the coordinator's at start.
+   * time), queue prefix, attempts, notes cap and the reaper's stale-lock threshold (the touch
+   * interval must stay well under it): checked against the coordinator's at start.
    */
   ...SHARED_SETTINGS,
   DROVER_WORKER_ID: z
@@ -44,8 +45,6 @@ const schema = z.object({
   DROVER_PRESSURE_DEFER_MS: intVar(100, 600_000, 5_000),
   /** How long a SIGTERM waits for running tasks to commit their window and hand back. */
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000),
-  /** The coordinators' reaper threshold (same variable, same value): the touch interval must stay well under it. */
-  DROVER_STALE_TASK_MS: staleTaskMs(),
   /** How often a running task refreshes its lock; unset, derived from DROVER_STALE_TASK_MS. */
   DROVER_TASK_TOUCH_MS: taskTouchMs(),
   /** How long the worker tries to get its queue consumer back before it fails (exits non-zero). */
@@ -139,6 +138,7 @@ export async function checkSharedSettings(
         DROVER_QUEUE_PREFIX: res.queuePrefix,
         DROVER_MAX_ATTEMPTS: res.maxAttempts,
         DROVER_NOTES_CAP: res.notesCap,
+        DROVER_STALE_TASK_MS: res.staleTaskMs,
       };
     } catch (err) {
       lastError = err;
