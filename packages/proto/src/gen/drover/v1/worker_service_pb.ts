@@ -41,7 +41,7 @@ export type LeaseBudgetRequest = Message<"drover.v1.LeaseBudgetRequest"> & {
   workerId: string;
 
   /**
-   * Token units each request is expected to cost against the daily allowance (list 20, get 2).
+   * Token units each request is expected to cost against the daily allowance (the source adapter's cost).
    *
    * @generated from field: int32 tokens_per_slot = 5;
    */
