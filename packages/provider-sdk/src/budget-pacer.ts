@@ -47,5 +47,10 @@ export class HeaderBudgetPacer implements BudgetPacer {
     this.inFlight = Math.max(0, this.inFlight - 1);
     if (reading.burstRemaining !== undefined) this.remaining = reading.burstRemaining;
     if (reading.burstResetAt !== undefined) this.resetAt = reading.burstResetAt;
+    if (reading.blockedUntil !== undefined && reading.blockedUntil > Date.now()) {
+      // A refusal: the other tasks of this process wait for it too instead of each meeting it.
+      this.remaining = 0;
+      this.resetAt = Math.max(this.resetAt, reading.blockedUntil);
+    }
   }
 }

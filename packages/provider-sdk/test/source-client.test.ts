@@ -120,6 +120,21 @@ describe("source client", () => {
     await expect(client({ maxResponseBytes: 1_000 }).getJson("/x")).rejects.toBeInstanceOf(PermanentError);
   });
 
+  it("holds the process's other calls to the account until a refusal's reset", async () => {
+    let calls = 0;
+    handler = (_req, res) => {
+      calls++;
+      if (calls === 1) res.writeHead(429, { "retry-after": "1" });
+      res.end("{}");
+    };
+    const c = client({ pacer: new HeaderBudgetPacer() });
+    await expect(c.getJson("/a")).rejects.toBeInstanceOf(RateLimitedError);
+    const started = Date.now();
+    await c.getJson("/b");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(calls).toBe(2);
+  });
+
   it("waits for the burst window's reset once the headers say nothing remains", async () => {
     let calls = 0;
     handler = (_req, res) => {
