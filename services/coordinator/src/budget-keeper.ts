@@ -85,7 +85,7 @@ export class BudgetKeeper {
     private readonly db: Db,
     private readonly options: BudgetOptions = DEFAULT_BUDGET_OPTIONS,
     private readonly now: () => number = Date.now,
-    /** Called when an account is walled off by a 429, so workers drop the slots they already hold. */
+    /** Called when an account is walled off by a refusal, so workers drop the slots they already hold. */
     private readonly onWall: (source: string, account: string, until: number) => void = () => {},
   ) {
     this.grantingSince = now();
@@ -128,7 +128,7 @@ export class BudgetKeeper {
     };
   }
 
-  /** What a worker read from the source's headers: only the readings it changed, spent as an increment. */
+  /** What a worker read from the source's answers: only the readings that changed, spent as an increment. */
   async report(source: string, account: string, r: BudgetReport): Promise<void> {
     const a = await this.account(source, account);
     if (r.burstCapacity !== undefined && r.burstCapacity > 0 && r.burstCapacity !== a.capacity) {
@@ -147,7 +147,8 @@ export class BudgetKeeper {
       remainingGauge.set({ account }, remaining);
     }
     if (r.blockedUntil && r.blockedUntil.getTime() > a.blockedUntil) {
-      // A 429: nothing more is scheduled before the source's reset.
+      // A refusal (a 429, or a throttling the source's adapter recognised): nothing more is
+      // scheduled before the source's reset.
       a.blockedUntil = r.blockedUntil.getTime();
       a.nextSlotAt = Math.max(a.nextSlotAt, a.blockedUntil);
       a.dirty = true;
