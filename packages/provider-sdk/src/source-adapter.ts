@@ -13,6 +13,8 @@ export interface DailyReading {
 export interface BudgetReading {
   /** Requests the burst window allows. */
   burstCapacity?: number;
+  /** The rolling window burstCapacity is counted over (ms). */
+  burstWindowMs?: number;
   /** Requests left in the current burst window. */
   burstRemaining?: number;
   /** When the current burst window ends (epoch ms). */

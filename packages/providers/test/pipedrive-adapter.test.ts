@@ -36,7 +36,7 @@ async function withSandbox<T>(
 }
 
 describe("the Pipedrive adapter", () => {
-  it("presents the token in x-api-token, prices a list at 20, and reads the burst window and the daily allowance with its reset", async () => {
+  it("presents the token in x-api-token, prices a list at 20, and reads the burst window (its capacity over 2 s) and the daily allowance with its reset", async () => {
     await withSandbox({ organizations: 3, burstLimit: 5, dailyBudget: 100 }, async (client, pacer) => {
       const before = Date.now();
       await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
@@ -45,7 +45,7 @@ describe("the Pipedrive adapter", () => {
       expect(answer).toMatchObject({
         status: 200,
         cost: 20,
-        reading: { burstCapacity: 5, burstRemaining: 4, daily: { remaining: 80 } },
+        reading: { burstCapacity: 5, burstWindowMs: 2_000, burstRemaining: 4, daily: { remaining: 80 } },
       });
       // No answer said when the allowance returns: the documented rule does, midnight (UTC here).
       expect(answer!.reading.daily!.resetAt).toBe(nextMidnight(before, "UTC"));

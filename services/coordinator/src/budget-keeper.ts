@@ -28,8 +28,9 @@ export interface BudgetOptions {
   leadMs: number;
   /** At most one row write per account this often, unless the daily counter moved. */
   persistEveryMs: number;
-  /** Used until the source's own headers say otherwise (Pipedrive's lowest plan: 20 per 2 s). */
+  /** Used until the source's own answers say otherwise: a cautious 20 per 2 s. */
   defaultCapacity: number;
+  /** The burst window capacity counts over, until a lease says the source's (its adapter knows it). */
   windowMs: number;
 }
 
@@ -50,6 +51,7 @@ export type LeaseResult =
 interface AccountState {
   id: number;
   capacity: number;
+  windowMs: number;
   nextSlotAt: number;
   blockedUntil: number;
   dailyRemaining: number | null;
@@ -91,13 +93,21 @@ export class BudgetKeeper {
     this.grantingSince = now();
   }
 
-  intervalMs(capacity: number): number {
-    const { windowMs, graceMs } = this.options;
+  intervalMs(capacity: number, windowMs = this.options.windowMs): number {
+    const { graceMs } = this.options;
     return capacity > 1 ? (windowMs + graceMs) / (capacity - 1) : windowMs + graceMs;
   }
 
-  async lease(source: string, account: string, want: number, tokensPerSlot: number): Promise<LeaseResult> {
+  /** `burstWindowMs` is the window the source counts its capacity over; 0 when the worker does not know. */
+  async lease(
+    source: string,
+    account: string,
+    want: number,
+    tokensPerSlot: number,
+    burstWindowMs = 0,
+  ): Promise<LeaseResult> {
     const a = await this.account(source, account);
+    if (burstWindowMs > 0) a.windowMs = burstWindowMs;
     const now = this.now();
     if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
       if (a.dailyResetAt !== null && a.dailyResetAt > now)
@@ -105,7 +115,7 @@ export class BudgetKeeper {
       // The reset passed: the allowance is back until the source says otherwise.
       a.dailyRemaining = null;
     }
-    const interval = this.intervalMs(a.capacity);
+    const interval = this.intervalMs(a.capacity, a.windowMs);
     const start = Math.max(now + this.options.leadMs, a.nextSlotAt, a.blockedUntil);
     const reach = now + this.options.leadMs + this.options.horizonMs;
     if (start > reach) {
@@ -230,6 +240,8 @@ export class BudgetKeeper {
     return {
       id: row!.id,
       capacity: row!.burstCapacity,
+      // Not kept in the row: every lease that knows it says it again.
+      windowMs: this.options.windowMs,
       // A new leader does not know what the last one scheduled, at most a horizon past its own start.
       nextSlotAt: Math.max(now, this.grantingSince + this.options.horizonMs),
       blockedUntil: blocked > now ? blocked : 0,

@@ -51,6 +51,8 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
       if (req.want < 1 || req.want > 1_000) throw invalid("want must be between 1 and 1000");
       if (req.tokensPerSlot < 0 || req.tokensPerSlot > 10_000)
         throw invalid("tokens_per_slot must be between 0 and 10000");
+      if (req.burstWindowMs < 0 || req.burstWindowMs > 86_400_000)
+        throw invalid("burst_window_ms must be between 0 (unknown) and 86400000");
       if (!ctx.isLeader())
         return (await forward()).leaseBudget(req, {
           signal: call.signal,
@@ -58,7 +60,7 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
           // The leader checks the worker's own credential.
           metadata: forwardedCredentials(call),
         });
-      const result = await ctx.budgets.lease(source, account, req.want, req.tokensPerSlot);
+      const result = await ctx.budgets.lease(source, account, req.want, req.tokensPerSlot, req.burstWindowMs);
       if (result.kind === "exhausted") {
         throw new RpcError(
           Code.RESOURCE_EXHAUSTED,

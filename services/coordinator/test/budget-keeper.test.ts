@@ -50,6 +50,19 @@ describe("budget keeper", () => {
     expect(sends.length).toBeGreaterThan((0.9 * 600 * (60_000 - 2_000)) / 60_000);
   });
 
+  it("spaces slots over the burst window a lease states, and keeps it for leases that do not", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    await keeper.report("crm", "a6", { burstCapacity: 20, spent: 0 });
+    clock += 5_000;
+    const { graceMs } = DEFAULT_BUDGET_OPTIONS;
+    // 20 per minute, not per 2 s.
+    const first = await keeper.lease("crm", "a6", 1, 2, 60_000);
+    expect(first).toMatchObject({ kind: "granted", intervalMs: (60_000 + graceMs) / 19 });
+    clock += 60_000;
+    const second = await keeper.lease("crm", "a6", 1, 2);
+    expect(second).toMatchObject({ kind: "granted", intervalMs: (60_000 + graceMs) / 19 });
+  });
+
   it("answers with a time to come back when the schedule is full a horizon ahead", async () => {
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
     await keeper.report("crm", "a2", { burstCapacity: 20, spent: 0 });

@@ -50,7 +50,8 @@ export class LeasedBudgetPacer implements BudgetPacer {
   private blockedUntil = 0;
   /** Readings not yet reported. */
   private pending: BudgetReport = { spent: 0 };
-  private known: { capacity?: number; dailyRemaining?: number; dailyResetAt?: number } = {};
+  private known: { capacity?: number; windowMs?: number; dailyRemaining?: number; dailyResetAt?: number } =
+    {};
   private reportedAt = Date.now();
   private reporting: Promise<void> | undefined;
 
@@ -94,6 +95,8 @@ export class LeasedBudgetPacer implements BudgetPacer {
       this.pending.burstCapacity = limit;
       urgent = true;
     }
+    if (reading.burstWindowMs !== undefined && reading.burstWindowMs > 0)
+      this.known.windowMs = reading.burstWindowMs;
     const daily = reading.daily;
     if (
       daily &&
@@ -173,6 +176,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
             workerId: this.account.workerId,
             want,
             tokensPerSlot: cost,
+            burstWindowMs: this.known.windowMs ?? 0,
           },
           { deadline: new Date(Date.now() + 5_000), ...(signal ? { signal } : {}) },
         );

@@ -52,4 +52,23 @@ describe("a leased budget's grace", () => {
     const pacer = new LeasedBudgetPacer(coordinator(0), account);
     await expect(pacer.acquire(20)).rejects.toBeInstanceOf(TransientError);
   });
+
+  it("tells the coordinator the burst window the source's adapter stated, with every lease", async () => {
+    const asked: unknown[] = [];
+    const base = coordinator(40);
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...base,
+        leaseBudget: (...args: Parameters<Leases["leaseBudget"]>) => {
+          asked.push(args[0]);
+          return base.leaseBudget(...args);
+        },
+      },
+      account,
+    );
+    await pacer.acquire(20);
+    pacer.absorb({ status: 200, cost: 20, reading: { burstCapacity: 100, burstWindowMs: 60_000 } });
+    await pacer.acquire(20, undefined, 2);
+    expect(asked).toMatchObject([{ burstWindowMs: 0 }, { burstWindowMs: 60_000 }]);
+  });
 });

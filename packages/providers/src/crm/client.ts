@@ -11,8 +11,10 @@ import {
 /** Pipedrive's token costs per call type, against the daily allowance. */
 export const TOKEN_COSTS: Readonly<Record<CallType, number>> = { list: 20, get: 2, update: 10, search: 40 };
 
-/** A 429 without a reset header: Pipedrive's burst window is 2 s. */
-const RATE_LIMIT_WAIT_S = 2;
+/** Pipedrive counts its burst limit over a rolling 2 s window, on every plan. */
+const BURST_WINDOW_MS = 2_000;
+/** A 429 without a reset header: at most one burst window. */
+const RATE_LIMIT_WAIT_S = BURST_WINDOW_MS / 1000;
 /** Cloudflare blocks a client that kept sending after a 429; it lifts after about a minute. */
 const EDGE_BLOCK_MS = 60_000;
 
@@ -36,7 +38,10 @@ export function pipedriveAdapter(timeZone = "UTC"): SourceAdapter {
       const remaining = intHeader(headers, "x-ratelimit-remaining");
       const reset = intHeader(headers, "x-ratelimit-reset");
       const daily = intHeader(headers, "x-daily-ratelimit-token-remaining");
-      if (limit !== undefined) reading.burstCapacity = limit;
+      if (limit !== undefined) {
+        reading.burstCapacity = limit;
+        reading.burstWindowMs = BURST_WINDOW_MS;
+      }
       if (remaining !== undefined) reading.burstRemaining = remaining;
       if (reset !== undefined) reading.burstResetAt = now + Math.max(reset, 0) * 1000;
       if (status === 429) reading.blockedUntil = now + Math.max(1, reset ?? RATE_LIMIT_WAIT_S) * 1000;
