@@ -90,6 +90,38 @@ describe("crm records", () => {
     });
   });
 
+  it("keeps a custom field's companions with it, on every kind, v1 and v2", () => {
+    const key = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
+    const lead = "3f1e2d4c-5b6a-4789-8abc-def012345678";
+    expect(
+      parseLead({ id: lead, title: "L", organization_id: 8, [key]: 800, [`${key}_currency`]: "EUR" })
+        .customFields,
+    ).toEqual({ [key]: 800, [`${key}_currency`]: "EUR" });
+    const range = "d".repeat(40);
+    const address = "e".repeat(40);
+    const v1 = {
+      [range]: "2026-01-01",
+      [`${range}_until`]: "2026-03-31",
+      [address]: "1 Main Street, Springfield",
+      [`${address}_route`]: "Main Street",
+      [`${address}_street_number`]: "1",
+      [`${address}_formatted_address`]: "1 Main Street, Springfield, US",
+      [`${address}_postal_code`]: null,
+    };
+    const { [`${address}_postal_code`]: _, ...kept } = v1;
+    expect(parseDeal({ id: 1, title: "t", ...v1 }).customFields).toEqual(kept);
+    expect(parsePerson({ ...person, ...v1 }).customFields).toEqual(kept);
+    expect(parseNote({ id: 1, content: "c", ...v1 }).customFields).toEqual(kept);
+    expect(parseActivity({ id: 1, subject: "s", ...v1 }).customFields).toEqual(kept);
+    // A key that merely starts like one is no custom field.
+    expect(parseDeal({ id: 1, title: "t", [`${key}x`]: 1, [`${key}-y`]: 2 }).customFields).toBeNull();
+    const v2 = {
+      [key]: { value: 800, currency: "EUR" },
+      [address]: { value: "1 Main St", route: "Main St" },
+    };
+    expect(parseDeal({ id: 1, title: "t", custom_fields: v2 }).customFields).toEqual(v2);
+  });
+
   it("reads a mail message whose body is absent, null or empty", () => {
     const msg = {
       id: 3,

@@ -109,11 +109,22 @@ function checkContact(value: string, field: string, kind: "email" | "phone"): st
   return v;
 }
 
-/** Custom fields: v2 sends a `custom_fields` object; v1 puts them at the root under 40-hex keys. */
+/**
+ * A key that belongs to a custom field: the field's 40-hex key, or one of its companions
+ * `<key>_<suffix>`. v1 spreads a monetary, range, time or address field over several root keys
+ * (`<key>_currency`, `<key>_until`, `<key>_timezone_id`, `<key>_formatted_address`, `<key>_route`,
+ * ...); keeping the 40-hex key alone loses the currency, the end of the range or the address parts.
+ */
+export const CUSTOM_FIELD_KEY = /^[0-9a-f]{40}(_[a-z0-9_]+)?$/;
+
+/**
+ * Custom fields, every key that belongs to one: v2 sends a `custom_fields` object (a monetary field
+ * as `{value, currency}`, an address as an object); v1 puts them at the root, companions included.
+ */
 export function customFields(row: Obj): Record<string, unknown> | null {
   const out: Record<string, unknown> = {};
   const nested = row.custom_fields;
   if (typeof nested === "object" && nested !== null && !Array.isArray(nested)) Object.assign(out, nested);
-  for (const [k, v] of Object.entries(row)) if (/^[0-9a-f]{40}$/.test(k) && v !== null) out[k] = v;
+  for (const [k, v] of Object.entries(row)) if (CUSTOM_FIELD_KEY.test(k) && v !== null) out[k] = v;
   return Object.keys(out).length > 0 ? out : null;
 }
