@@ -35,12 +35,18 @@ export const CATCH_UP = "catch-up";
 /** Kinds in the order their parents come first: the catch-up pass walks them in this order. */
 export const PARENT_ORDER = ["organizations", "persons", "deals", "leads", "activities", "notes"] as const;
 
+/** Where a v1 list page says where it stands. */
+export interface V1Pagination {
+  start?: number;
+  limit?: number;
+  more_items_in_collection?: boolean;
+  next_start?: number;
+}
+
 export interface V1Envelope {
   success?: boolean;
   data?: unknown[] | null;
-  additional_data?: {
-    pagination?: { more_items_in_collection?: boolean; next_start?: number } | null;
-  } | null;
+  additional_data?: (V1Pagination & { pagination?: V1Pagination | null }) | null;
 }
 
 export interface V2Envelope {
@@ -52,4 +58,15 @@ export interface V2Envelope {
 /** The rows of either envelope: an empty collection may be `data: null`, with or without additional_data. */
 export function items(body: V1Envelope | V2Envelope | null | undefined): unknown[] {
   return Array.isArray(body?.data) ? body.data : [];
+}
+
+/**
+ * A v1 page's pagination. Most lists nest it under `additional_data.pagination`; the leads list and
+ * a deal's mail list put it straight in `additional_data` (their documented `AdditionalData`), so
+ * reading only the nested form would stop those lists after their first page.
+ */
+export function v1Pagination(body: V1Envelope | null | undefined): V1Pagination | undefined {
+  const additional = body?.additional_data;
+  if (typeof additional !== "object" || additional === null) return undefined;
+  return additional.pagination ?? additional;
 }

@@ -8,6 +8,7 @@ import {
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId } from "./fields.js";
+import { type V1Envelope, v1Pagination } from "./lists.js";
 import { parseEmail, unwrapMail } from "./records.js";
 import { emailKind, independentBatch } from "./writers.js";
 
@@ -27,11 +28,6 @@ interface MailCursor {
   index: number;
   /** The run's finding (BODY_SOURCE_FACT), kept for the task's retries. */
   bodies?: BodySource;
-}
-
-interface V1List {
-  data?: unknown[] | null;
-  additional_data?: { pagination?: { more_items_in_collection?: boolean; next_start?: number } } | null;
 }
 
 /** Bodies held in memory at once: deals are written in groups of about this many messages. */
@@ -174,7 +170,7 @@ export async function listMessages(
   const out: unknown[] = [];
   let start = 0;
   for (;;) {
-    const page = await client.getJson<V1List>(
+    const page = await client.getJson<V1Envelope>(
       `/v1/deals/${encodeURIComponent(deal)}/mailMessages`,
       { start, limit, ...(includeBody ? { include_body: 1 } : {}) },
       "list",
@@ -182,7 +178,7 @@ export async function listMessages(
     );
     const items = Array.isArray(page?.data) ? page.data : [];
     out.push(...items.map(unwrapMail));
-    const pagination = page?.additional_data?.pagination;
+    const pagination = v1Pagination(page);
     if (!pagination?.more_items_in_collection || items.length === 0) return out;
     start = typeof pagination.next_start === "number" ? pagination.next_start : start + items.length;
   }

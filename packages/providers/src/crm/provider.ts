@@ -15,7 +15,15 @@ import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { sourceId } from "./fields.js";
-import { CATCH_UP, items, KIND_LISTS, PARENT_ORDER, type V1Envelope, type V2Envelope } from "./lists.js";
+import {
+  CATCH_UP,
+  items,
+  KIND_LISTS,
+  PARENT_ORDER,
+  type V1Envelope,
+  type V2Envelope,
+  v1Pagination,
+} from "./lists.js";
 import { walkMail } from "./mail.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
@@ -221,7 +229,7 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
       ctx.signal,
     );
     raws = items(body);
-    if (body?.additional_data?.pagination?.more_items_in_collection === true && raws.length > 0)
+    if (v1Pagination(body)?.more_items_in_collection === true && raws.length > 0)
       next = { ...cursor, page: cursor.page + (cursor.stripes ?? 1) };
     // v1 leads and notes have no updated_since: the catch-up walks them and keeps what changed.
     if (cursor.since) raws = raws.filter((raw) => changedSince(raw, cursor.since!));

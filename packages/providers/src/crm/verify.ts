@@ -12,7 +12,15 @@ import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { ref, sourceId } from "./fields.js";
-import { CATCH_UP, items, KIND_LISTS, type SourceList, type V1Envelope, type V2Envelope } from "./lists.js";
+import {
+  CATCH_UP,
+  items,
+  KIND_LISTS,
+  type SourceList,
+  type V1Envelope,
+  type V2Envelope,
+  v1Pagination,
+} from "./lists.js";
 import { listMessages } from "./mail.js";
 import {
   parseActivity,
@@ -352,7 +360,7 @@ async function listIds(
       { signal: ctx.signal },
     );
     const rows = items(body);
-    const more = body?.additional_data?.pagination?.more_items_in_collection === true;
+    const more = v1Pagination(body)?.more_items_in_collection === true;
     // Named as walkPage names a row without a usable id, so the two compare.
     return { ids: rows.map((raw, j) => sourceId(raw) ?? `${kind}@${listIndex}:${start + j}`), more };
   };
