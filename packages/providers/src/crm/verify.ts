@@ -11,7 +11,7 @@ import {
 import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
-import { ref, sourceId } from "./fields.js";
+import { sourceId } from "./fields.js";
 import {
   CATCH_UP,
   items,
@@ -76,7 +76,8 @@ interface KindCheck {
   /** What the destination record is called in messages (the ledger's record_type). */
   select: string;
   fetch(id: string): { path: string; params?: Record<string, string | number> };
-  parse(raw: unknown): Obj;
+  /** `listedIn`: the deal whose list names the message (mail only: a message names no deal itself). */
+  parse(raw: unknown, listedIn?: string): Obj;
   /** Compared for a record this run (or an earlier one) created. */
   fields: Field[];
   /** Compared when the row was matched to a record that already existed: only what the match was on. */
@@ -187,13 +188,14 @@ export const COMPARED: Readonly<Record<string, KindCheck>> = {
       path: `/v1/mailbox/mailMessages/${encodeURIComponent(id)}`,
       params: { include_body: 1 },
     }),
-    parse: (raw) => {
+    parse: (raw, listedIn) => {
       // The message as the import stores it: the body from the same include_body fetch, "" as none.
+      // GET /v1/mailbox/mailMessages/{id} names no deal: the message belongs to the deal whose list
+      // it is found in, as the import took it.
       const data = unwrapMail(raw) as Obj;
-      const deal = ref(data, "deal_id");
-      if (deal === null) throw new RowError("deal_id is missing");
+      if (listedIn === undefined) throw new RowError("no deal of the source lists the message any more");
       const body = typeof data.body === "string" && data.body !== "" ? data.body : null;
-      return parseEmail(data, deal, body) as unknown as Obj;
+      return parseEmail(data, listedIn, body) as unknown as Obj;
     },
     fields: [
       text("subject"),
@@ -242,7 +244,8 @@ export const crmVerifier: ProviderVerifier = {
     if (!check) throw new PermanentError(`crm provider has no kind "${kind}"`);
     if (entries.length === 0) return [];
     const client = verifyClient(ctx);
-    const fetched = await fetchRows(ctx, client, check, entries);
+    const listedIn = kind === "mail" ? await mailDeals(ctx) : undefined;
+    const fetched = await fetchRows(ctx, client, check, entries, listedIn);
     const records = await destinationRecords(ctx, check, entries);
     const parents = await resolveParents(ctx, check, fetched);
     const out: SampleMismatch[] = [];
@@ -376,6 +379,15 @@ async function listIds(
   }
 }
 
+/** Where the deal each listed message was found in is kept, for the sample's comparison. */
+const MAIL_DEALS = "mail:deals";
+
+/** Message id -> the deal whose list names it, from the mail listing (listed first if not yet). */
+async function mailDeals(ctx: VerifyContext): Promise<ReadonlyMap<string, string>> {
+  if (!ctx.memo.has(MAIL_DEALS)) await crmVerifier.sourceIds(ctx, "mail");
+  return (ctx.memo.get(MAIL_DEALS) as Map<string, string> | undefined) ?? new Map();
+}
+
 /** Every message of every deal, one deal's list at a time per lane. */
 async function mailIds(
   ctx: VerifyContext,
@@ -383,6 +395,7 @@ async function mailIds(
   deals: readonly string[],
 ): Promise<string[]> {
   const perDeal: string[][] = new Array(deals.length);
+  const dealOf = new Map<string, string>();
   let next = 0;
   const lane = async () => {
     while (next < deals.length) {
@@ -400,9 +413,11 @@ async function mailIds(
       }
       // Named as walkMail names a message without a usable id.
       perDeal[i] = messages.map((raw, j) => sourceId(raw) ?? `mail@deal${deal}#${j}`);
+      for (const id of perDeal[i]) dealOf.set(id, deal);
     }
   };
   await Promise.all(Array.from({ length: LIST_CONCURRENCY }, lane));
+  ctx.memo.set(MAIL_DEALS, dealOf);
   return perDeal.flat();
 }
 
@@ -414,13 +429,17 @@ async function fetchRows(
   client: SourceClient,
   check: KindCheck,
   entries: readonly SampleEntry[],
+  listedIn: ReadonlyMap<string, string> | undefined,
 ): Promise<Map<string, Fetched>> {
   const out = new Map<string, Fetched>();
   let next = 0;
   const lane = async () => {
     while (next < entries.length) {
       const entry = entries[next++]!;
-      out.set(entry.sourceId, await fetchRow(ctx, client, check, entry.sourceId));
+      out.set(
+        entry.sourceId,
+        await fetchRow(ctx, client, check, entry.sourceId, listedIn?.get(entry.sourceId)),
+      );
     }
   };
   await Promise.all(Array.from({ length: Math.min(GET_CONCURRENCY, entries.length) }, lane));
@@ -432,6 +451,7 @@ async function fetchRow(
   client: SourceClient,
   check: KindCheck,
   id: string,
+  listedIn: string | undefined,
 ): Promise<Fetched> {
   const { path, params } = check.fetch(id);
   let body: { data?: unknown } | null;
@@ -447,7 +467,7 @@ async function fetchRow(
   if (typeof body?.data !== "object" || body.data === null)
     return { problem: "the source answered without the row" };
   try {
-    return { row: check.parse(body.data) };
+    return { row: check.parse(body.data, listedIn) };
   } catch (err) {
     if (!(err instanceof RowError)) throw err;
     return { problem: `the source row no longer parses (${err.message})` };
