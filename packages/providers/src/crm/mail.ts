@@ -108,14 +108,20 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
 }
 
 /**
- * An account whose list honours include_body sends a `body` key on its messages (null or "" when
- * there is none); one that does not, sends none at all. Decided once, on the first answer that has
- * messages: an absent body on a later message then means no body, not "fetch it".
+ * Whether the account's list honours include_body, read from a message that has a body
+ * (`has_body_flag` 1): its body in the list says yes, no `body` key says no. A message without a body
+ * says nothing: on either kind of account it may send no `body` key, `null` or `""`. Undecided
+ * (undefined) while no listed message has a body; the caller then keeps asking for bodies in the
+ * list and fetches them per message, and a later task decides.
  */
 export function detectBodySource(lists: readonly (readonly unknown[])[]): BodySource | undefined {
   for (const messages of lists) {
     for (const m of messages) {
-      if (typeof m === "object" && m !== null) return "body" in m ? "list" : "fetch";
+      if (typeof m !== "object" || m === null) continue;
+      const message = m as { has_body_flag?: unknown; body?: unknown };
+      if (message.has_body_flag !== 1 && message.has_body_flag !== true) continue;
+      if (!("body" in message)) return "fetch";
+      if (typeof message.body === "string" && message.body !== "") return "list";
     }
   }
   return undefined;
