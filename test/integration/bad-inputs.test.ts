@@ -3,6 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { bearer } from "@drover/auth";
 import { Code, RunStatus } from "@drover/proto";
+import { standInId } from "@drover/providers";
 import { createLogger } from "@drover/telemetry";
 import { loadWorkerConfig, startWorker, type Worker } from "@drover/worker";
 import { credentials, Client as GrpcClient, Metadata, type ServiceError } from "@grpc/grpc-js";
@@ -485,6 +486,27 @@ describe("malformed request bodies, as raw bytes through a plain grpc-js client"
   );
 });
 
+const org = (id: unknown, name: unknown) => ({
+  id,
+  name,
+  add_time: "2024-01-02 03:04:05",
+  update_time: "2024-01-02 03:04:05",
+});
+const BAD_ORGANIZATIONS = [
+  org(1, "Good One"),
+  org(undefined, "No Id"),
+  org({ value: 3 }, "Object Id"),
+  org(4, "n".repeat(2_000_000)),
+  org(5, "Good Five"),
+  7,
+  null,
+];
+const BAD_LEADS = [
+  { id: "not-a-uuid-but-ok", title: { nested: true } },
+  { id: "x".repeat(100), title: "t" },
+  { id: "lead-3", title: 42 },
+];
+
 /**
  * A source that answers badly, as the crm base_url: organizations come with a row without an id,
  * a row whose id is an object, a row with a 2 MB name and good rows; persons are malformed JSON;
@@ -500,29 +522,13 @@ function badSource(): Promise<{ url: string; server: Server; hits: Map<string, n
     });
   const cursorPage = (data: unknown) =>
     JSON.stringify({ success: true, data, additional_data: { next_cursor: null } });
-  const org = (id: unknown, name: unknown) => ({
-    id,
-    name,
-    add_time: "2024-01-02 03:04:05",
-    update_time: "2024-01-02 03:04:05",
-  });
   const server = createServer((req, res) => {
     const path = new URL(req.url ?? "/", "http://x").pathname;
     hits.set(path, (hits.get(path) ?? 0) + 1);
     res.setHeader("content-type", "application/json");
     switch (path) {
       case "/api/v2/organizations":
-        return res.end(
-          cursorPage([
-            org(1, "Good One"),
-            org(undefined, "No Id"),
-            org({ value: 3 }, "Object Id"),
-            org(4, "n".repeat(2_000_000)),
-            org(5, "Good Five"),
-            7,
-            null,
-          ]),
-        );
+        return res.end(cursorPage(BAD_ORGANIZATIONS));
       case "/api/v2/persons":
         return res.end('{"success":true,"data":[{"id":1,"name":"Ann"');
       case "/v1/notes":
@@ -536,13 +542,7 @@ function badSource(): Promise<{ url: string; server: Server; hits: Map<string, n
       case "/v1/leads/archived":
         return res.end(JSON.stringify({ success: true, data: null }));
       case "/v1/leads":
-        return res.end(
-          page([
-            { id: "not-a-uuid-but-ok", title: { nested: true } },
-            { id: "x".repeat(100), title: "t" },
-            { id: "lead-3", title: 42 },
-          ]),
-        );
+        return res.end(page(BAD_LEADS));
       default:
         res.statusCode = 404;
         return res.end(JSON.stringify({ success: false, error: "not found" }));
@@ -597,17 +597,22 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
           select distinct kind, subject_id, reason from drover.notes
            where run_id = ${run!.id}::uuid and level = 'error') n
          order by kind, subject_id collate "C"`);
-      expect(notes).toEqual([
+      // A row without a usable id is named by its list and a digest of itself (standInId).
+      const noId = (kind: string, raw: unknown) => ({
+        kind,
+        // As the source serves it: JSON drops an undefined id.
+        subject_id: standInId(kind, 0, JSON.parse(JSON.stringify(raw))),
+        reason: "the row has no usable id",
+      });
+      const expected = [
         { kind: "leads", subject_id: "lead-3", reason: "title is not text (got number)" },
-        { kind: "leads", subject_id: "leads@0:1", reason: "the row has no usable id" },
+        noId("leads", BAD_LEADS[1]),
         { kind: "leads", subject_id: "not-a-uuid-but-ok", reason: "title is not text (got object)" },
         { kind: "notes", subject_id: "77", reason: "content is not text (got number)" },
         { kind: "organizations", subject_id: "4", reason: "name is longer than 1000000 characters" },
-        { kind: "organizations", subject_id: "organizations@0:1", reason: "the row has no usable id" },
-        { kind: "organizations", subject_id: "organizations@0:2", reason: "the row has no usable id" },
-        { kind: "organizations", subject_id: "organizations@0:5", reason: "the row has no usable id" },
-        { kind: "organizations", subject_id: "organizations@0:6", reason: "the row has no usable id" },
-      ]);
+        ...[1, 2, 5, 6].map((i) => noId("organizations", BAD_ORGANIZATIONS[i])),
+      ].sort((a, b) => (a.kind + a.subject_id < b.kind + b.subject_id ? -1 : 1));
+      expect(notes).toEqual(expected);
       const ledger = await c.database.db.execute<{ kind: string; source_id: string; action: string }>(sql`
         select kind, source_id, action from drover.ledger where run_id = ${run!.id}::uuid order by kind, source_id`);
       expect(ledger).toEqual([

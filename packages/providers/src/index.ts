@@ -3,6 +3,7 @@ import { crmProvider } from "./crm/provider.js";
 import { pgTableProvider } from "./pg-table/index.js";
 
 export { nextMidnight, pipedriveAdapter } from "./crm/client.js";
+export { standInId } from "./crm/fields.js";
 export { crmProvider } from "./crm/provider.js";
 export { NOT_LINKED } from "./crm/writers.js";
 export * from "./pg-table/index.js";

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { RowError } from "@drover/provider-sdk";
 
 /**
@@ -83,6 +84,28 @@ export function sourceId(row: unknown): string | null {
   if (typeof v === "number" && Number.isSafeInteger(v)) return String(v);
   if (typeof v === "string" && v.length > 0 && v.length <= 64) return v;
   return null;
+}
+
+/**
+ * The name of a listed row that has no usable id, the same for the import (which notes the row as
+ * failed under it) and for verification (which lists the source's ids to compare with the ledger
+ * and those notes). It names the list and a digest of the row itself, never where a walk met it:
+ * the import's page size, its partitions and its catch-up pass each meet a row at another position
+ * than verification's own walk does. A row met twice gets one name; so do two identical rows.
+ */
+export function standInId(kind: string, list: number, raw: unknown): string {
+  const digest = createHash("sha256").update(canonicalJson(raw)).digest("hex").slice(0, 16);
+  return `${kind}@${list}:${digest}`;
+}
+
+/** JSON with object keys sorted, so equal rows digest alike whatever order their keys came in. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Obj)[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;

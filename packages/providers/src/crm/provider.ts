@@ -14,7 +14,7 @@ import {
 import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
-import { sourceId } from "./fields.js";
+import { sourceId, standInId } from "./fields.js";
 import {
   CATCH_UP,
   items,
@@ -197,9 +197,7 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
 
   let raws: unknown[];
   let next: ListCursor | undefined;
-  let offset: number;
   if (list.api === "v2") {
-    offset = cursor.page * cursor.limit;
     const body = await client.getJson<V2Envelope>(
       list.path,
       {
@@ -221,10 +219,9 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     if (typeof nextCursor === "string" && nextCursor !== "" && nextCursor !== cursor.cursor)
       next = { ...cursor, cursor: nextCursor, page: cursor.page + 1 };
   } else {
-    offset = cursor.page * cursor.limit;
     const body = await client.getJson<V1Envelope>(
       list.path,
-      { ...list.params, start: offset, limit: cursor.limit },
+      { ...list.params, start: cursor.page * cursor.limit, limit: cursor.limit },
       "list",
       ctx.signal,
     );
@@ -235,12 +232,11 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     if (cursor.since) raws = raws.filter((raw) => changedSince(raw, cursor.since!));
   }
 
-  const rows: SourceRow<unknown>[] = raws.map((raw, i) => {
+  const rows: SourceRow<unknown>[] = raws.map((raw) => {
     const id = sourceId(raw);
     if (id === null)
       return {
-        // Partitions each count from 0: the partition keeps their stand-in ids apart.
-        sourceId: `${ctx.task.kind}@${cursor.list}${cursor.partition ? `/${cursor.partition.index}` : ""}:${offset + i}`,
+        sourceId: standInId(ctx.task.kind, cursor.list, raw),
         data: { rowError: "the row has no usable id" },
       };
     try {

@@ -11,7 +11,7 @@ import {
 import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
-import { sourceId } from "./fields.js";
+import { sourceId, standInId } from "./fields.js";
 import {
   CATCH_UP,
   items,
@@ -317,7 +317,7 @@ async function cursorIds(
 ): Promise<string[]> {
   const ids: string[] = [];
   let cursor: string | null = null;
-  for (let page = 0; ; page++) {
+  for (;;) {
     const at: string | null = cursor;
     const body: V2Envelope | null = await withRetries(
       () =>
@@ -330,8 +330,7 @@ async function cursorIds(
       { signal: ctx.signal },
     );
     const rows = items(body);
-    // Named as walkPage names a row without a usable id, so the two compare.
-    ids.push(...rows.map((raw, j) => sourceId(raw) ?? `${kind}@${listIndex}:${page * PAGE_LIMIT + j}`));
+    ids.push(...rows.map((raw) => sourceId(raw) ?? standInId(kind, listIndex, raw)));
     const next: string | null | undefined = body?.additional_data?.next_cursor;
     if (typeof next !== "string" || next === "" || next === at) return ids;
     cursor = next;
@@ -364,8 +363,7 @@ async function listIds(
     );
     const rows = items(body);
     const more = v1Pagination(body)?.more_items_in_collection === true;
-    // Named as walkPage names a row without a usable id, so the two compare.
-    return { ids: rows.map((raw, j) => sourceId(raw) ?? `${kind}@${listIndex}:${start + j}`), more };
+    return { ids: rows.map((raw) => sourceId(raw) ?? standInId(kind, listIndex, raw)), more };
   };
   const first = await page(0);
   const ids = [...first.ids];
