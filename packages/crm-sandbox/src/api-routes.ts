@@ -61,27 +61,38 @@ function parsePage(query: URLSearchParams): Page | string {
   return page;
 }
 
+/**
+ * How a v1 list says where it stands: most under `additional_data.pagination`; the leads list and a
+ * deal's mail list straight in `additional_data` (their documented `AdditionalData`, in the official
+ * clients' models of GET /v1/leads and GET /v1/deals/{id}/mailMessages).
+ */
+type PaginationPlace = "nested" | "flat";
+
 /** The v1 list envelope over `total` items; an empty page is `data: null`, as Pipedrive sends it. */
-function listPage(query: URLSearchParams, total: number, item: (position: number) => unknown): ApiResult {
+function listPage(
+  query: URLSearchParams,
+  total: number,
+  item: (position: number) => unknown,
+  place: PaginationPlace = "nested",
+): ApiResult {
   const page = parsePage(query);
   if (typeof page === "string") return badRequest(page);
   const end = Math.min(total, page.start + page.limit);
   const data: unknown[] = [];
   for (let i = page.start; i < end; i++) data.push(item(i));
   const more = end < total;
+  const pagination = {
+    start: page.start,
+    limit: page.limit,
+    more_items_in_collection: more,
+    ...(more ? { next_start: page.start + page.limit } : {}),
+  };
   return {
     status: 200,
     body: {
       success: true,
       data: data.length === 0 ? null : data,
-      additional_data: {
-        pagination: {
-          start: page.start,
-          limit: page.limit,
-          more_items_in_collection: more,
-          ...(more ? { next_start: page.start + page.limit } : {}),
-        },
-      },
+      additional_data: place === "flat" ? pagination : { pagination },
     },
   };
 }
@@ -103,7 +114,7 @@ function leadPositions(ds: Dataset, archived: boolean): Int32Array {
 
 function listLeads(ds: Dataset, query: URLSearchParams, archived: boolean): ApiResult {
   const positions = leadPositions(ds, archived);
-  return listPage(query, positions.length, (i) => ds.rowAt("leads", positions[i] as number));
+  return listPage(query, positions.length, (i) => ds.rowAt("leads", positions[i] as number), "flat");
 }
 
 function listActivities(ds: Dataset, query: URLSearchParams): ApiResult {
@@ -124,17 +135,26 @@ function listDealMail(ds: Dataset, rawDealId: string, query: URLSearchParams): A
   // Since 2026 the per-deal list accepts include_body, saving one request per message.
   // Only where the account has it: elsewhere the list ignores the parameter and sends no body key.
   const includeBody = ds.listIncludeBody && truthy(query.get("include_body"));
-  return listPage(query, ds.mail.countFor(dealId), (index) => {
-    const data = ds.mailMessage(dealId, index, includeBody) as Row;
-    return { object: "mailMessage", timestamp: data.message_time, data };
-  });
+  return listPage(
+    query,
+    ds.mail.countFor(dealId),
+    (index) => {
+      const data = ds.mailMessage(dealId, index, includeBody, true) as Row;
+      return { object: "mailMessage", timestamp: data.message_time, data };
+    },
+    "flat",
+  );
 }
 
+/** The mailbox service answers in its own envelope (the documented `MailServiceBaseResponse`). */
 function getMailMessage(ds: Dataset, rawId: string, query: URLSearchParams): ApiResult {
   const location = /^[1-9]\d{0,9}$/.test(rawId) ? ds.mail.locate(Number(rawId)) : undefined;
   if (!location) return notFound("Mail message");
   const data = ds.mailMessage(location.dealId, location.index, truthy(query.get("include_body")));
-  return { status: 200, body: { success: true, data } };
+  return {
+    status: 200,
+    body: { success: true, statusCode: 200, statusText: "OK", service: "mailbox-api", data },
+  };
 }
 
 function organizationFields(ds: Dataset, query: URLSearchParams): ApiResult {
@@ -144,7 +164,13 @@ function organizationFields(ds: Dataset, query: URLSearchParams): ApiResult {
     { id: 3, key: "address", name: "Address", field_type: "address", edit_flag: false },
     { id: 4, key: "add_time", name: "Organization created", field_type: "date", edit_flag: false },
     { id: 5, key: "update_time", name: "Update time", field_type: "date", edit_flag: false },
-    { id: 6, key: ds.industryFieldKey, name: "Industry", field_type: "varchar", edit_flag: true },
+    ...ds.customFields.byKind.organizations.map((f, i) => ({
+      id: 6 + i,
+      key: f.key,
+      name: f.name,
+      field_type: f.type,
+      edit_flag: true,
+    })),
   ];
   return listPage(query, fields.length, (i) => fields[i]);
 }

@@ -1,3 +1,4 @@
+import { CustomFields } from "./custom-fields.js";
 import { MailIndex } from "./mail-index.js";
 import { type MalformableKind, malform, type Row } from "./malform.js";
 import { MAX_CHANGES, type ResolvedOptions } from "./options.js";
@@ -15,6 +16,7 @@ import {
   PRODUCTS,
   STREETS,
   SUBJECT_TOPICS,
+  TOKEN_OWNER_ID,
   USERS,
   type User,
 } from "./words.js";
@@ -38,8 +40,8 @@ const ORPHAN_RATE = 0.03;
 const NO_EMAIL_RATE = 0.05;
 const DUPLICATE_EMAIL_RATE = 0.02;
 const NO_PHONE_RATE = 0.1;
-const NULL_BODY_RATE = 0.05;
-const EMPTY_BODY_RATE = 0.02;
+/** Messages without a body (has_body_flag 0): a calendar invite, an empty forward. */
+const BODYLESS_RATE = 0.07;
 /** Deleted ids are drawn this far beyond the generated range. */
 const DELETED_SPREAD = 10_000;
 
@@ -62,7 +64,16 @@ export interface PersonEmail {
   duplicateOf: number | null;
 }
 
-export type BodyState = "html" | "null" | "empty";
+/**
+ * How a message's body is served: "html" for a message that has one (has_body_flag 1), sent when
+ * include_body asks for it. A message without one (has_body_flag 0) sends no `body` key, `null` or
+ * `""`, whatever was asked and whether or not the account's list honours include_body.
+ */
+export type BodyState = "html" | "absent" | "null" | "empty";
+
+/** v1 writes times as "YYYY-MM-DD HH:MM:SS" in UTC; the leads API, newer, as ISO 8601 with milliseconds. */
+const stamp = (kind: RowKind, ms: number): string =>
+  kind === "leads" ? new Date(ms).toISOString() : formatDateTime(ms);
 
 const ownerObject = (user: User) => ({
   id: user.id,
@@ -83,6 +94,7 @@ export class Dataset {
   readonly mail: MailIndex;
   /** Pipedrive names custom fields by a 40-hex key that differs per account. */
   readonly industryFieldKey: string;
+  readonly customFields: CustomFields;
   /** What was generated: times and references are computed against these, so a change set never moves them. */
   private readonly base: Record<RowKind, number>;
   private readonly counts: Record<RowKind, number>;
@@ -104,6 +116,7 @@ export class Dataset {
     this.counts = { ...this.base };
     this.mail = new MailIndex(opts.seed, opts.deals, opts.mailPerDealMax, opts.heavyMailDealRate);
     this.industryFieldKey = new Rng(opts.seed, "fields/industry", 0).hex(40);
+    this.customFields = new CustomFields(opts.seed, this.industryFieldKey);
   }
 
   count(kind: RowKind): number {
@@ -177,7 +190,7 @@ export class Dataset {
     const row = this.cleanRow(kind, id);
     if (this.changedAtMs !== null && (id > this.base[kind] || this.isEdited(kind, id))) {
       // An edit or an addition: what a catch-up pass must see, with the time it happened.
-      row.update_time = formatDateTime(this.changedAtMs);
+      row.update_time = stamp(kind, this.changedAtMs);
       if (id > this.base[kind]) row.add_time = row.update_time;
       const label = LABEL_FIELD[kind] as string;
       if (this.isEdited(kind, id) && typeof row[label] === "string") row[label] = `${row[label]} (edited)`;
@@ -238,7 +251,7 @@ export class Dataset {
   private times(kind: RowKind, id: number): { add_time: string; update_time: string } {
     const added = this.addTimeMs(kind, id, this.base[kind]);
     const updated = added + Math.floor(unit(this.seed, `${kind}/update-time`, id) * 180 * DAY_MS);
-    return { add_time: formatDateTime(added), update_time: formatDateTime(updated) };
+    return { add_time: stamp(kind, added), update_time: stamp(kind, updated) };
   }
 
   private user(kind: string, id: number): User {
@@ -402,13 +415,29 @@ export class Dataset {
 
   private organization(id: number): Row {
     const rng = new Rng(this.seed, "organizations/row", id);
+    const number = String(rng.int(1, 250));
+    const street = rng.pick(STREETS);
+    const city = rng.pick(CITIES);
+    const fields = this.customFields.v1Keys("organizations", "organizations", id, false);
+    // The industry field keeps its own stream, so accounts generated before the other fields existed look the same.
+    fields[this.industryFieldKey] = rng.chance(0.8) ? rng.pick(INDUSTRIES) : null;
     return {
       id,
       name: this.orgName(id),
-      address: `${rng.int(1, 250)} ${rng.pick(STREETS)}, ${rng.pick(CITIES)}`,
+      address: `${number} ${street}, ${city}`,
+      address_subpremise: null,
+      address_street_number: number,
+      address_route: street,
+      address_sublocality: null,
+      address_locality: city,
+      address_admin_area_level_1: null,
+      address_admin_area_level_2: null,
+      address_country: null,
+      address_postal_code: null,
+      address_formatted_address: `${street} ${number}, ${city}`,
       owner_id: ownerObject(this.user("organizations", id)),
       ...this.times("organizations", id),
-      [this.industryFieldKey]: rng.chance(0.8) ? rng.pick(INDUSTRIES) : null,
+      ...fields,
     };
   }
 
@@ -429,7 +458,9 @@ export class Dataset {
       email: email === "" ? [{ value: "", primary: true }] : [{ label: "work", value: email, primary: true }],
       phone: phone === "" ? [{ value: "", primary: true }] : [{ label: "work", value: phone, primary: true }],
       org_id: orgId === null ? null : { value: orgId, name: this.orgName(orgId) },
+      owner_id: ownerObject(this.user("persons", id)),
       ...this.times("persons", id),
+      ...this.customFields.v1Keys("persons", "persons", id, false),
     };
   }
 
@@ -445,25 +476,45 @@ export class Dataset {
       status: r < 0.6 ? "open" : r < 0.85 ? "won" : "lost",
       person_id: personId === null ? null : { value: personId, name: this.personName(personId) },
       org_id: orgId === null ? null : { value: orgId, name: this.orgName(orgId) },
+      owner_id: ownerObject(this.user("deals", id)),
       ...this.times("deals", id),
+      ...this.customFields.v1Keys("deals", "deals", id, false),
     };
   }
 
+  /** A v1 lead: every documented key, and the deals' custom fields that have a value (the others are left out). */
   private lead(index: number): Row {
     const rng = new Rng(this.seed, "leads/row", index);
     const { personId, orgId } = this.leadRefs(index);
     const who =
       orgId !== null ? this.orgName(orgId) : personId !== null ? this.personName(personId) : "Unknown";
+    const owner = this.user("leads", index + 1);
+    const id = this.leadId(index);
     return {
-      id: this.leadId(index),
+      id,
       title: `${who} lead`,
-      is_archived: this.isArchived("leads", index + 1),
+      owner_id: owner.id,
+      creator_id: owner.id,
+      label_ids: [],
       person_id: personId,
       organization_id: orgId,
+      source_name: "Manually created",
+      origin: "ManuallyCreated",
+      origin_id: null,
+      channel: null,
+      channel_id: null,
+      source_deal_id: null,
+      is_archived: this.isArchived("leads", index + 1),
+      was_seen: rng.chance(0.6),
       value: rng.chance(0.7)
         ? { amount: rng.int(1, 2000) * 50, currency: rng.chance(0.7) ? "EUR" : "USD" }
         : null,
+      expected_close_date: null,
+      next_activity_id: null,
       ...this.times("leads", index + 1),
+      visible_to: "3",
+      cc_email: `sandbox+${this.seed}+lead${id.slice(0, 8)}@pipedrivemail.com`,
+      ...this.customFields.v1Keys("deals", "leads", index + 1, true),
     };
   }
 
@@ -484,28 +535,53 @@ export class Dataset {
     };
   }
 
+  /**
+   * A v1 note (the documented `BaseNote`): plain parent ids beside display objects naming the
+   * parent, null where there is none or it no longer exists.
+   */
   private note(id: number): Row {
     const rng = new Rng(this.seed, "notes/row", id);
     const topic = rng.pick(SUBJECT_TOPICS);
+    const p = this.parents("notes", id);
+    const user = this.user("notes", id);
+    const c = this.base;
+    const exists = (v: number | null, count: number) => v !== null && v <= count;
     return {
       id,
-      content: `<p>Discussed <b>${topic}</b> with ${rng.pick(FIRST_NAMES)}.</p><ul><li>next step: ${rng.pick(PRODUCTS)}</li></ul>`,
-      ...this.parents("notes", id),
-      user_id: this.user("notes", id).id,
+      active_flag: true,
       ...this.times("notes", id),
+      content: `<p>Discussed <b>${topic}</b> with ${rng.pick(FIRST_NAMES)}.</p><ul><li>next step: ${rng.pick(PRODUCTS)}</li></ul>`,
+      deal_id: p.deal_id,
+      deal: exists(p.deal_id, c.deals) ? { title: this.dealTitle(p.deal_id as number) } : null,
+      lead_id: p.lead_id,
+      person_id: p.person_id,
+      person: exists(p.person_id, c.persons) ? { name: this.personName(p.person_id as number) } : null,
+      org_id: p.org_id,
+      organization: exists(p.org_id, c.organizations) ? { name: this.orgName(p.org_id as number) } : null,
+      project_id: null,
+      project: null,
+      task_id: null,
+      task: null,
+      last_update_user_id: null,
+      pinned_to_deal_flag: false,
+      pinned_to_organization_flag: false,
+      pinned_to_person_flag: false,
+      pinned_to_project_flag: false,
+      pinned_to_task_flag: false,
+      user_id: user.id,
+      user: { email: user.email, icon_url: null, is_you: user.id === TOKEN_OWNER_ID, name: user.name },
     };
   }
 
   // ---- mail ----
 
   bodyState(mailId: number): BodyState {
-    const u = unit(this.seed, "mail/body-state", mailId);
-    return u < NULL_BODY_RATE ? "null" : u < NULL_BODY_RATE + EMPTY_BODY_RATE ? "empty" : "html";
+    if (unit(this.seed, "mail/body-state", mailId) >= BODYLESS_RATE) return "html";
+    const served = unit(this.seed, "mail/bodyless-served", mailId);
+    return served < 1 / 3 ? "absent" : served < 2 / 3 ? "null" : "empty";
   }
 
-  private mailBody(mailId: number, subject: string): string | null {
-    const state = this.bodyState(mailId);
-    if (state !== "html") return state === "null" ? null : "";
+  private mailBody(mailId: number, subject: string): string {
     const rng = new Rng(this.seed, "mail/body", mailId);
     const paragraphs = Array.from(
       { length: rng.int(1, 6) },
@@ -515,41 +591,87 @@ export class Dataset {
     return `<html><body><h3>${subject}</h3>${paragraphs.join("")}</body></html>`;
   }
 
-  /** One message's `data` object, as served; undefined when the deal has no such message. */
-  mailMessage(dealId: number, index: number, includeBody: boolean): Row | undefined {
+  /**
+   * One message's `data` object, as served (the documented `MailMessageData`; list items add the
+   * `MailMessageItemForList` keys); undefined when the deal has no such message. It carries no
+   * `deal_id`: a message belongs to the deal whose list it was found in. `withBody`: the caller asked
+   * for the body and this endpoint honours it.
+   */
+  mailMessage(dealId: number, index: number, withBody: boolean, forList = false): Row | undefined {
     if (index < 0 || index >= this.mail.countFor(dealId)) return undefined;
     const id = this.mail.idFor(dealId, index);
     const rng = new Rng(this.seed, "mail/row", id);
     const { personId } = this.dealRefs(dealId);
     const contactEmail = personId === null ? "" : this.personEmail(personId).value;
     const contact = {
+      id: 2 * id,
       email_address: contactEmail || `info@example-${1 + (dealId % 40)}.com`,
       name: personId === null ? "Info" : this.personName(personId),
+      linked_person_id: personId,
+      linked_person_name: personId === null ? null : this.personName(personId),
+      mail_message_party_id: 2 * id,
     };
     const owner = USERS[0];
-    const me = { email_address: owner.email, name: owner.name };
+    const me = {
+      id: 2 * id + 1,
+      email_address: owner.email,
+      name: owner.name,
+      linked_person_id: null,
+      linked_person_name: null,
+      mail_message_party_id: 2 * id + 1,
+    };
     const inbound = rng.chance(0.5);
     const sent = this.addTimeMs("deals", dealId, this.base.deals) + (index + 1) * rng.int(1, 72) * 3_600_000;
     const topic = rng.pick(SUBJECT_TOPICS);
     const subject = `${index === 0 ? "" : "Re: "}${this.dealTitle(dealId)} - ${topic}`;
+    const state = this.bodyState(id);
+    const added = formatDateTime(sent + 60_000);
     const row: Row = {
       id,
-      subject,
-      snippet: `About the ${topic}: let us talk about it next week.`,
       from: [inbound ? contact : me],
       to: [inbound ? me : contact],
       cc: [],
       bcc: [],
-      message_time: formatDateTime(sent),
-      add_time: formatDateTime(sent + 60_000),
-      update_time: formatDateTime(sent + 60_000),
-      deal_id: dealId,
+      body_url: `https://sandbox.pipedrive.test/api/v1/mailbox/mailMessages/${id}/body`,
+      account_id: `acct-${this.seed}`,
+      user_id: owner.id,
       mail_thread_id: this.mail.idFor(dealId, 0),
-      has_body_flag: 1,
-      sent_flag: inbound ? 0 : 1,
+      subject,
+      snippet: `About the ${topic}: let us talk about it next week.`,
+      mail_tracking_status: inbound ? null : rng.chance(0.5) ? "opened" : "not opened",
+      mail_link_tracking_enabled_flag: 0,
       read_flag: 1,
+      draft: null,
+      draft_flag: 0,
+      synced_flag: 1,
+      deleted_flag: 0,
+      has_body_flag: state === "html" ? 1 : 0,
+      sent_flag: inbound ? 0 : 1,
+      sent_from_pipedrive_flag: 0,
+      smart_bcc_flag: 0,
+      message_time: formatDateTime(sent),
+      add_time: added,
+      update_time: added,
+      has_attachments_flag: 0,
+      has_inline_attachments_flag: 0,
+      has_real_attachments_flag: 0,
     };
-    if (includeBody) row.body = this.mailBody(id, subject);
+    if (forList) {
+      row.nylas_id = null;
+      row.s3_bucket = null;
+      row.s3_bucket_path = null;
+      row.external_deleted_flag = false;
+      row.mua_message_id = `<${id}.${this.seed}@drover-sandbox.test>`;
+      row.template_id = null;
+      row.timestamp = row.message_time;
+      row.item_type = "mailMessage";
+      row.company_id = this.seed;
+    }
+    if (state === "html") {
+      if (withBody) row.body = this.mailBody(id, subject);
+    } else if (state !== "absent") {
+      row.body = state === "null" ? null : "";
+    }
     return this.isMalformed("mail", id) ? malform("mail", row, unit(this.seed, "mail/malform-how", id)) : row;
   }
 }

@@ -52,7 +52,11 @@ export interface ActivitiesTruth extends AttachedTruth {
 }
 
 export interface MailTruth extends KindTruth {
+  /** Messages without a body (has_body_flag 0); the others have an html body. */
+  bodyless: string[];
+  /** Body-less messages served with `body: null` (the rest of them with `body: ""` or no body key). */
   nullBodies: string[];
+  /** Body-less messages served with `body: ""`. */
   emptyBodies: string[];
   /** Deals carrying 8..12 messages. */
   heavyDeals: string[];
@@ -129,6 +133,7 @@ function attachedTruth(ds: Dataset, kind: "activities" | "notes", base: KindTrut
 function mailTruth(ds: Dataset): MailTruth {
   const ids: string[] = [];
   const malformed: string[] = [];
+  const bodyless: string[] = [];
   const nullBodies: string[] = [];
   const emptyBodies: string[] = [];
   const heavyDeals: string[] = [];
@@ -141,6 +146,7 @@ function mailTruth(ds: Dataset): MailTruth {
       ids.push(id);
       if (ds.isMalformed("mail", mailId)) malformed.push(id);
       const body = ds.bodyState(mailId);
+      if (body !== "html") bodyless.push(id);
       if (body === "null") nullBodies.push(id);
       else if (body === "empty") emptyBodies.push(id);
     }
@@ -152,6 +158,7 @@ function mailTruth(ds: Dataset): MailTruth {
     orphans: [],
     edited: [],
     added: [],
+    bodyless,
     nullBodies,
     emptyBodies,
     heavyDeals,
@@ -165,7 +172,10 @@ export function kindTruth<K extends TruthKind>(ds: Dataset, kind: K): TruthKinds
 function computeKindTruth(ds: Dataset, kind: TruthKind): TruthKinds[TruthKind] {
   if (kind === "mail") return mailTruth(ds);
   const base = rowTruth(ds, kind);
-  if (kind === "organizations") return { ...base, customFields: { [ds.industryFieldKey]: "Industry" } };
+  if (kind === "organizations") {
+    const customFields = Object.fromEntries(ds.customFields.byKind.organizations.map((f) => [f.key, f.name]));
+    return { ...base, customFields };
+  }
   if (kind === "activities")
     return { ...attachedTruth(ds, kind, base), ownedByTokenUser: ds.activityIdsOf(TOKEN_OWNER_ID).length };
   if (kind === "notes") return attachedTruth(ds, kind, base);

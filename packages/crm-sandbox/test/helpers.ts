@@ -40,8 +40,11 @@ export interface Pagination {
   next_start?: number;
 }
 
-export const pagination = (r: ApiResponse): Pagination =>
-  (r.body.additional_data as { pagination: Pagination }).pagination;
+/** Where a v1 list says where it stands: under `pagination`, or flat (leads, a deal's mail). */
+export const pagination = (r: ApiResponse): Pagination => {
+  const additional = r.body.additional_data as (Pagination & { pagination?: Pagination }) | undefined;
+  return additional?.pagination ?? (additional as Pagination);
+};
 
 /** Follows next_start until more_items_in_collection is false; returns every item in order. */
 export async function walk(s: Sandbox, path: string, limit: number): Promise<Json[]> {

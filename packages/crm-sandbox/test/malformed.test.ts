@@ -3,6 +3,8 @@ import { ROW_KINDS, type RowKind } from "../src/index.js";
 import { type Json, sandbox, walk } from "./helpers.js";
 
 const DATE_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
+/** The leads API writes ISO 8601 with milliseconds. */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const isRef = (v: unknown) => v === null || (typeof v === "object" && typeof (v as Json).value === "number");
 const isIntOrNull = (v: unknown) => v === null || Number.isInteger(v);
 
@@ -20,7 +22,7 @@ const VALID: Record<RowKind | "mail", (r: Json) => boolean> = {
     DATE_TIME.test(String(r.add_time)) &&
     isRef(r.org_id),
   leads: (r) =>
-    typeof r.title === "string" && DATE_TIME.test(String(r.add_time)) && isIntOrNull(r.organization_id),
+    typeof r.title === "string" && ISO_TIME.test(String(r.add_time)) && isIntOrNull(r.organization_id),
   activities: (r) =>
     typeof r.subject === "string" && /^\d{4}-\d{2}-\d{2}$/.test(String(r.due_date)) && isIntOrNull(r.deal_id),
   notes: (r) => typeof r.content === "string" && DATE_TIME.test(String(r.add_time)) && isIntOrNull(r.deal_id),
