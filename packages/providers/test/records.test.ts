@@ -120,6 +120,11 @@ describe("crm records", () => {
       [address]: { value: "1 Main St", route: "Main St" },
     };
     expect(parseDeal({ id: 1, title: "t", custom_fields: v2 }).customFields).toEqual(v2);
+    // A field without a value reads alike from v1 (null or left out) and v2 (null): not kept.
+    expect(parseDeal({ id: 1, title: "t", custom_fields: { ...v2, [range]: null } }).customFields).toEqual(
+      v2,
+    );
+    expect(parseDeal({ id: 1, title: "t", custom_fields: { [range]: null } }).customFields).toBeNull();
   });
 
   it("reads a mail message whose body is absent, null or empty", () => {

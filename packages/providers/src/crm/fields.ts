@@ -143,11 +143,14 @@ export const CUSTOM_FIELD_KEY = /^[0-9a-f]{40}(_[a-z0-9_]+)?$/;
 /**
  * Custom fields, every key that belongs to one: v2 sends a `custom_fields` object (a monetary field
  * as `{value, currency}`, an address as an object); v1 puts them at the root, companions included.
+ * A key without a value is left out on both (v1 leads omit it, other kinds send null): the same
+ * record reads the same whichever version served it.
  */
 export function customFields(row: Obj): Record<string, unknown> | null {
   const out: Record<string, unknown> = {};
   const nested = row.custom_fields;
-  if (typeof nested === "object" && nested !== null && !Array.isArray(nested)) Object.assign(out, nested);
+  if (typeof nested === "object" && nested !== null && !Array.isArray(nested))
+    for (const [k, v] of Object.entries(nested)) if (v !== null && v !== undefined) out[k] = v;
   for (const [k, v] of Object.entries(row)) if (CUSTOM_FIELD_KEY.test(k) && v !== null) out[k] = v;
   return Object.keys(out).length > 0 ? out : null;
 }
