@@ -189,10 +189,9 @@ describe("crm provider against recorded Pipedrive responses", () => {
         title: "Acme Widgets",
         status: "open",
         archived: false,
-        custom_fields: {
-          "8f4b27fbd1c7e1a9f5d1a7e0f4a3c2b1d0e9f8a7": "enterprise",
-          c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00: { value: 12, currency: "EUR" },
-        },
+        // Every custom field of the record as v2 sends it; those without a value are left out.
+        custom_fields: (fixture("v2-deals-page1") as { data: { custom_fields: unknown }[] }).data[0]!
+          .custom_fields,
       },
       { title: "Deleted last week", status: "deleted", archived: false, custom_fields: null },
       { title: "Won and done", status: "won", archived: false, custom_fields: null },
@@ -224,7 +223,10 @@ describe("crm provider against recorded Pipedrive responses", () => {
     );
     expect(company).toEqual({
       address: "1 Main Street, Springfield",
-      custom_fields: { f00dbabef00dbabef00dbabef00dbabef00dbabe: "Manufacturing" },
+      custom_fields: {
+        f00dbabef00dbabef00dbabef00dbabef00dbabe: "Manufacturing",
+        "0ff1ce000ff1ce000ff1ce000ff1ce000ff1ce00": expect.objectContaining({ subpremise: "Unit 3" }),
+      },
     });
     const people = await database.db.execute<{ name: string; email: string | null; linked: boolean }>(
       sql`select name, email, company_id is not null as linked from app.contacts where tenant_id = ${tenantId} order by name`,
@@ -304,7 +306,15 @@ describe("crm provider against recorded Pipedrive responses", () => {
         title: "Jane Doe Lead",
         archived: false,
         value_amount: "999.00",
-        custom_fields: { "9dc80c50d78a15643bfc4ca79d76156a73a1ca0e": "from the webinar" },
+        // Each field with its companions: the currency, the range's end, the time zone, the address parts.
+        custom_fields: expect.objectContaining({
+          "9dc80c50d78a15643bfc4ca79d76156a73a1ca0e": "from the webinar",
+          c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00: 800,
+          c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00_currency: "EUR",
+          da7e0000da7e0000da7e0000da7e0000da7e0000_until: "2026-03-31",
+          "71e0000071e0000071e0000071e0000071e00000_timezone_id": 151,
+          add0e550add0e550add0e550add0e550add0e550_formatted_address: "1 Main St, Springfield, IL 62701, USA",
+        }),
       },
     ]);
     expect([...(await ledgerOf(tenantId, "leads")).keys()].sort()).toEqual([
