@@ -32,6 +32,51 @@ describe("v2 cursor lists", () => {
     expect((v1.body.data as Json).email).toEqual([{ value: "", primary: true }]);
   });
 
+  it("show a record's custom fields as v1's root keys with companions and as v2's custom_fields objects, alike", async () => {
+    const s = await sandbox({ seed: 3, ...SIZES });
+    const kinds = { monetary: 0, range: 0, address: 0 };
+    for (let id = 1; id <= 60; id++) {
+      const v1 = (await get(s, `/v1/deals/${id}`)).body.data as Json;
+      const v2 = ((await get(s, `/api/v2/deals/${id}`)).body.data as Json).custom_fields as Json;
+      for (const [key, value] of Object.entries(v2)) {
+        expect(key).toMatch(/^[0-9a-f]{40}$/);
+        const root = (suffix: string) => v1[`${key}${suffix}`];
+        if (value === null) {
+          expect(root(""), key).toBeNull();
+          continue;
+        }
+        if (typeof value !== "object") expect(root("")).toBe(value);
+        else if ("currency" in value) {
+          kinds.monetary++;
+          expect(value).toEqual({ value: root(""), currency: root("_currency") });
+        } else if ("until" in value) {
+          kinds.range++;
+          expect(value).toMatchObject({ value: root(""), until: root("_until") });
+        } else {
+          kinds.address++;
+          expect(value).toMatchObject({
+            value: root(""),
+            route: root("_route"),
+            postal_code: root("_postal_code"),
+          });
+          expect(typeof root("_formatted_address")).toBe("string");
+        }
+      }
+    }
+    expect(Object.values(kinds).every((n) => n > 0)).toBe(true);
+    // A lead leaves a field without a value out, companions and all (a set address may lack parts).
+    const leads = (await get(s, "/v1/leads?limit=100")).body.data as Json[];
+    const currencies = leads.filter((l) => Object.keys(l).some((k) => /^[0-9a-f]{40}_currency$/.test(k)));
+    expect(currencies.length).toBeGreaterThan(10);
+    expect(currencies.length).toBeLessThan(leads.length);
+    for (const lead of leads)
+      for (const [k, v] of Object.entries(lead)) {
+        const field = /^[0-9a-f]{40}/.exec(k)?.[0];
+        if (field) expect(lead[field], k).not.toBeNull();
+        if (k === field) expect(v).not.toBeNull();
+      }
+  });
+
   it("list deleted deals only when status asks for them, and archived deals only in the archived list", async () => {
     const s = await sandbox({ seed: 3, ...SIZES, archivedRate: 0.1, deletedDealRate: 0.1 });
     const truth = s.truth(["deals"]).kinds.deals;
