@@ -10,8 +10,10 @@ import { CITIES, STREETS } from "./words.js";
  * field is `<key>` plus `<key>_currency`, a date or time range `<key>` plus `<key>_until` (a time
  * range also `<key>_timezone_id`), an address `<key>` plus `<key>_street_number`, `_route`, ...,
  * `_formatted_address`. v2 gathers them under `custom_fields`, one value per key: a monetary field
- * as `{value, currency}`, an address as an object. Leads inherit the deals' fields and, unlike the
- * other v1 kinds, leave a field that has no value out of the record altogether.
+ * as `{value, currency}`, a date range as `{value, until}`, a time range as
+ * `{value, until, timezone_name}`, an address as an object of its parts (the v2 migration guide).
+ * Leads inherit the deals' fields and, unlike the other v1 kinds, leave a field that has no value
+ * out of the record altogether.
  */
 export type FieldType = "varchar" | "monetary" | "daterange" | "timerange" | "address";
 
@@ -40,7 +42,7 @@ export const ADDRESS_PARTS = [
   "formatted_address",
 ] as const;
 
-/** v2's address object: the documented `OrganizationItemAddress` keys (`value` is the full address). */
+/** v2's standard address objects (an organization's `address`): `OrganizationItemAddress`'s keys. */
 export const V2_ADDRESS_KEYS = [
   "value",
   "country",
@@ -53,6 +55,18 @@ export const V2_ADDRESS_KEYS = [
   "subpremise",
   "postal_code",
 ] as const;
+
+/** An address custom field in v2: its value and every part v1 spreads over companions. */
+const V2_CUSTOM_ADDRESS_KEYS = ["value", ...ADDRESS_PARTS] as const;
+
+/** Time zones a time range is kept in: v1 names one by id, v2 by name. */
+const TIME_ZONES: readonly (readonly [number, string])[] = [
+  [151, "Europe/London"],
+  [166, "Europe/Tallinn"],
+  [159, "Europe/Lisbon"],
+  [103, "America/Chicago"],
+  [122, "America/Toronto"],
+];
 
 const COUNTRY: Record<string, string> = {
   Berlin: "Germany",
@@ -122,7 +136,7 @@ export class CustomFields {
           const hour = rng.int(7, 15);
           out[k] = set ? `${String(hour).padStart(2, "0")}:00:00` : null;
           out[`${k}_until`] = set ? `${String(hour + rng.int(1, 3)).padStart(2, "0")}:30:00` : null;
-          out[`${k}_timezone_id`] = set ? rng.int(1, 400) : null;
+          out[`${k}_timezone_id`] = set ? (rng.pick(TIME_ZONES)[0] as number) : null;
           break;
         }
         case "address": {
@@ -175,12 +189,14 @@ export class CustomFields {
         case "daterange":
           out[k] = { value, until: v1[`${k}_until`] ?? null };
           break;
-        case "timerange":
-          out[k] = { value, until: v1[`${k}_until`] ?? null, timezone_id: v1[`${k}_timezone_id`] ?? null };
+        case "timerange": {
+          const zone = TIME_ZONES.find(([id]) => id === v1[`${k}_timezone_id`]);
+          out[k] = { value, until: v1[`${k}_until`] ?? null, timezone_name: zone?.[1] ?? null };
           break;
+        }
         case "address": {
           const address: Obj = {};
-          for (const part of V2_ADDRESS_KEYS)
+          for (const part of V2_CUSTOM_ADDRESS_KEYS)
             address[part] = part === "value" ? value : (v1[`${k}_${part}`] ?? null);
           out[k] = address;
           break;
