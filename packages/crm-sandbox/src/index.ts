@@ -50,9 +50,21 @@ export interface Sandbox {
 }
 
 /** Starts the sandbox on options.host:options.port (port 0 = any free port). Throws OptionsError. */
-export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+/** What only a program embedding the sandbox can set: nothing of it changes what the API serves. */
+export interface SandboxRuntime {
+  /**
+   * The limiter's clock (burst windows, the daily period), in ms since the epoch. Tests advance it
+   * instead of sleeping until a window or a day has passed.
+   */
+  clock?: () => number;
+}
+
+export async function startSandbox(
+  options: SandboxOptions = {},
+  runtime: SandboxRuntime = {},
+): Promise<Sandbox> {
   const opts = resolveOptions(options);
-  const app = new SandboxApp(opts, new Dataset(opts));
+  const app = new SandboxApp(opts, new Dataset(opts), runtime.clock);
   const server = app.createServer();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

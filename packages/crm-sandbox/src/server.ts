@@ -62,8 +62,9 @@ export class SandboxApp {
   constructor(
     private readonly opts: ResolvedOptions,
     readonly dataset: Dataset,
+    clock: () => number = Date.now,
   ) {
-    this.limiter = new RateLimiter(opts);
+    this.limiter = new RateLimiter(opts, clock);
     this.faults = new Faults(opts);
   }
 

@@ -1,5 +1,5 @@
 import { afterAll } from "vitest";
-import { type Sandbox, type SandboxOptions, startSandbox } from "../src/index.js";
+import { type Sandbox, type SandboxOptions, type SandboxRuntime, startSandbox } from "../src/index.js";
 
 export const TOKEN = "test-token";
 
@@ -19,8 +19,8 @@ afterAll(async () => {
 });
 
 /** Starts a sandbox on a free port, closed automatically after the file's tests. */
-export async function sandbox(options: SandboxOptions = {}): Promise<Sandbox> {
-  const s = await startSandbox({ port: 0, ...options });
+export async function sandbox(options: SandboxOptions = {}, runtime: SandboxRuntime = {}): Promise<Sandbox> {
+  const s = await startSandbox({ port: 0, ...options }, runtime);
   open.push(s);
   return s;
 }

@@ -1,6 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { get, sandbox } from "./helpers.js";
 
+/** A clock the test moves by hand: a window or a day passes at once, with no sleep. */
+function manualClock() {
+  let t = Date.now();
+  return {
+    now: () => t,
+    advance(ms: number) {
+      t += ms;
+    },
+  };
+}
+
 describe("burst limit", () => {
   it("counts down x-ratelimit-remaining, answers 429 when the window is full, then a Cloudflare 403", async () => {
     const s = await sandbox({ burstLimit: 5, burstWindowMs: 2000, abuseThreshold: 3 });
@@ -32,13 +43,16 @@ describe("burst limit", () => {
   });
 
   it("admits requests again once the client waited for x-ratelimit-reset", async () => {
-    const s = await sandbox({ burstLimit: 2, burstWindowMs: 300 });
+    const clock = manualClock();
+    const s = await sandbox({ burstLimit: 2, burstWindowMs: 300 }, { clock: clock.now });
     await get(s, "/v1/deals", "patient");
     await get(s, "/v1/deals", "patient");
     const limited = await get(s, "/v1/deals", "patient");
     expect(limited.status).toBe(429);
     expect(limited.headers.get("x-ratelimit-reset")).toBe("1");
-    await new Promise((r) => setTimeout(r, 320));
+    clock.advance(299);
+    expect((await get(s, "/v1/deals", "patient")).status).toBe(429);
+    clock.advance(21);
     expect((await get(s, "/v1/deals", "patient")).status).toBe(200);
   });
 
@@ -72,10 +86,11 @@ describe("daily token budget", () => {
   });
 
   it("refills the budget when the daily period rolls over", async () => {
-    const s = await sandbox({ dailyBudget: 20, dailyResetSeconds: 1 });
+    const clock = manualClock();
+    const s = await sandbox({ dailyBudget: 20, dailyResetSeconds: 1 }, { clock: clock.now });
     expect((await get(s, "/v1/deals")).status).toBe(200);
     expect((await get(s, "/v1/deals")).status).toBe(429);
-    await new Promise((r) => setTimeout(r, 1050));
+    clock.advance(1_050);
     expect((await get(s, "/v1/deals")).status).toBe(200);
   });
 
