@@ -24,7 +24,8 @@ export interface ChangeTruth {
 /**
  * What the customer changed during the run, checked in the destination: every edited row that was
  * imported carries its edit on the record its ledger row points at, and every added row reached the
- * ledger. A row the run skipped (a note linked to nothing) has no record to carry anything. Returns
+ * ledger. A row the run skipped (a note linked to nothing) has no record to carry anything; a row it
+ * matched points at a record that is not Drover's, which keeps its own values. Returns
  * one sentence per problem; none when everything landed.
  */
 export async function midRunChangeProblems(
@@ -45,7 +46,8 @@ export async function midRunChangeProblems(
     const byId = new Map(rows.map((r) => [r.source_id, r]));
     for (const id of t.edited.filter((e) => !t.malformed.includes(e))) {
       const entry = byId.get(id);
-      if (!entry || entry.action === "skipped") continue;
+      // A matched record is not Drover's: the catch-up only fills what is empty there (invariant 8).
+      if (entry?.action !== "created") continue;
       if (!String(entry.label).endsWith(" (edited)"))
         problems.push(`${kind} ${id}: the record holds "${entry.label}", not the mid-run edit`);
     }

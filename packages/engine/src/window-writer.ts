@@ -1,9 +1,10 @@
 import type { Db, Tx } from "@drover/db";
-import { claimLedgerSlot, claimLedgerSlots, type LedgerSlotClaim } from "@drover/ledger";
+import { claimLedgerSlot, claimLedgerSlots, heldSlots, type LedgerSlotClaim } from "@drover/ledger";
 import {
   type BatchWriter,
   classifyError,
   describeError,
+  type HeldSlot,
   isRowErrorInfo,
   type LedgerMode,
   PermanentError,
@@ -293,6 +294,7 @@ function tallyResult(tally: WindowTally, kind: string, sourceId: string, result:
       // A catch-up pass rewrote a record an earlier pass imported: already here, and written.
       tally.summary.alreadyHere++;
       tally.written++;
+      if (result.note) tally.notes.push({ level: "info", kind, subjectId: sourceId, reason: result.note });
       break;
     case "skipped":
       tally.summary.skipped++;
@@ -328,6 +330,47 @@ function claimOf(kind: string, sourceId: string, result: RowResult): LedgerSlotC
 }
 
 /**
+ * What to do with each row of rows[start, end) that the ledger already holds, asked in one query
+ * inside the window's transaction, before anything is written:
+ * - a held row this pass does not apply again is written as nothing and counted already here. A
+ *   held slot is created or matched, and those are exclusive: writing the row could only end in a
+ *   lost claim and an undone write, which is what a re-run of an imported tenant did for every row,
+ *   inserting, rolling back and rewriting each window row by row with savepoints, and advancing
+ *   the product's id sequences by one per row while creating nothing. The outcome is the same
+ *   (already here, the row accounted once), without the write;
+ * - a held row the pass applies again (WriteOptions.reapply, the catch-up) goes to the writer with
+ *   its slot, so it can update a record Drover created in place and only fill what is empty on one
+ *   it matched (invariant 8);
+ * - a skipped slot is not held: the row is written and its claim takes the placeholder over.
+ * The checkpoint that moves past a held row commits in the transaction that found it held. A slot
+ * claimed by another writer after this query is still caught by the claim, as before: the claim
+ * loses and only that row's write is undone. Row errors are not asked about: they fail as noted.
+ */
+async function heldInWindow<T>(
+  tx: Tx,
+  deps: WindowWriterDeps,
+  rows: readonly SourceRow<T>[],
+  start: number,
+  end: number,
+): Promise<Map<string, HeldSlot>> {
+  if ((deps.ledger ?? "per-row") !== "per-row") return new Map();
+  const ids: string[] = [];
+  for (let i = start; i < end; i++) if (!isRowErrorInfo(rows[i]!.data)) ids.push(rows[i]!.sourceId);
+  return heldSlots(tx, deps.run, deps.task.kind, ids);
+}
+
+/** The slot to hand the writer for a held row this pass applies again; "skip" when it writes nothing. */
+function heldFor<T>(
+  held: ReadonlyMap<string, HeldSlot>,
+  row: SourceRow<T>,
+  options: WriteOptions<T>,
+): HeldSlot | undefined | "skip" {
+  const slot = held.get(row.sourceId);
+  if (!slot) return undefined;
+  return options.reapply?.(row) ? slot : "skip";
+}
+
+/**
  * rows[start, end) in one transaction, a savepoint per row: a row error or a lost ledger slot undoes
  * only that row. A deadlock, serialization failure or lost connection takes the whole transaction,
  * which no savepoint contains: the window goes and the task retries from its checkpoint.
@@ -348,6 +391,7 @@ async function writePerRowWindow<T>(
   await traceWindow(task.kind, end - start, tally.summary, () =>
     transaction(deps, async (tx) => {
       const savepoints = new SavepointBudget(deps.savepointLimit ?? MAX_SAVEPOINTS_PER_TRANSACTION);
+      const held = await heldInWindow(tx, deps, rows, start, end);
       for (let i = start; i < end; i++) {
         const row = rows[i]!;
         tally.summary.attempted++;
@@ -355,11 +399,16 @@ async function writePerRowWindow<T>(
           noteRowError(tally, task.kind, row.sourceId, row.data.rowError);
           continue;
         }
+        const slot = heldFor(held, row, options);
+        if (slot === "skip") {
+          tally.summary.alreadyHere++;
+          continue;
+        }
         const data = row.data as T;
         savepoints.take();
         try {
           const outcome = await tx.transaction(async (sp) => {
-            const result = await writer(sp, data, row.sourceId);
+            const result = await writer(sp, data, row.sourceId, slot);
             checkResultFitsLedger(mode, result);
             // Without a ledger, or an in-place update of the record the ledger already points to:
             // there is no slot to claim.
@@ -414,12 +463,19 @@ async function writeBatchWindow<T>(
     await traceWindow(task.kind, end - start, tally.summary, () =>
       transaction(deps, async (tx) => {
         resetTally(tally);
+        const held = await heldInWindow(tx, deps, rows, start, end);
         const writable: WritableRow<T>[] = [];
         for (let i = start; i < end; i++) {
           const row = rows[i]!;
           tally.summary.attempted++;
-          if (isRowErrorInfo(row.data)) noteRowError(tally, task.kind, row.sourceId, row.data.rowError);
-          else writable.push({ sourceId: row.sourceId, data: row.data as T });
+          if (isRowErrorInfo(row.data)) {
+            noteRowError(tally, task.kind, row.sourceId, row.data.rowError);
+            continue;
+          }
+          const slot = heldFor(held, row, options);
+          if (slot === "skip") tally.summary.alreadyHere++;
+          else
+            writable.push({ sourceId: row.sourceId, data: row.data as T, ...(slot ? { held: slot } : {}) });
         }
         const results = writable.length > 0 ? await writer.writeBatch(tx, writable) : [];
         if (results.length !== writable.length)

@@ -1,3 +1,4 @@
+export { type HeldSlot, heldSlots } from "./held-slots.js";
 export {
   claimLedgerSlot,
   claimLedgerSlots,

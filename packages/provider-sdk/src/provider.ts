@@ -75,9 +75,22 @@ export type RowResult =
   /**
    * The ledger already points at recordId (an earlier pass created or matched it) and the writer
    * changed that record in place, e.g. a catch-up pass applying what the customer edited mid-run.
-   * No ledger claim is made: the slot stays as it was. Counted as already here.
+   * No ledger claim is made: the slot stays as it was. Counted as already here. `note` says what
+   * was done to a record Drover does not own (what it filled, what it left as it was); it becomes
+   * an info note on the row.
    */
-  | { action: "updated"; recordType: string; recordId: number };
+  | { action: "updated"; recordType: string; recordId: number; note?: string };
+
+/**
+ * The ledger's created or matched slot of a row a pass applies again (WriteOptions.reapply): the
+ * record to change in place. `created`: Drover's own record, updated as the source says. `matched`:
+ * someone else's (invariant 8): only what is empty there may be filled.
+ */
+export interface HeldSlot {
+  action: "created" | "matched";
+  recordType: string | null;
+  recordId: number;
+}
 
 /**
  * How a provider accounts for source rows.
@@ -93,6 +106,8 @@ export type LedgerMode = "per-row" | "none";
 export interface WritableRow<T> {
   sourceId: string;
   data: T;
+  /** Set only for a row the pass applies again (WriteOptions.reapply): the slot the ledger holds. */
+  held?: HeldSlot;
 }
 
 /**
@@ -112,9 +127,9 @@ export interface BatchWriter<T> {
 
 /**
  * Writes one row inside its savepoint. Throw RowError (or let a constraint fail) to lose only this
- * row; any other failure aborts the window and retries the task.
+ * row; any other failure aborts the window and retries the task. `held` as in WritableRow.
  */
-export type RowWriter<T> = (tx: Tx, row: T, sourceId: string) => Promise<RowResult>;
+export type RowWriter<T> = (tx: Tx, row: T, sourceId: string, held?: HeldSlot) => Promise<RowResult>;
 
 export interface WriteOptions<T = unknown> {
   /**
@@ -128,6 +143,13 @@ export interface WriteOptions<T = unknown> {
    * or a resume reads on exactly after the last committed window.
    */
   cursorAfter?(row: SourceRow<T>): Record<string, unknown>;
+  /**
+   * Whether this pass applies `row` again to the record the ledger already holds for it (e.g. the
+   * catch-up pass, for a row the customer changed mid-run): the writer then gets the held slot and
+   * returns "updated". Without it (and for every row it refuses), a row the ledger holds is written
+   * as nothing and counted already here: each window asks the ledger once which of its rows it holds.
+   */
+  reapply?(row: SourceRow<T>): boolean;
 }
 
 export interface WriteSummary {

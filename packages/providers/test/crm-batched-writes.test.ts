@@ -58,11 +58,7 @@ describe("crm batched writes", () => {
       data: { name: `Org ${i}`, address: `${i} Main St`, customFields: { rank: i } },
     }));
     statements.length = 0;
-    const summary = await writeBatches(
-      deps,
-      rows,
-      independentBatch(companyKind, "t-batch", noParents, () => undefined),
-    );
+    const summary = await writeBatches(deps, rows, independentBatch(companyKind, "t-batch", noParents));
     expect(summary).toMatchObject({ attempted: 40, created: 40, failed: 0 });
     expect(statements.filter((s) => s.startsWith('insert into "app"."companies"'))).toHaveLength(1);
     expect(statements.filter((s) => s.startsWith("savepoint"))).toHaveLength(0);
@@ -89,11 +85,7 @@ describe("crm batched writes", () => {
       // NOT NULL on companies.name: the multi-row insert fails as a whole.
       data: { name: i === 6 ? (null as never) : `Org ${i}`, address: null, customFields: null },
     }));
-    const summary = await writeBatches(
-      deps,
-      rows,
-      independentBatch(companyKind, "t-batch", noParents, () => undefined),
-    );
+    const summary = await writeBatches(deps, rows, independentBatch(companyKind, "t-batch", noParents));
     expect(summary).toMatchObject({ attempted: 10, created: 9, failed: 1 });
     const [notes] = await database.db.execute<{ n: number; subject: string }>(sql`
       select count(*)::int as n, min(subject_id) as subject from drover.notes
@@ -123,11 +115,7 @@ describe("crm batched writes", () => {
         },
       },
     ];
-    const summary = await writeBatches(
-      deps,
-      rows,
-      independentBatch(noteKind, "t-batch", parents, () => undefined),
-    );
+    const summary = await writeBatches(deps, rows, independentBatch(noteKind, "t-batch", parents));
     expect(summary).toMatchObject({ created: 1, skipped: 1 });
     const ledger = await database.db.execute<{
       source_id: string;
@@ -160,11 +148,7 @@ describe("crm batched writes", () => {
       { sourceId: "p4", data: person("No Email", null) },
     ];
     statements.length = 0;
-    const summary = await writeBatches(
-      deps,
-      rows,
-      personBatch("t-persons", noParents, () => undefined),
-    );
+    const summary = await writeBatches(deps, rows, personBatch("t-persons", noParents));
     expect(summary).toMatchObject({ attempted: 4, created: 2, matched: 2, failed: 0 });
     expect(statements.filter((q) => q.startsWith("savepoint"))).toHaveLength(0);
     const ledger = await database.db.execute<{
@@ -193,16 +177,8 @@ describe("crm batched writes", () => {
           order.map((email, i) => ({ sourceId: `${prefix}${i}`, data: person(`P ${email}`, email) }));
         const [da, dbb] = [await claimedTask("persons", a.db), await claimedTask("persons", b.db)];
         const [sa, sb] = await Promise.all([
-          writeBatches(
-            da,
-            rowsFor("a", emails),
-            personBatch("t-race", noParents, () => undefined),
-          ),
-          writeBatches(
-            dbb,
-            rowsFor("b", [...emails].reverse()),
-            personBatch("t-race", noParents, () => undefined),
-          ),
+          writeBatches(da, rowsFor("a", emails), personBatch("t-race", noParents)),
+          writeBatches(dbb, rowsFor("b", [...emails].reverse()), personBatch("t-race", noParents)),
         ]);
         expect(sa.created + sb.created).toBe(30);
         expect(sa.matched + sb.matched).toBe(30);

@@ -1,7 +1,9 @@
 import type { SecretKeyring } from "@drover/auth";
 import type { Db } from "@drover/db";
-import { sourceSecretContext } from "@drover/engine";
+import { addSummary, emptySummary, runAssignment, sourceSecretContext } from "@drover/engine";
+import type { WriteSummary } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
+import { providers } from "../src/index.js";
 
 /**
  * A running crm run of one phase holding `kinds`, its API token sealed for this run as the
@@ -31,4 +33,39 @@ export async function insertCrmRun(
     update drover.runs set source_secret_ciphertext = ${sealed.ciphertext}, source_secret_key_id = ${sealed.keyId}
      where id = ${row!.id}::uuid`);
   return row!.id;
+}
+
+/**
+ * Inserts `seeds` as tasks of the run (in phase `phase`) and runs every pending task of the run in
+ * process, successors included, until none is pending. Returns the summed write summary and the
+ * outcomes' statuses, for tests that want a phase's tasks done without a coordinator.
+ */
+export async function drainTasks(
+  db: Db,
+  secrets: SecretKeyring,
+  runId: string,
+  seeds: readonly { kind: string; seedKey: string; cursor: unknown }[],
+  phase = 0,
+): Promise<{ summary: WriteSummary; statuses: string[] }> {
+  for (const seed of seeds)
+    await db.execute(sql`
+      insert into drover.tasks (run_id, kind, phase, seed_key, cursor)
+      values (${runId}::uuid, ${seed.kind}, ${phase}, ${seed.seedKey}, ${JSON.stringify(seed.cursor)}::jsonb)`);
+  const summary = emptySummary();
+  const statuses: string[] = [];
+  for (;;) {
+    const pending = await db.execute<{ id: string }>(
+      sql`select id from drover.tasks where run_id = ${runId}::uuid and status = 'pending' order by id`,
+    );
+    if (pending.length === 0) return { summary, statuses };
+    for (const t of pending) {
+      const outcome = await runAssignment(
+        { db, providers, workerId: "drain", maxAttempts: 3, notesCap: 1000, secrets },
+        Number(t.id),
+        { shutdown: new AbortController().signal, working: () => {} },
+      );
+      statuses.push(outcome.status);
+      if ("summary" in outcome && outcome.summary) addSummary(summary, outcome.summary);
+    }
+  }
 }

@@ -93,7 +93,7 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
         }
       });
       // Messages are independent rows: a deal's messages go in one multi-row insert.
-      await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents, () => undefined) as never, {
+      await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents) as never, {
         windowSize: settings.windowSize,
         nextCursor: {
           deals: cursor.deals,

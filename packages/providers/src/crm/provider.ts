@@ -27,6 +27,7 @@ import {
 import { walkMail } from "./mail.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
+  changedSince,
   parentRefs,
   parseActivity,
   parseCompany,
@@ -40,7 +41,6 @@ import {
   activityKind,
   companyKind,
   dealKind,
-  type Existing,
   type IndependentKind,
   independentBatch,
   leadKind,
@@ -54,13 +54,13 @@ import {
  */
 interface ListKind<T> {
   parse(raw: unknown): T;
-  batch(tenantId: string, parents: ParentMap, existingOf: (id: string) => Existing): BatchWriter<T>;
+  batch(tenantId: string, parents: ParentMap): BatchWriter<T>;
 }
 
 const independent =
   <T>(kind: IndependentKind<T>): ListKind<T>["batch"] =>
-  (tenantId, parents, existingOf) =>
-    independentBatch(kind, tenantId, parents, existingOf);
+  (tenantId, parents) =>
+    independentBatch(kind, tenantId, parents);
 
 const LIST_KINDS: Record<string, ListKind<never>> = {
   organizations: { parse: parseCompany, batch: independent(companyKind) },
@@ -257,15 +257,14 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   for (const row of rows) {
     if (isRowErrorInfo(row.data)) continue;
     for (const [parentKind, id] of Object.entries(parentRefs(ctx.task.kind, row.data))) want(parentKind, id);
-    // The catch-up applies a change to the record the ledger already points to, rather than create another.
-    if (cursor.since) want(ctx.task.kind, row.sourceId);
   }
   const parents = await ctx.resolveParents(wanted);
-  const tenantId = ctx.run.tenantId;
-  const own = ctx.task.kind;
-  const existingOf = (id: string): Existing => (cursor.since ? parents.get(own, id) : undefined);
-  await ctx.writeBatches(rows as never, kind.batch(tenantId, parents, existingOf), {
+  await ctx.writeBatches(rows as never, kind.batch(ctx.run.tenantId, parents), {
     windowSize: settings.windowSize,
+    // The catch-up lists only what changed since the run started: a row the ledger already holds
+    // is applied to its record (as ownership allows), not created again. Any other pass, a re-run
+    // of an imported tenant among them, writes nothing for a held row.
+    ...(cursor.since ? { reapply: () => true } : {}),
   });
 
   const successors: TaskSeed[] = [];
@@ -300,15 +299,6 @@ function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListC
     return { kind, cursor: { ...base, list: c.list + 1, chain: c.chain ?? [] } };
   const [nextKind, ...chain] = c.chain ?? [];
   return nextKind ? { kind: nextKind, cursor: { ...base, list: 0, chain } } : undefined;
-}
-
-/** A row whose update_time is unreadable is kept: parsing will fail it with a reason. */
-function changedSince(raw: unknown, since: string): boolean {
-  const v =
-    typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).update_time : undefined;
-  if (typeof v !== "string") return true;
-  const t = Date.parse(/[TZ+]/.test(v.slice(10)) ? v : `${v.replace(" ", "T")}Z`);
-  return Number.isNaN(t) || t >= Date.parse(since);
 }
 
 /**

@@ -256,3 +256,16 @@ export function linkedIds(parentsMap: ParentMap, p: Parents) {
     leadId: parentsMap.get("leads", p.lead) ?? null,
   };
 }
+
+/**
+ * Whether the catch-up pass counts a listed row as changed since `since` (the run's start): its
+ * update_time is at or after it. A row whose update_time is unreadable counts as changed: parsing
+ * fails it with a reason, or it is applied again rather than missed.
+ */
+export function changedSince(raw: unknown, since: string): boolean {
+  const v =
+    typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).update_time : undefined;
+  if (typeof v !== "string") return true;
+  const t = Date.parse(/[TZ+]/.test(v.slice(10)) ? v : `${v.replace(" ", "T")}Z`);
+  return Number.isNaN(t) || t >= Date.parse(since);
+}

@@ -1,6 +1,7 @@
 import { activities, companies, contacts, deals, emails, leads, productNotes, type Tx } from "@drover/db";
-import type { BatchWriter, ParentMap, RowResult } from "@drover/provider-sdk";
+import type { BatchWriter, HeldSlot, ParentMap, RowResult } from "@drover/provider-sdk";
 import { and, eq, sql } from "drizzle-orm";
+import { applyToHeld } from "./ownership.js";
 import {
   type Activity,
   type Company,
@@ -15,30 +16,12 @@ import {
 /**
  * Destination writes, one per kind. Each runs inside the row's savepoint; the engine claims the
  * ledger slot after it, so a write whose slot is taken is rolled back and reported "already here".
+ * A row the ledger already holds reaches a writer only when the pass applies it again (the catch-up),
+ * with its held slot: it then changes that record as ownership allows (ownership.ts) instead of
+ * creating a second one.
  */
 
 export const NOT_LINKED = "not linked to any record";
-
-/**
- * The record the ledger already points to for this source row, when the row is being applied again
- * (the catch-up pass): the writer then updates it in place instead of creating a second one.
- */
-export type Existing = number | undefined;
-
-async function updated(
-  tx: Tx,
-  table: InsertTable | typeof contacts,
-  tenantId: string,
-  recordId: number,
-  recordType: string,
-  values: Record<string, unknown>,
-): Promise<RowResult> {
-  await tx
-    .update(table)
-    .set({ ...values, updatedAt: new Date() })
-    .where(and(eq(table.id, recordId), eq(table.tenantId, tenantId)));
-  return { action: "updated", recordType, recordId };
-}
 
 /** How an independent row lands: the values of its record, or the reason it is skipped instead. */
 interface Planned {
@@ -158,13 +141,10 @@ export async function writeIndependent<T>(
   tenantId: string,
   row: T,
   parents: ParentMap,
-  existing?: Existing,
+  held?: HeldSlot,
 ): Promise<RowResult> {
   const planned = kind.plan(row, parents);
-  if (existing !== undefined) {
-    if (kind.table === emails) throw new Error("mail is never applied again in place");
-    return updated(tx, kind.table as InsertTable, tenantId, existing, kind.recordType, planned.values);
-  }
+  if (held) return applyToHeld(tx, kind.table, tenantId, held, kind.recordType, planned.values);
   if (planned.skip) return { action: "skipped", reason: planned.skip };
   const [created] = await tx
     .insert(kind.table)
@@ -175,25 +155,23 @@ export async function writeIndependent<T>(
 
 /**
  * The batched path for an independent kind: a window's new rows in one multi-row INSERT, its
- * in-place updates (catch-up) and skips decided row by row, all in the window's transaction and
- * without savepoints. A failure undoes the window, which the engine then writes again through
- * writeRow, one savepoint per row, so a bad row still loses only itself.
+ * rows applied again to held records (catch-up) and skips decided row by row, all in the window's
+ * transaction and without savepoints. A failure undoes the window, which the engine then writes
+ * again through writeRow, one savepoint per row, so a bad row still loses only itself.
  */
 export function independentBatch<T>(
   kind: IndependentKind<T>,
   tenantId: string,
   parents: ParentMap,
-  existingOf: (sourceId: string) => Existing,
 ): BatchWriter<T> {
   return {
-    writeRow: (tx, row, sourceId) => writeIndependent(kind, tx, tenantId, row, parents, existingOf(sourceId)),
+    writeRow: (tx, row, _sourceId, held) => writeIndependent(kind, tx, tenantId, row, parents, held),
     async writeBatch(tx, rows) {
       const results: RowResult[] = new Array(rows.length);
       const inserts: { at: number; values: Record<string, unknown> }[] = [];
       for (const [at, row] of rows.entries()) {
-        const existing = existingOf(row.sourceId);
-        if (existing !== undefined) {
-          results[at] = await writeIndependent(kind, tx, tenantId, row.data, parents, existing);
+        if (row.held) {
+          results[at] = await writeIndependent(kind, tx, tenantId, row.data, parents, row.held);
           continue;
         }
         const planned = kind.plan(row.data, parents);
@@ -226,11 +204,11 @@ export async function writePerson(
   tenantId: string,
   p: Person,
   parents: ParentMap,
-  existing?: Existing,
+  held?: HeldSlot,
 ): Promise<RowResult> {
-  if (existing !== undefined) {
+  if (held) {
     const companyId = parents.get("organizations", p.organization) ?? null;
-    return updated(tx, contacts, tenantId, existing, "contact", {
+    return applyToHeld(tx, contacts, tenantId, held, "contact", {
       name: p.name,
       email: p.email,
       phone: p.phone,
@@ -282,20 +260,13 @@ export async function writePerson(
  * left in one multi-row insert, and matches a later person of the window sharing an email with an
  * earlier one to the contact that earlier one became, exactly as writing them one by one would.
  */
-export function personBatch(
-  tenantId: string,
-  parents: ParentMap,
-  existingOf: (sourceId: string) => Existing,
-): BatchWriter<Person> {
+export function personBatch(tenantId: string, parents: ParentMap): BatchWriter<Person> {
   return {
-    writeRow: (tx, row, sourceId) => writePerson(tx, tenantId, row, parents, existingOf(sourceId)),
+    writeRow: (tx, row, _sourceId, held) => writePerson(tx, tenantId, row, parents, held),
     async writeBatch(tx, rows) {
       const results: RowResult[] = new Array(rows.length);
       const emailKey = (p: Person) => (p.email ? p.email.toLowerCase() : null);
-      const fresh = rows.flatMap((row, at) => {
-        const existing = existingOf(row.sourceId);
-        return existing === undefined ? [{ at, person: row.data }] : [];
-      });
+      const fresh = rows.flatMap((row, at) => (row.held ? [] : [{ at, person: row.data }]));
       const keys = [
         ...new Set(fresh.map((f) => emailKey(f.person)).filter((k): k is string => k !== null)),
       ].sort();
@@ -361,12 +332,9 @@ export function personBatch(
         if (first.action !== "created") throw new Error("a shared email's first person was not created");
         results[at] = { action: "matched", recordType: "contact", recordId: first.recordId };
       }
-      // Catch-up rows the ledger already points to are updated in place, one by one.
-      for (const [at, row] of rows.entries()) {
-        const existing = existingOf(row.sourceId);
-        if (existing !== undefined)
-          results[at] = await writePerson(tx, tenantId, row.data, parents, existing);
-      }
+      // Catch-up rows the ledger already holds are applied to their record, one by one.
+      for (const [at, row] of rows.entries())
+        if (row.held) results[at] = await writePerson(tx, tenantId, row.data, parents, row.held);
       return results;
     },
   };
