@@ -1,4 +1,5 @@
 import {
+  type ParentMap,
   PermanentError,
   type SourceClient,
   type SourceRow,
@@ -9,7 +10,7 @@ import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId } from "./fields.js";
 import { type V1Envelope, v1Pagination } from "./lists.js";
-import { parseEmail, unwrapMail } from "./records.js";
+import { changedSince, parseEmail, unwrapMail } from "./records.js";
 import { emailKind, independentBatch } from "./writers.js";
 
 /**
@@ -22,12 +23,14 @@ export type BodySource = "list" | "fetch";
 /** The run fact holding the account's BodySource. */
 export const BODY_SOURCE_FACT = "crm.mail.bodies";
 
-interface MailCursor {
+export interface MailCursor {
   deals: string[];
   /** The deal being imported; every deal before it is done. */
   index: number;
   /** The run's finding (BODY_SOURCE_FACT), kept for the task's retries. */
   bodies?: BodySource;
+  /** Set by the catch-up pass (the run's start): a message the listing shows updated since then is applied again. */
+  since?: string;
 }
 
 /** Bodies held in memory at once: deals are written in groups of about this many messages. */
@@ -43,7 +46,6 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const { baseUrl, settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
   const cursor = ctx.task.cursor as unknown as MailCursor;
-  const parents = await ctx.resolveParents({ deals: cursor.deals });
   const tenantId = ctx.run.tenantId;
   const deals = cursor.deals.slice(cursor.index);
   const known = cursor.bodies ?? ((await ctx.runFact(BODY_SOURCE_FACT)) as BodySource | undefined);
@@ -52,6 +54,18 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
     listMessages(client, deal, settings.pageSize, ctx.signal, askBodies),
   );
   ctx.working();
+  // One ledger query for the deals the messages link to and for the messages already imported.
+  const listed = lists.flat().flatMap((raw) => sourceId(raw) ?? []);
+  const parents = await ctx.resolveParents({ deals: cursor.deals, mail: listed });
+  const reapplied = changedMessages(lists.flat(), parents, cursor.since);
+  /**
+   * A message the ledger already holds is written as nothing by the window (already here), unless
+   * the catch-up applies it again because the listing shows it changed: its body would be thrown
+   * away, so it is not fetched. On a re-run, or for the messages of a deal the catch-up lists again
+   * because the deal changed, that is every message already imported. Held slots are never given
+   * back during a run, so a message held here is still held when its window looks.
+   */
+  const needsBody = (id: string) => parents.get("mail", id) === undefined || reapplied.has(id);
   let bodySource = known;
   if (!bodySource) {
     const found = detectBodySource(lists);
@@ -71,7 +85,7 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
       const committed = k === 0 ? ctx.task.processedOffset : 0;
       for (const raw of lists[k]!.slice(committed)) {
         const id = sourceId(raw);
-        if (id !== null) wanted.push(id);
+        if (id !== null && needsBody(id)) wanted.push(id);
       }
     }
     const bodies =
@@ -95,6 +109,7 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
       // Messages are independent rows: a deal's messages go in one multi-row insert.
       await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents) as never, {
         windowSize: settings.windowSize,
+        reapply: (row) => reapplied.has(row.sourceId),
         nextCursor: {
           deals: cursor.deals,
           index: cursor.index + k + 1,
@@ -105,6 +120,27 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
     g = end;
   }
   return {};
+}
+
+/**
+ * The messages already imported that the catch-up applies again: those whose listing shows an
+ * update_time at or after the run's start (`since`: changedSince, the catch-up's rule for every
+ * kind; one without a readable update_time may have changed and is applied again too). Outside
+ * the catch-up a message already imported is never applied again.
+ */
+function changedMessages(
+  messages: readonly unknown[],
+  held: ParentMap,
+  since: string | undefined,
+): Set<string> {
+  const changed = new Set<string>();
+  if (since === undefined) return changed;
+  for (const m of messages) {
+    const id = sourceId(m);
+    if (id === null || held.get("mail", id) === undefined) continue;
+    if (changedSince(m, since)) changed.add(id);
+  }
+  return changed;
 }
 
 /**

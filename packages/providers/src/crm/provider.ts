@@ -24,7 +24,7 @@ import {
   type V2Envelope,
   v1Pagination,
 } from "./lists.js";
-import { walkMail } from "./mail.js";
+import { type MailCursor, walkMail } from "./mail.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
   changedSince,
@@ -280,14 +280,13 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
       cursor: { ...following.cursor },
     });
   // Deals changed or added mid-run may carry mail the mail phase never listed: list theirs too.
+  // Only messages new to the ledger, or changed since the run started, get their body (mail.ts).
   if (cursor.since && ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail")) {
     const deals = rows.filter((r) => !isRowErrorInfo(r.data)).map((r) => r.sourceId);
-    if (deals.length > 0)
-      successors.push({
-        kind: "mail",
-        seedKey: `mail:${pageKey("deals", cursor)}`,
-        cursor: { deals, index: 0 },
-      });
+    if (deals.length > 0) {
+      const mail: MailCursor = { deals, index: 0, since: cursor.since };
+      successors.push({ kind: "mail", seedKey: `mail:${pageKey("deals", cursor)}`, cursor: { ...mail } });
+    }
   }
   return { successors };
 }

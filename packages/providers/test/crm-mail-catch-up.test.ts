@@ -1,0 +1,137 @@
+import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
+import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
+import { openDatabase } from "@drover/db";
+import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import { toRunInfo } from "@drover/engine";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CATCH_UP } from "../src/crm/lists.js";
+import { crmProvider } from "../src/crm/provider.js";
+import { drainTasks, insertCrmRun } from "./crm-run.js";
+
+/**
+ * The catch-up on an account whose per-deal mail list ignores include_body (bodies come one GET per
+ * message): the deals edited mid-run get their mail listed again, and only a message the ledger
+ * does not hold yet has its body fetched; the messages already imported unchanged are not
+ * downloaded again. Counted by the sandbox's own request stats.
+ */
+let testDb: TestDatabase;
+let database: ReturnType<typeof openDatabase>;
+let sandbox: Sandbox;
+const TOKEN = "mail-catch-up-token";
+const secrets = new SecretKeyring(parseSecretKeys(generateSecretKey("mail-catch-up")));
+const tenantId = "mail-catch-up";
+const KINDS = ["deals", "mail"];
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  database = openDatabase(testDb.url, { max: 4 });
+  sandbox = await startSandbox({
+    port: 0,
+    tokens: [TOKEN],
+    seed: 3,
+    organizations: 0,
+    persons: 0,
+    deals: 12,
+    leads: 0,
+    activities: 0,
+    notes: 0,
+    mailPerDealMax: 4,
+    heavyMailDealRate: 0,
+    listIncludeBody: 0,
+    changeEdits: 4,
+  });
+});
+
+afterAll(async () => {
+  await sandbox?.close();
+  await database?.close();
+  await testDb?.drop();
+});
+
+async function mailLedger(): Promise<
+  Map<string, { recordId: string; body: string | null; dealSourceId: string }>
+> {
+  const rows = await database.db.execute<{
+    source_id: string;
+    record_id: string;
+    body: string | null;
+    deal: string;
+  }>(sql`
+    select l.source_id, l.record_id::text, e.body, d.source_id as deal
+      from drover.ledger l join app.emails e on e.id = l.record_id
+      join drover.ledger d on d.tenant_id = l.tenant_id and d.kind = 'deals' and d.record_id = e.deal_id
+     where l.tenant_id = ${tenantId} and l.kind = 'mail'`);
+  return new Map(
+    rows.map((r) => [r.source_id, { recordId: r.record_id, body: r.body, dealSourceId: r.deal }]),
+  );
+}
+
+async function sourceBody(id: string): Promise<string | null> {
+  const res = await fetch(`${sandbox.url}/v1/mailbox/mailMessages/${id}?include_body=1`, {
+    headers: { "x-api-token": TOKEN },
+  });
+  const body = ((await res.json()) as { data: { body?: string | null } }).data.body;
+  return body === "" || body === undefined ? null : body;
+}
+
+describe("the mail catch-up in fetch mode", () => {
+  it("fetches the body of a message new to the ledger only, not of the messages of an edited deal already imported", async () => {
+    const startedAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 2000);
+    const runId = await insertCrmRun(database.db, secrets, {
+      tenantId,
+      sourceAccount: "mail-catch-up",
+      kinds: KINDS,
+      baseUrl: sandbox.url,
+      token: TOKEN,
+      startedAt,
+    });
+    const run = toRunInfo(
+      (await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
+    );
+    const deals = await crmProvider.seedPhase({ run, phase: 0, kinds: ["deals"], tx: undefined as never });
+    await drainTasks(database.db, secrets, runId, deals);
+    const mailSeeds = await database.db.transaction((tx) =>
+      crmProvider.seedPhase({ run, phase: 1, kinds: ["mail"], tx }),
+    );
+    sandbox.resetStats();
+    await drainTasks(database.db, secrets, runId, mailSeeds, 1);
+    const imported = await mailLedger();
+    const total = sandbox.truth(["mail"]).kinds.mail.count;
+    expect(imported.size).toBe(total);
+    // Fetch mode: the first pass fetched each body once.
+    expect(sandbox.stats().byCallType.get).toBe(total);
+
+    expect(sandbox.applyChanges()).toBe(true);
+    const editedDeals = sandbox.truth(["deals"]).kinds.deals.edited;
+    const ofEdited = [...imported].filter(([, m]) => editedDeals.includes(m.dealSourceId));
+    expect(ofEdited.length).toBeGreaterThan(2);
+    // One message of an edited deal is new to the ledger (as one that arrived after the mail phase).
+    const [fresh] = ofEdited.find(([, m]) => m.body !== null)!;
+    await database.db.execute(
+      sql`delete from app.emails where id = ${imported.get(fresh)!.recordId}::bigint`,
+    );
+    await database.db.execute(
+      sql`delete from drover.ledger where tenant_id = ${tenantId} and kind = 'mail' and source_id = ${fresh}`,
+    );
+
+    sandbox.resetStats();
+    const catchUp = await crmProvider.seedPhase({ run, phase: 2, kinds: [CATCH_UP], tx: undefined as never });
+    const { summary } = await drainTasks(database.db, secrets, runId, catchUp, 2);
+    const stats = sandbox.stats();
+    // The edited deals' mail was listed again, and exactly one body was fetched: the new message's.
+    expect(stats.byCallType.get).toBe(1);
+    expect(stats.byCallType.list).toBeGreaterThan(editedDeals.length);
+    // Deals applied again, the messages already imported already here, the new one created.
+    expect(summary).toMatchObject({
+      created: 1,
+      alreadyHere: editedDeals.length + ofEdited.length - 1,
+      failed: 0,
+    });
+
+    const after = await mailLedger();
+    expect(after.size).toBe(total);
+    expect(after.get(fresh)!.body).toBe(await sourceBody(fresh));
+    for (const [id, m] of imported) if (id !== fresh) expect(after.get(id)).toEqual(m);
+  });
+});
