@@ -254,6 +254,18 @@ export function admittedRequests(stats: SandboxStats): number {
   return stats.requests - refused;
 }
 
+/** Waits for the finished run's automatic verification (on a worker) to be stored. */
+export async function untilVerified(sql: Database["sql"], runId: string): Promise<void> {
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const [r] = await sql<{ status: string }[]>`
+      select status from drover.verification_requests where run_id = ${runId}::uuid`;
+    if (r?.status === "done") return;
+    if (Date.now() > deadline) throw new Error(`run ${runId} was not verified within 10 minutes`);
+    await sleep(250);
+  }
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,6 +1,6 @@
 import type { Database } from "@drover/db";
 import { EMPTY_CRM_SANDBOX, generateRoomEvents } from "@drover/local-cluster";
-import { openBenchCluster } from "./harness.js";
+import { openBenchCluster, untilVerified } from "./harness.js";
 import type { Scenario, ScenarioResult } from "./scenario.js";
 
 /**
@@ -183,18 +183,6 @@ export const tableCopyScenario: Scenario = {
     }
   },
 };
-
-/** Waits for the finished run's automatic verification (on a worker) to be stored. */
-async function untilVerified(sql: Sql, runId: string): Promise<void> {
-  const deadline = Date.now() + 600_000;
-  for (;;) {
-    const [r] = await sql<{ status: string }[]>`
-      select status from drover.verification_requests where run_id = ${runId}::uuid`;
-    if (r?.status === "done") return;
-    if (Date.now() > deadline) throw new Error(`run ${runId} was not verified within 10 minutes`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
 
 /**
  * Seed 003's naive migrator, on Postgres: newest first by keyset, pages of 1,000, each page written

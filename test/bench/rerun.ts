@@ -1,0 +1,94 @@
+import type { Run } from "@drover/proto";
+import { openBenchCluster, untilVerified } from "./harness.js";
+import type { Scenario, ScenarioResult } from "./scenario.js";
+
+/**
+ * rerun_vs_first: the wall time of a re-run of a tenant already imported ÷ that of its first import,
+ * same account, same cluster, nothing changed at the source, no API latency. The re-run reads every
+ * page again; what it must not pay again is the writing (issue 14, item 8: each window asks the
+ * ledger once which rows it holds and writes nothing for them). Run time = drover.runs started_at
+ * to finished_at (every phase, the catch-up pass and finalizing). Goal <= 0.25.
+ */
+
+const WORKERS = 2;
+const LANE_WIDTH = 4;
+
+export const RERUN_SANDBOX = {
+  seed: 42,
+  organizations: 4_000,
+  persons: 8_000,
+  deals: 4_000,
+  leads: 1_500,
+  activities: 4_000,
+  notes: 3_000,
+  "mail-per-deal-max": 0,
+  "latency-ms": 0,
+  "burst-limit": 0,
+};
+
+const KINDS = ["organizations", "persons", "deals", "leads", "activities", "notes"];
+const SETTINGS = { pageSize: "500", stripes: "4" };
+
+function counts(run: Run) {
+  const sum = (pick: (p: Run["progress"][number]) => bigint) =>
+    run.progress.reduce((n, p) => n + Number(pick(p)), 0);
+  return {
+    imported: sum((p) => p.imported),
+    matched: sum((p) => p.matched),
+    alreadyHere: sum((p) => p.alreadyHere),
+    skipped: sum((p) => p.skipped),
+    failed: sum((p) => p.failed),
+  };
+}
+
+export const rerunScenario: Scenario = {
+  name: "rerun",
+  selects: ["rerun_vs_first"],
+  async run(): Promise<ScenarioResult> {
+    const bench = await openBenchCluster({
+      name: "rerun",
+      workers: WORKERS,
+      laneWidth: LANE_WIDTH,
+      sandbox: RERUN_SANDBOX,
+      env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
+    });
+    try {
+      const request = {
+        tenantId: "bench-rerun",
+        sourceAccount: "bench-rerun",
+        kinds: KINDS,
+        settings: SETTINGS,
+      };
+      // The first run's automatic verification reads the whole account again: it is let finish
+      // before the re-run starts, so the re-run does not share the machine with it.
+      await bench.resetSandboxStats();
+      const first = await bench.runToEnd(request, 300_000);
+      await untilVerified(bench.database.sql, first.run.id);
+      await bench.resetSandboxStats();
+      const again = await bench.runToEnd(request, 300_000);
+      const firstCounts = counts(first.run);
+      const againCounts = counts(again.run);
+      if (againCounts.imported + againCounts.matched !== 0)
+        throw new Error(`the re-run wrote records: ${JSON.stringify(againCounts)}`);
+      const firstSeconds = (first.finishedAt - first.startedAt) / 1000;
+      const againSeconds = (again.finishedAt - again.startedAt) / 1000;
+      return {
+        figures: { rerun_vs_first: againSeconds / firstSeconds },
+        settings: {
+          workers: WORKERS,
+          laneWidth: LANE_WIDTH,
+          kinds: KINDS,
+          crmSettings: SETTINGS,
+          sandbox: RERUN_SANDBOX,
+        },
+        details: {
+          first: { seconds: firstSeconds, ...firstCounts, requests: first.stats.requests },
+          rerun: { seconds: againSeconds, ...againCounts, requests: again.stats.requests },
+          logs: bench.cluster.logDir,
+        },
+      };
+    } finally {
+      await bench.close();
+    }
+  },
+};
