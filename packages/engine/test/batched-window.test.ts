@@ -1,4 +1,5 @@
 import type { Tx } from "@drover/db";
+import { claimLedgerSlot } from "@drover/ledger";
 import type { BatchWriter, SourceRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -124,20 +125,69 @@ describe("batched windows", () => {
     expect(deps.task.processedOffset).toBe(100);
   });
 
-  it("a window whose ledger slots are partly taken is rewritten row by row, undoing only the taken rows", async () => {
+  it("rows the ledger already holds are written as nothing and counted already here; the rest is one batch", async () => {
     const first = await insertRun(h.db);
     const rows = rowsOf(40, `dup-${first.id.slice(0, 6)}-`);
     await writeRows(await claimed(first), rows.slice(0, 10), companyWriter);
     await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
     const second = await insertRun(h.db, { tenantId: first.tenantId });
     const calls = { batches: 0, rows: 0 };
-    const before = await one<{ n: number }>(sql`select count(*)::int as n from app.companies`);
-    const summary = await writeBatches(await claimed(second), rows, companyBatch(first.tenantId, calls), {
-      windowSize: 40,
-    });
+    const sizes: number[] = [];
+    const batch = companyBatch(first.tenantId, calls);
+    const sized: BatchWriter<Company> = {
+      writeRow: batch.writeRow,
+      writeBatch: (tx, r) => {
+        sizes.push(r.length);
+        return batch.writeBatch(tx, r);
+      },
+    };
+    const seq = () =>
+      one<{ v: string }>(sql`select pg_sequence_last_value('app.companies_id_seq')::text as v`);
+    const before = await seq();
+    const summary = await writeBatches(await claimed(second), rows, sized, { windowSize: 40 });
     expect(summary).toMatchObject({ attempted: 40, created: 30, alreadyHere: 10 });
+    // No insert for the held rows, so no rollback, no row-by-row rewrite, no id burnt.
+    expect(sizes).toEqual([30]);
+    expect(calls.rows).toBe(0);
+    expect(Number((await seq()).v) - Number(before.v)).toBe(30);
+  });
+
+  it("a slot another writer claims after the window's ledger query is still caught: only that row is undone", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run);
+    const rows = rowsOf(40, `race-${run.id.slice(0, 6)}-`);
+    const calls = { batches: 0, rows: 0 };
+    const batch = companyBatch(run.tenantId, calls);
+    let raced = false;
+    const racing: BatchWriter<Company> = {
+      writeRow: batch.writeRow,
+      async writeBatch(tx, r) {
+        if (!raced) {
+          raced = true;
+          // Another run commits row 7's slot between this window's ledger query and its claim.
+          const other = await insertRun(h.db, { tenantId: run.tenantId, status: "succeeded" });
+          const won = await claimLedgerSlot(h.db, {
+            ...deps.run,
+            kind: deps.task.kind,
+            sourceId: rows[7]!.sourceId,
+            action: "created",
+            recordType: "company",
+            recordId: 1,
+            runId: other.id,
+          });
+          expect(won).toBe(true);
+        }
+        return batch.writeBatch(tx, r);
+      },
+    };
+    const before = await one<{ n: number }>(sql`select count(*)::int as n from app.companies`);
+    const summary = await writeBatches(deps, rows, racing, { windowSize: 40 });
+    expect(summary).toMatchObject({ attempted: 40, created: 39, alreadyHere: 1 });
+    // The batch lost a slot and was rolled back; the window was written again row by row, where
+    // row 7, now held, was not written at all.
+    expect(calls).toEqual({ batches: 1, rows: 39 });
     const after = await one<{ n: number }>(sql`select count(*)::int as n from app.companies`);
-    expect(after.n - before.n).toBe(30);
+    expect(after.n - before.n).toBe(39);
   });
 
   it("never opens more than 64 savepoints in one transaction, even when every window falls back", async () => {

@@ -2,7 +2,7 @@ import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimLedgerSlot, resolveParents } from "../src/index.js";
+import { claimLedgerSlot, heldSlots, resolveParents } from "../src/index.js";
 
 let testDb: TestDatabase;
 let database: ReturnType<typeof openDatabase>;
@@ -117,5 +117,62 @@ describe("ledger", () => {
     expect(parents.get("organizations", "o2")).toBeUndefined(); // skipped: no record
     expect(parents.get("persons", null)).toBeUndefined();
     expect(parents.size).toBe(3);
+  });
+
+  it("held slots: a window's created and matched rows of one kind, in one query; skipped rows and other tenants are not held", async () => {
+    const held = { ...scope, tenantId: "t-held", runId };
+    await claimLedgerSlot(database.db, {
+      ...held,
+      kind: "persons",
+      sourceId: "h1",
+      action: "created",
+      recordType: "contact",
+      recordId: 5,
+    });
+    await claimLedgerSlot(database.db, {
+      ...held,
+      kind: "persons",
+      sourceId: "h2",
+      action: "matched",
+      recordType: "contact",
+      recordId: 5,
+    });
+    await claimLedgerSlot(database.db, {
+      ...held,
+      kind: "persons",
+      sourceId: "h3",
+      action: "skipped",
+      reason: "x",
+    });
+    await claimLedgerSlot(database.db, {
+      ...held,
+      kind: "deals",
+      sourceId: "h4",
+      action: "created",
+      recordType: "deal",
+      recordId: 6,
+    });
+    await claimLedgerSlot(database.db, {
+      ...held,
+      tenantId: "t-other",
+      kind: "persons",
+      sourceId: "h5",
+      action: "created",
+      recordType: "contact",
+      recordId: 7,
+    });
+    const slots = await heldSlots(database.db, { ...scope, tenantId: "t-held" }, "persons", [
+      "h1",
+      "h2",
+      "h3",
+      "h4",
+      "h5",
+      "h1",
+    ]);
+    expect(Object.fromEntries(slots)).toEqual({
+      h1: { action: "created", recordType: "contact", recordId: 5 },
+      h2: { action: "matched", recordType: "contact", recordId: 5 },
+    });
+    expect((await heldSlots(database.db, scope, "persons", [])).size).toBe(0);
   });
 });

@@ -180,6 +180,8 @@ export interface TaskContext {
    * with a per-row ledger, one multi-row ledger claim, and the checkpoint, in one transaction. Only
    * a window whose batch fails (a bad row, a ledger slot already taken) is written again row by row
    * with savepoints, in transactions of at most 25 rows. Same skipping and checkpoint rules as writeRows.
+   * On both paths a row the ledger already holds is written as nothing (already here) unless
+   * options.reapply takes it: each window asks the ledger once, so a re-run costs no writes.
    */
   writeBatches<T>(
     rows: readonly SourceRow<T>[],
