@@ -75,27 +75,31 @@ async function sourceBody(id: string): Promise<string | null> {
   return body === "" || body === undefined ? null : body;
 }
 
+/** The deals and mail phases of a new run of `tenant`, in process; the sandbox's stats cover the mail phase. */
+async function importDealsAndMail(tenant: string, startedAt = new Date()) {
+  const runId = await insertCrmRun(database.db, secrets, {
+    tenantId: tenant,
+    sourceAccount: "mail-catch-up",
+    kinds: KINDS,
+    baseUrl: sandbox.url,
+    token: TOKEN,
+    startedAt,
+  });
+  const run = toRunInfo((await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
+  const deals = await crmProvider.seedPhase({ run, phase: 0, kinds: ["deals"], tx: undefined as never });
+  await drainTasks(database.db, secrets, runId, deals);
+  const mailSeeds = await database.db.transaction((tx) =>
+    crmProvider.seedPhase({ run, phase: 1, kinds: ["mail"], tx }),
+  );
+  sandbox.resetStats();
+  const { summary } = await drainTasks(database.db, secrets, runId, mailSeeds, 1);
+  return { run, runId, summary };
+}
+
 describe("the mail catch-up in fetch mode", () => {
   it("fetches the body of a message new to the ledger only, not of the messages of an edited deal already imported", async () => {
     const startedAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 2000);
-    const runId = await insertCrmRun(database.db, secrets, {
-      tenantId,
-      sourceAccount: "mail-catch-up",
-      kinds: KINDS,
-      baseUrl: sandbox.url,
-      token: TOKEN,
-      startedAt,
-    });
-    const run = toRunInfo(
-      (await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
-    );
-    const deals = await crmProvider.seedPhase({ run, phase: 0, kinds: ["deals"], tx: undefined as never });
-    await drainTasks(database.db, secrets, runId, deals);
-    const mailSeeds = await database.db.transaction((tx) =>
-      crmProvider.seedPhase({ run, phase: 1, kinds: ["mail"], tx }),
-    );
-    sandbox.resetStats();
-    await drainTasks(database.db, secrets, runId, mailSeeds, 1);
+    const { run, runId } = await importDealsAndMail(tenantId, startedAt);
     const imported = await mailLedger();
     const total = sandbox.truth(["mail"]).kinds.mail.count;
     expect(imported.size).toBe(total);
@@ -133,5 +137,17 @@ describe("the mail catch-up in fetch mode", () => {
     expect(after.size).toBe(total);
     expect(after.get(fresh)!.body).toBe(await sourceBody(fresh));
     for (const [id, m] of imported) if (id !== fresh) expect(after.get(id)).toEqual(m);
+  });
+
+  it("a re-run's mail phase fetches no body of a message already imported", async () => {
+    const first = await importDealsAndMail("mail-rerun");
+    const total = sandbox.truth(["mail"]).kinds.mail.count;
+    expect(first.summary.created).toBe(total);
+    await database.db.execute(
+      sql`update drover.runs set status = 'succeeded' where id = ${first.runId}::uuid`,
+    );
+    const again = await importDealsAndMail("mail-rerun");
+    expect(again.summary).toMatchObject({ created: 0, alreadyHere: total, failed: 0 });
+    expect(sandbox.stats().byCallType.get ?? 0).toBe(0);
   });
 });
