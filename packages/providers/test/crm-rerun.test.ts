@@ -132,8 +132,9 @@ describe("re-running an imported tenant", () => {
       ),
     ).toEqual(ledgerBefore);
 
-    // The windows: each the deadline settings, the held-slots query, the notes of its skipped
-    // rows if any, the checkpoint; never a product insert, a savepoint or a rollback.
+    // The windows: each the deadline settings, the held-slots query, for its skipped rows (not
+    // held: placeholders) their claim and notes, the checkpoint, the commit; never a product
+    // insert, a savepoint or a rollback.
     const windows = transactions.filter((t) => t.some((q) => q.includes("from drover.ledger l")));
     expect(windows.length).toBeGreaterThanOrEqual(Math.ceil(first.attempted / 50));
     for (const w of windows) expect(w.length).toBeLessThanOrEqual(6);
