@@ -2,12 +2,13 @@ import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth"
 import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
 import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { toRunInfo } from "@drover/engine";
+import { claimTask, toRunInfo, writeBatches } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CATCH_UP } from "../src/crm/lists.js";
 import { crmProvider } from "../src/crm/provider.js";
 import { type Person, parsePerson } from "../src/crm/records.js";
+import { companyKind, independentBatch } from "../src/crm/writers.js";
 import { drainTasks, insertCrmRun } from "./crm-run.js";
 
 /**
@@ -166,5 +167,89 @@ describe("the catch-up pass and records Drover did not create", () => {
     expect(noteOf(second)).toMatch(/not Drover's: kept its name\b.*filled its empty phone/);
     expect(noteOf(preexisting)).toMatch(/not Drover's: kept its name, email\b.*filled its empty phone/);
     expect(noteOf(createdEdited)).toBeUndefined();
+  });
+
+  it("on any kind: a matched record's empty columns and missing custom fields are filled, its values kept; a created one is overwritten", async () => {
+    const tenant = "ownership-companies";
+    const [theirs, ours] = await database.db.execute<{ id: string }>(sql`
+      insert into app.companies (tenant_id, name, address, custom_fields)
+      values (${tenant}, 'Their name', null, '{"size": "big", "blank": ""}'::jsonb),
+             (${tenant}, 'Our old name', 'Old street', '{"size": "small"}'::jsonb)
+      returning id::text`);
+    const runId = await insertCrmRun(database.db, secrets, {
+      tenantId: tenant,
+      sourceAccount: "companies",
+      kinds: ["organizations"],
+      baseUrl: sandbox.url,
+      token: TOKEN,
+    });
+    const slot = (sourceId: string, action: string, recordId: string) => sql`
+      insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id)
+      values (${tenant}, 'crm', 'companies', 'organizations', ${sourceId}, ${action}, 'company', ${recordId}::bigint, ${runId}::uuid)`;
+    await database.db.execute(slot("o1", "matched", theirs!.id));
+    await database.db.execute(slot("o2", "created", ours!.id));
+    const [task] = await database.db.execute<{ id: string }>(sql`
+      insert into drover.tasks (run_id, kind, phase, seed_key, cursor)
+      values (${runId}::uuid, 'organizations', 0, 'o', '{}'::jsonb) returning id::text`);
+    const claimed = (await claimTask(database.db, Number(task!.id), "w/ownership"))!;
+    const run = toRunInfo(
+      (await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
+    );
+    const source = {
+      name: "Source name",
+      address: "1 Source St",
+      customFields: { size: "tiny", blank: "x", more: 1 },
+    };
+    const summary = await writeBatches(
+      {
+        db: database.db,
+        run,
+        task: {
+          id: claimed.id,
+          kind: "organizations",
+          phase: 0,
+          cursor: {},
+          processedOffset: 0,
+          attempts: 1,
+        },
+        claimToken: claimed.lockedBy!,
+        notesCap: 100,
+        stopRequested: async () => false,
+      },
+      [
+        { sourceId: "o1", data: source },
+        { sourceId: "o2", data: source },
+      ],
+      independentBatch(companyKind, tenant, { get: () => undefined }),
+      { reapply: () => true },
+    );
+    expect(summary).toMatchObject({ alreadyHere: 2, created: 0, failed: 0 });
+    const rows = await database.db.execute<{
+      id: string;
+      name: string;
+      address: string;
+      custom_fields: unknown;
+    }>(
+      sql`select id::text, name, address, custom_fields from app.companies where tenant_id = ${tenant} order by id`,
+    );
+    expect(rows).toEqual([
+      {
+        id: theirs!.id,
+        name: "Their name",
+        address: "1 Source St",
+        custom_fields: { size: "big", blank: "x", more: 1 },
+      },
+      { id: ours!.id, name: "Source name", address: "1 Source St", custom_fields: source.customFields },
+    ]);
+    const notes = await database.db.execute<{ subject_id: string; reason: string }>(
+      sql`select subject_id, reason from drover.notes where run_id = ${runId}::uuid`,
+    );
+    expect(notes).toEqual([
+      {
+        subject_id: "o1",
+        reason:
+          "a matched record is not Drover's: kept its name, custom field size (not overwritten with the source's); filled its empty address, custom field blank, custom field more",
+      },
+    ]);
   });
 });
