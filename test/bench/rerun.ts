@@ -70,6 +70,12 @@ export const rerunScenario: Scenario = {
       const againCounts = counts(again.run);
       if (againCounts.imported + againCounts.matched !== 0)
         throw new Error(`the re-run wrote records: ${JSON.stringify(againCounts)}`);
+      const phases = async (runId: string) =>
+        bench.database.sql<{ phase: number; tasks: number; busy_s: number; span_s: number }[]>`
+          select phase, count(*)::int as tasks,
+                 round(sum(extract(epoch from finished_at - started_at))::numeric, 2)::float8 as busy_s,
+                 round(extract(epoch from max(finished_at) - min(created_at))::numeric, 2)::float8 as span_s
+            from drover.tasks where run_id = ${runId}::uuid group by phase order by phase`;
       const firstSeconds = (first.finishedAt - first.startedAt) / 1000;
       const againSeconds = (again.finishedAt - again.startedAt) / 1000;
       return {
@@ -82,8 +88,18 @@ export const rerunScenario: Scenario = {
           sandbox: RERUN_SANDBOX,
         },
         details: {
-          first: { seconds: firstSeconds, ...firstCounts, requests: first.stats.requests },
-          rerun: { seconds: againSeconds, ...againCounts, requests: again.stats.requests },
+          first: {
+            seconds: firstSeconds,
+            ...firstCounts,
+            requests: first.stats.requests,
+            phases: await phases(first.run.id),
+          },
+          rerun: {
+            seconds: againSeconds,
+            ...againCounts,
+            requests: again.stats.requests,
+            phases: await phases(again.run.id),
+          },
           logs: bench.cluster.logDir,
         },
       };
