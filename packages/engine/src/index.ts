@@ -1,12 +1,27 @@
 export { retryDelayMs } from "./backoff.js";
-export { advanceBarrier, finalizeRun, settleStoppingRun } from "./barrier.js";
 export { type Checkpoint, LostClaimError, writeCheckpoint } from "./checkpoint.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
 export { appendNotes, type NoteInput } from "./notes.js";
 export { readRunFact, settleRunFact } from "./run-facts.js";
 export { openSourceSecret, sourceSecretContext, toRunInfo } from "./run-info.js";
 export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
+export { advanceBarrier, finalizeRun, settleStoppingRun } from "./run-transitions.js";
+export {
+  type KindVerificationResult,
+  type VerificationResult,
+  type VerifyRunOptions,
+  verifyRun,
+} from "./source-comparison.js";
 export { claimTask } from "./task-claim.js";
+export {
+  type AssignmentControls,
+  type AssignmentOutcome,
+  type HeldClaim,
+  runAssignment,
+  type TaskRunnerDeps,
+  TOUCH_EVERY_MS,
+} from "./task-runner.js";
+export { insertTaskSeeds } from "./task-seed.js";
 export {
   cancelPendingTask,
   finishTaskCancelled,
@@ -18,16 +33,8 @@ export {
   parkTask,
   releaseTask,
   touchTask,
-} from "./task-outcome.js";
-export {
-  type AssignmentControls,
-  type AssignmentOutcome,
-  type HeldClaim,
-  runAssignment,
-  type TaskRunnerDeps,
-  TOUCH_EVERY_MS,
-} from "./task-runner.js";
-export { insertTaskSeeds } from "./task-seed.js";
+} from "./task-transitions.js";
+export { runVerification, type VerificationOutcome } from "./verification-assignment.js";
 export {
   claimVerification,
   deferVerification,
@@ -43,14 +50,7 @@ export {
   type VerificationClaim,
   type VerificationRequestState,
   verificationRequestState,
-} from "./verification-request.js";
-export { runVerification, type VerificationOutcome } from "./verification-runner.js";
-export {
-  type KindVerificationResult,
-  type VerificationResult,
-  type VerifyRunOptions,
-  verifyRun,
-} from "./verify-run.js";
+} from "./verification-transitions.js";
 export { WINDOW_DEADLINE_MS, WindowDeadlineError, windowTransaction } from "./window-transaction.js";
 export {
   addSummary,

@@ -1,9 +1,9 @@
 import { type Db, runs } from "@drover/db";
 import type { Provider } from "@drover/provider-sdk";
 import { eq } from "drizzle-orm";
-import { advanceBarrier, finalizeRun, settleStoppingRun } from "./barrier.js";
 import { resolveDeferredLinks } from "./deferred-links.js";
 import { toRunInfo } from "./run-info.js";
+import { advanceBarrier, finalizeRun, settleStoppingRun } from "./run-transitions.js";
 import { insertTaskSeeds } from "./task-seed.js";
 
 export type RunProgress =

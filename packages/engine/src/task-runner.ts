@@ -31,7 +31,7 @@ import {
   parkTask,
   releaseTask,
   touchTask,
-} from "./task-outcome.js";
+} from "./task-transitions.js";
 import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 import {
   addSummary,

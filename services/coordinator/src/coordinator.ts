@@ -33,7 +33,7 @@ import { sweep } from "./reaper.js";
 import { runService } from "./run-service.js";
 import { prepareSecurity } from "./security.js";
 import { refreshTaskMetrics } from "./task-metrics.js";
-import { Verifications } from "./verification.js";
+import { Verifications } from "./verification-dispatch.js";
 import { workerService } from "./worker-service.js";
 
 export interface Coordinator {

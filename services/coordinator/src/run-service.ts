@@ -33,7 +33,7 @@ import {
   requireToken,
   requireUserKinds,
 } from "./validation.js";
-import type { Verifications } from "./verification.js";
+import type { Verifications } from "./verification-dispatch.js";
 
 const WATCH_POLL_MS = 500;
 const MAX_PAGE_SIZE = 500;

@@ -2,7 +2,7 @@ import { budgets, type Queryable, type RunRow, runs } from "@drover/db";
 import { create, type Run, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
 import { and, eq, sql } from "drizzle-orm";
 import { type KindOutcome, kindOutcomes } from "./run-outcomes.js";
-import { storedVerification } from "./verification.js";
+import { storedVerification } from "./verification-dispatch.js";
 
 /** Counts a pruned run froze on itself (run.summary.kinds), in the view's terms. */
 function frozenOutcome(c: Record<string, number>): KindOutcome {

@@ -1,7 +1,7 @@
 import { storedVerificationJson } from "@drover/engine";
 import { toJson, VerificationSchema } from "@drover/proto";
 import { describe, expect, it } from "vitest";
-import { storedVerification } from "../src/verification.js";
+import { storedVerification } from "../src/verification-dispatch.js";
 
 describe("stored verification", () => {
   it("what a worker stores on the run is what GetRun parses, int64 counts included", () => {

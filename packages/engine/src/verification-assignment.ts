@@ -4,6 +4,7 @@ import { classifyError, describeError, PermanentError } from "@drover/provider-s
 import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
+import { type VerificationResult, verifyRun } from "./source-comparison.js";
 import type { AssignmentControls, TaskRunnerDeps } from "./task-runner.js";
 import {
   claimVerification,
@@ -13,8 +14,7 @@ import {
   touchVerification,
   VERIFICATION_MAX_ATTEMPTS,
   type VerificationClaim,
-} from "./verification-request.js";
-import { type VerificationResult, verifyRun } from "./verify-run.js";
+} from "./verification-transitions.js";
 
 export type VerificationOutcome =
   | { status: "dropped"; runId: string; reason: string }

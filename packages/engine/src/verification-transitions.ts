@@ -1,6 +1,6 @@
 import type { Db, Queryable } from "@drover/db";
 import { sql } from "drizzle-orm";
-import type { VerificationResult } from "./verify-run.js";
+import type { VerificationResult } from "./source-comparison.js";
 
 /**
  * The life of a verification request (drover.verification_requests), every statement that moves it
