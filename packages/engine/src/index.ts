@@ -1,18 +1,25 @@
 export { retryDelayMs } from "./backoff.js";
-export { type Checkpoint, LostClaimError, writeCheckpoint } from "./checkpoint.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
 export { appendNotes, type NoteInput } from "./notes.js";
 export { readRunFact, settleRunFact } from "./run-facts.js";
 export { openSourceSecret, sourceSecretContext, toRunInfo } from "./run-info.js";
 export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
-export { advanceBarrier, finalizeRun, settleStoppingRun } from "./run-transitions.js";
+export {
+  admitRun,
+  advanceBarrier,
+  finalizeRun,
+  type NewRun,
+  pruneFinishedRuns,
+  rearmRun,
+  requestStop,
+  settleStoppingRun,
+} from "./run-transitions.js";
 export {
   type KindVerificationResult,
   type VerificationResult,
   type VerifyRunOptions,
   verifyRun,
 } from "./source-comparison.js";
-export { claimTask } from "./task-claim.js";
 export {
   type AssignmentControls,
   type AssignmentOutcome,
@@ -21,18 +28,28 @@ export {
   type TaskRunnerDeps,
   TOUCH_EVERY_MS,
 } from "./task-runner.js";
-export { insertTaskSeeds } from "./task-seed.js";
 export {
+  type Checkpoint,
   cancelPendingTask,
+  cancelPendingTasksOfRun,
+  claimTask,
   finishTaskCancelled,
   finishTaskFailed,
   finishTaskSucceeded,
   handBackHeldTasks,
   handBackTask,
+  insertTaskSeeds,
+  LostClaimError,
+  markTasksDispatched,
   parkSiblings,
   parkTask,
+  rearmTasks,
+  redispatchLostTasks,
+  releaseStaleTasks,
   releaseTask,
   touchTask,
+  undispatchTasks,
+  writeCheckpoint,
 } from "./task-transitions.js";
 export { runVerification, type VerificationOutcome } from "./verification-assignment.js";
 export {

@@ -4,7 +4,7 @@ import { eq } from "drizzle-orm";
 import { resolveDeferredLinks } from "./deferred-links.js";
 import { toRunInfo } from "./run-info.js";
 import { advanceBarrier, finalizeRun, settleStoppingRun } from "./run-transitions.js";
-import { insertTaskSeeds } from "./task-seed.js";
+import { insertTaskSeeds } from "./task-transitions.js";
 
 export type RunProgress =
   | { kind: "unchanged" }

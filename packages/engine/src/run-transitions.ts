@@ -1,5 +1,54 @@
-import type { Queryable } from "@drover/db";
+import { type Db, type Queryable, type RunRow, type RunSummary, runs } from "@drover/db";
+import type { Provider } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
+import { toRunInfo } from "./run-info.js";
+import { cancelPendingTasksOfRun, insertTaskSeeds, rearmTasks } from "./task-transitions.js";
+
+/**
+ * A run's state machine, every statement that moves one. A run is admitted running, its barrier
+ * advances phase by phase, and it finalizes as succeeded or failed; a stop makes it stopping and
+ * then stopped once nothing of it runs; a resume (stopped) or retry (failed) makes it running
+ * again with its barrier rewound; past retention its tasks are pruned and its counts frozen.
+ * Each statement is fenced on the status it leaves, so two coordinators (or a coordinator and the
+ * reaper) racing on one run move it once.
+ */
+
+export interface NewRun {
+  /** Chosen before the insert: the source secret is sealed to it. */
+  id: string;
+  tenantId: string;
+  source: string;
+  sourceAccount: string;
+  kinds: string[];
+  plan: string[][];
+  sourceConfig: Record<string, unknown>;
+  /** The source credential, already encrypted; never the plaintext. */
+  sourceSecretCiphertext: string | null;
+  sourceSecretKeyId: string | null;
+  traceContext: Record<string, string>;
+}
+
+/**
+ * Admits a run and seeds its first phase in one transaction. One live run per tenant and source
+ * account is enforced by the partial unique index runs_one_live_per_source, so of two admissions at
+ * the same instant one fails with a unique violation (23505), which the caller turns into its answer.
+ */
+export async function admitRun(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
+  return db.transaction(async (tx) => {
+    const [run] = await tx
+      .insert(runs)
+      .values({ ...input, status: "running", startedAt: new Date(), heartbeatAt: new Date() })
+      .returning();
+    const seeds = await provider.seedPhase({
+      run: toRunInfo(run!),
+      phase: 0,
+      kinds: input.plan[0] ?? [],
+      tx,
+    });
+    await insertTaskSeeds(tx, run!.id, 0, seeds);
+    return run!;
+  });
+}
 
 /**
  * Moves the run's barrier from `phase` to `phase + 1`. Two fences in one statement:
@@ -49,4 +98,94 @@ export async function settleStoppingRun(q: Queryable, runId: string): Promise<bo
        and not exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = 'running')
     returning r.id`);
   return rows.length === 1;
+}
+
+/**
+ * A stop: a pending or running run becomes stopping, and its pending tasks are cancelled where they
+ * stand. The claim is fenced on the run being 'running', so once this commits no task starts; the
+ * ones running see the stop between windows, and settleStoppingRun ends the run after them.
+ * Returns whether this call moved the run (false when it was already stopping or finished).
+ */
+export async function requestStop(db: Db, runId: string): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const moved = await tx.execute(sql`
+      update drover.runs set status = 'stopping', updated_at = now()
+       where id = ${runId}::uuid and status in ('pending', 'running')
+      returning id`);
+    await cancelPendingTasksOfRun(tx, runId);
+    return moved.length === 1;
+  });
+}
+
+/**
+ * Resume and retry are one transition: a run in `from` (stopped, failed) that was not pruned is
+ * running again, its cancelled (resume) or failed (retry) tasks pending again, and its barrier
+ * rewound to the lowest phase with work again, from where it re-advances. Fenced on the run's status:
+ * of two racing resumes one moves it. Back to running first: the partial unique index re-checks
+ * admission, and a live sibling makes this fail with a unique violation (23505) for the caller.
+ * Returns whether the run moved.
+ */
+export async function rearmRun(
+  db: Db,
+  runId: string,
+  how: { from: "stopped" | "failed"; tasksFrom: "cancelled" | "failed"; resetAttempts: boolean },
+): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const moved = await tx.execute(sql`
+      update drover.runs set status = 'running', error = null, finished_at = null, updated_at = now()
+       where id = ${runId}::uuid and status = ${how.from} and summary is null
+      returning id`);
+    if (moved.length === 0) return false;
+    const lowest = await rearmTasks(tx, runId, how.tasksFrom, { resetAttempts: how.resetAttempts });
+    if (lowest !== undefined) await rewindBarrier(tx, runId, lowest);
+    return true;
+  });
+}
+
+/** Moves the barrier back to `phase` (never forward): a re-armed task there must run again. */
+async function rewindBarrier(q: Queryable, runId: string, phase: number): Promise<void> {
+  await q.execute(sql`
+    update drover.runs set current_phase = least(current_phase, ${phase}), updated_at = now()
+     where id = ${runId}::uuid and status = 'running'`);
+}
+
+/**
+ * Prunes finished runs past retention: freezes each one's counts into runs.summary (what
+ * `summarize` makes of its tasks and notes, before they go), then deletes its tasks and notes, a
+ * few runs per call so a backlog never holds long locks. The summaries and the deletes commit
+ * together: a run is never left without both its tasks and its counts. The runs are taken FOR
+ * UPDATE SKIP LOCKED and the summary is written only where none is, so two reapers never prune one
+ * run twice.
+ */
+export async function pruneFinishedRuns(
+  db: Db,
+  options: {
+    retentionDays: number;
+    batch?: number;
+    summarize(tx: Queryable, run: RunRow): Promise<RunSummary>;
+  },
+): Promise<number> {
+  const batch = options.batch ?? 20;
+  return db.transaction(async (tx) => {
+    const due = await tx
+      .select()
+      .from(runs)
+      .where(
+        sql`${runs.id} in (select id from drover.runs
+                       where status in ('succeeded', 'failed', 'stopped') and summary is null
+                         and finished_at < now() - make_interval(days => ${options.retentionDays})
+                       order by finished_at limit ${batch} for update skip locked)`,
+      );
+    if (due.length === 0) return 0;
+    for (const run of due) {
+      const summary = await options.summarize(tx, run);
+      await tx.execute(sql`
+        update drover.runs set summary = ${JSON.stringify(summary)}::jsonb, updated_at = now()
+         where id = ${run.id}::uuid and summary is null`);
+    }
+    const ids = due.map((r) => r.id);
+    await tx.execute(sql`delete from drover.tasks where run_id = any(${sql.param(ids)}::uuid[])`);
+    await tx.execute(sql`delete from drover.notes where run_id = any(${sql.param(ids)}::uuid[])`);
+    return due.length;
+  });
 }

@@ -16,21 +16,22 @@ import {
 import { Attr, withAttributes } from "@drover/telemetry";
 import { eq, sql } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
-import { LostClaimError } from "./checkpoint.js";
 import { tracePage } from "./instrumentation.js";
 import { readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
-import { claimTask } from "./task-claim.js";
 import {
   cancelPendingTask,
+  claimTask,
   finishTaskCancelled,
   finishTaskFailed,
   finishTaskSucceeded,
   handBackTask,
+  LostClaimError,
   parkSiblings,
   parkTask,
   releaseTask,
   touchTask,
+  undispatchTasks,
 } from "./task-transitions.js";
 import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 import {
@@ -135,9 +136,7 @@ export async function runAssignment(
   if (run.status !== "running") return { status: "dropped", reason: `run is ${run.status}` };
   if (task.availableAt.getTime() > Date.now() + 50) {
     // A duplicate message that arrived before the task is due: let the dispatcher publish it again then.
-    await db.execute(
-      sql`update drover.tasks set dispatched_at = null where id = ${task.id} and status = 'pending'`,
-    );
+    await undispatchTasks(db, [task.id]);
     return { status: "dropped", reason: "not due yet" };
   }
   const provider = deps.providers.get(run.source);

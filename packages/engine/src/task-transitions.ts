@@ -1,13 +1,121 @@
-import type { Db, Queryable } from "@drover/db";
+import type { Db, Queryable, TaskRow } from "@drover/db";
 import type { TaskSeed } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
-import { insertTaskSeeds } from "./task-seed.js";
+import { toTaskRow } from "./task-row.js";
 
 /**
- * The ends of an attempt. Each is one UPDATE fenced on (status = 'running', locked_by = token):
- * only the attempt that holds the claim can end it, so a late zombie changes nothing.
- * Each returns false when the fence did not match.
+ * A task's state machine, every statement that moves one. A task is seeded pending, published
+ * (dispatched_at set), claimed (running, under a claim token), and ends its attempt as succeeded,
+ * failed or cancelled, or goes back to pending (released, parked, handed back, or released by the
+ * reaper when its worker died). A stop cancels what is still pending; a resume or retry puts
+ * cancelled or failed tasks back to pending. Every statement of an attempt is fenced on
+ * (status = 'running', locked_by = claim token): only the attempt that holds the claim moves the
+ * task, so a late zombie changes nothing. Each returns whether (or how many) rows its fence let through.
  */
+
+/**
+ * Inserts tasks. The (run_id, seed_key) unique index makes seeding idempotent: a phase or stripe
+ * successor seeded twice (a retried finish, two finishers) yields one task.
+ */
+export async function insertTaskSeeds(
+  q: Queryable,
+  runId: string,
+  phase: number,
+  seeds: readonly TaskSeed[],
+): Promise<number> {
+  if (seeds.length === 0) return 0;
+  let inserted = 0;
+  // Chunked: one statement per 500 seeds keeps parameters well under Postgres's 65535 limit.
+  for (let i = 0; i < seeds.length; i += 500) {
+    const chunk = seeds.slice(i, i + 500);
+    const rows = await q.execute(sql`
+      insert into drover.tasks (run_id, kind, phase, seed_key, cursor)
+      select ${runId}::uuid, s.kind, ${phase}, s.seed_key, s.cursor
+        from jsonb_to_recordset(${JSON.stringify(chunk.map((s) => ({ kind: s.kind, seed_key: s.seedKey, cursor: s.cursor })))}::jsonb)
+             as s(kind text, seed_key text, cursor jsonb)
+      on conflict (run_id, seed_key) do nothing
+      returning id`);
+    inserted += rows.length;
+  }
+  return inserted;
+}
+
+/**
+ * Claims a pending task for one worker. Racers all issue this UPDATE; `status = 'pending'` is the
+ * fence, so exactly one of them gets the row back and may run it. The run must still be running:
+ * a claim can never slip in after a stop was requested. `claimToken` is unique per claim, and every
+ * later write of this attempt (checkpoint, finish) is fenced on it, so a worker the reaper gave up
+ * on can never overwrite the attempt that replaced it.
+ */
+export async function claimTask(
+  q: Queryable,
+  taskId: number,
+  claimToken: string,
+): Promise<TaskRow | undefined> {
+  const rows = await q.execute(sql`
+    update drover.tasks t
+       set status = 'running', attempts = t.attempts + 1, locked_by = ${claimToken}, locked_at = now(),
+           started_at = coalesce(t.started_at, now()), updated_at = now()
+     where t.id = ${taskId} and t.status = 'pending' and t.available_at <= now()
+       and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = 'running')
+    returning t.*`);
+  const row = rows[0];
+  return row ? toTaskRow(row) : undefined;
+}
+
+/** The task is no longer ours: the reaper released it, or another attempt owns it now. */
+export class LostClaimError extends Error {
+  constructor(taskId: number) {
+    super(`task ${taskId} is no longer held by this attempt`);
+    this.name = "LostClaimError";
+  }
+}
+
+export interface Checkpoint {
+  processedOffset: number;
+  /** Set when the task moves to a new position, e.g. the next deal of a mail task. */
+  cursor?: Record<string, unknown>;
+  /** Added to the task's counters (created, matched, already_here, skipped, failed). */
+  statsDelta: Record<string, number>;
+  /** Added to the task's rows_read / rows_written (per-slot accounting without a ledger). */
+  rowsRead?: number;
+  rowsWritten?: number;
+}
+
+/**
+ * Records how far the task got. It runs inside the window's transaction, so the checkpoint commits
+ * with the rows it counts or not at all: it can never claim more than was committed. It is fenced
+ * on the claim token; a stale attempt gets LostClaimError and its whole window rolls back.
+ * It also refreshes locked_at, which is how the reaper tells a live task from a dead worker's,
+ * and records the window in drover.window_commits (the run's throughput over time).
+ */
+export async function writeCheckpoint(
+  q: Queryable,
+  taskId: number,
+  claimToken: string,
+  c: Checkpoint,
+): Promise<void> {
+  // What the window wrote or failed (not what was already here): the run's throughput.
+  const d = c.statsDelta;
+  const written = (d.created ?? 0) + (d.matched ?? 0) + (d.skipped ?? 0) + (d.failed ?? 0);
+  const rows = await q.execute(sql`
+    with moved as (
+      update drover.tasks t
+         set processed_offset = ${c.processedOffset},
+             cursor = coalesce(${c.cursor ? JSON.stringify(c.cursor) : null}::jsonb, t.cursor),
+             stats = (select coalesce(jsonb_object_agg(k, coalesce((t.stats ->> k)::bigint, 0) + coalesce((d.delta ->> k)::bigint, 0)), '{}'::jsonb)
+                        from (select ${JSON.stringify(c.statsDelta)}::jsonb as delta) d,
+                             jsonb_object_keys(t.stats || d.delta) as k),
+             rows_read = t.rows_read + ${c.rowsRead ?? 0}, rows_written = t.rows_written + ${c.rowsWritten ?? 0},
+             locked_at = now(), updated_at = now()
+       where t.id = ${taskId} and t.status = 'running' and t.locked_by = ${claimToken}
+      returning t.id, t.run_id),
+    logged as (
+      insert into drover.window_commits (run_id, task_id, rows)
+      select run_id, id, ${written} from moved where ${written}::int > 0)
+    select id from moved`);
+  if (rows.length !== 1) throw new LostClaimError(taskId);
+}
 
 /** Success, together with the successors the task seeds (the next page of its stripe). */
 export async function finishTaskSucceeded(
@@ -156,7 +264,7 @@ export async function parkSiblings(
  * that finished or was handed on meanwhile is left alone. dispatched_at is cleared: the worker is
  * closing and its naks may not arrive, so the dispatcher publishes these again. The lock timeout
  * bounds the wait for a window still committing on the task's row; a task not handed back in time
- * is left to the reaper. (Belongs with the task state module once the statements move there.)
+ * is left to the reaper.
  */
 export async function handBackHeldTasks(
   db: Db,
@@ -175,4 +283,126 @@ export async function handBackHeldTasks(
       returning t.id`);
   });
   return rows.map((r) => Number(r.id));
+}
+
+/**
+ * Marks a run's deficit of tasks as published: up to `maxInflight` in flight (running, or published
+ * and not yet claimed), taken from the run's current phase, due ones only, oldest first. Fenced on
+ * the run being 'running'. SKIP LOCKED lets two coordinators top up the same run at once without
+ * both marking (and publishing) the same task. Returns what the caller must now publish, with the
+ * run's trace context.
+ */
+export async function markTasksDispatched(
+  q: Queryable,
+  runId: string,
+  maxInflight: number,
+): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
+  const picked = await q.execute<{ id: string; trace_context: Record<string, string> | null }>(sql`
+    with run as (
+      select r.id, r.current_phase, r.trace_context from drover.runs r where r.id = ${runId}::uuid and r.status = 'running'
+    ), inflight as (
+      select count(*)::int as n from drover.tasks t
+       where t.run_id = ${runId}::uuid and (t.status = 'running' or (t.status = 'pending' and t.dispatched_at is not null))
+    ), due as (
+      select t.id from drover.tasks t, run
+       where t.run_id = run.id and t.phase = run.current_phase and t.status = 'pending'
+         and t.dispatched_at is null and t.available_at <= now()
+       order by t.id
+       limit greatest(${maxInflight} - (select n from inflight), 0)
+       for update of t skip locked
+    )
+    update drover.tasks t set dispatched_at = now()
+      from due, run
+     where t.id = due.id
+    returning t.id, run.trace_context`);
+  return { ids: picked.map((r) => Number(r.id)), traceContext: picked[0]?.trace_context ?? null };
+}
+
+/**
+ * Unmarks pending tasks whose message was never published or arrived before the task was due, so
+ * the next top-up publishes them again. Fenced on 'pending': a task claimed meanwhile is left alone.
+ */
+export async function undispatchTasks(q: Queryable, taskIds: readonly number[]): Promise<number> {
+  if (taskIds.length === 0) return 0;
+  const rows = await q.execute(sql`
+    update drover.tasks set dispatched_at = null
+     where id = any(${sql.param(taskIds)}::bigint[]) and status = 'pending'
+    returning id`);
+  return rows.length;
+}
+
+/**
+ * A stop: the pending tasks of a stopping run are cancelled where they stand (a resume puts them
+ * back). Fenced on the run being stopping. Running ones are not touched; they see the stop between
+ * windows and cancel themselves.
+ */
+export async function cancelPendingTasksOfRun(q: Queryable, runId: string): Promise<number> {
+  const rows = await q.execute(sql`
+    update drover.tasks t set status = 'cancelled', finished_at = now(), updated_at = now()
+     where t.run_id = ${runId}::uuid and t.status = 'pending'
+       and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = 'stopping')
+    returning t.id`);
+  return rows.length;
+}
+
+/**
+ * The reaper's release of tasks whose worker died: a running task whose lock has not moved for
+ * `staleMs` goes back to pending, cursor intact, or fails once it has used `maxAttempts` (a task
+ * that kills its worker every time must not loop forever). Fenced on the lock's age, which every
+ * checkpoint and touch of a live attempt refreshes; the attempt's own later writes then find its
+ * claim token gone and change nothing.
+ */
+export async function releaseStaleTasks(
+  q: Queryable,
+  options: { staleMs: number; maxAttempts: number },
+): Promise<{ released: number; failed: number }> {
+  const { staleMs, maxAttempts } = options;
+  const rows = await q.execute<{ status: string }>(sql`
+    update drover.tasks
+       set status = case when attempts >= ${maxAttempts} then 'failed' else 'pending' end,
+           last_error = case when attempts >= ${maxAttempts}
+                             then 'its worker stopped responding on every attempt' else 'its worker stopped responding' end,
+           finished_at = case when attempts >= ${maxAttempts} then now() end,
+           locked_by = null, locked_at = null, dispatched_at = null, available_at = now(), updated_at = now()
+     where status = 'running' and locked_at < now() - make_interval(secs => ${staleMs / 1000})
+    returning status`);
+  return {
+    released: rows.filter((t) => t.status === "pending").length,
+    failed: rows.filter((t) => t.status === "failed").length,
+  };
+}
+
+/**
+ * Tasks published `afterMs` ago and still pending were lost by the broker (it is only a doorbell):
+ * unmarked, the next top-up publishes them again. A duplicate is harmless, the claim being fenced.
+ */
+export async function redispatchLostTasks(q: Queryable, afterMs: number): Promise<number> {
+  const rows = await q.execute(sql`
+    update drover.tasks set dispatched_at = null
+     where status = 'pending' and dispatched_at < now() - make_interval(secs => ${afterMs / 1000})
+    returning id`);
+  return rows.length;
+}
+
+/**
+ * A resume (cancelled tasks) or retry (failed tasks, attempts afresh): the run's tasks in `from`
+ * go back to pending, cursor intact, due at once. Returns the lowest phase that has work again, the
+ * phase the run's barrier must rewind to, or undefined when no task moved.
+ */
+export async function rearmTasks(
+  q: Queryable,
+  runId: string,
+  from: "cancelled" | "failed",
+  options: { resetAttempts: boolean },
+): Promise<number | undefined> {
+  const [lowest] = await q.execute<{ phase: number | null }>(sql`
+    with rearmed as (
+      update drover.tasks
+         set status = 'pending', available_at = now(), dispatched_at = null, locked_by = null,
+             finished_at = null, updated_at = now()
+             ${options.resetAttempts ? sql`, attempts = 0` : sql``}
+       where run_id = ${runId}::uuid and status = ${from}
+      returning phase)
+    select min(phase) as phase from rearmed`);
+  return lowest?.phase === null || lowest?.phase === undefined ? undefined : Number(lowest.phase);
 }

@@ -17,9 +17,9 @@ import {
   type WriteOptions,
   type WriteSummary,
 } from "@drover/provider-sdk";
-import { type Checkpoint, LostClaimError, writeCheckpoint } from "./checkpoint.js";
 import { traceWindow } from "./instrumentation.js";
 import { appendNotes, type NoteInput } from "./notes.js";
+import { type Checkpoint, LostClaimError, writeCheckpoint } from "./task-transitions.js";
 import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 
 /**

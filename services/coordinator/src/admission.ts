@@ -1,45 +1,18 @@
-import { type Db, pgErrorCode, runs } from "@drover/db";
-import { insertTaskSeeds, toRunInfo } from "@drover/engine";
+import { type Db, pgErrorCode, type RunRow, runs } from "@drover/db";
+import { admitRun, type NewRun } from "@drover/engine";
 import { Code, RpcError } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { and, eq, inArray } from "drizzle-orm";
 
-export interface NewRun {
-  /** Chosen before the insert: the source secret is sealed to it. */
-  id: string;
-  tenantId: string;
-  source: string;
-  sourceAccount: string;
-  kinds: string[];
-  plan: string[][];
-  sourceConfig: Record<string, unknown>;
-  /** The source credential, already encrypted (source-secrets.ts); never the plaintext. */
-  sourceSecretCiphertext: string | null;
-  sourceSecretKeyId: string | null;
-  traceContext: Record<string, string>;
-}
-
 /**
- * Admits a run and seeds its first phase in one transaction. One live run per tenant and source
- * account is enforced by a partial unique index, so two coordinators admitting at the same instant
- * cannot both win; the loser answers ALREADY_EXISTS naming the run that holds the slot.
+ * Admits a run and seeds its first phase (engine admitRun, one transaction). One live run per
+ * tenant and source account is enforced by a partial unique index, so two coordinators admitting
+ * at the same instant cannot both win; the loser answers ALREADY_EXISTS naming the run that holds
+ * the slot.
  */
-export async function admitRun(db: Db, provider: Provider, input: NewRun): Promise<typeof runs.$inferSelect> {
+export async function admit(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
   try {
-    return await db.transaction(async (tx) => {
-      const [run] = await tx
-        .insert(runs)
-        .values({ ...input, status: "running", startedAt: new Date(), heartbeatAt: new Date() })
-        .returning();
-      const seeds = await provider.seedPhase({
-        run: toRunInfo(run!),
-        phase: 0,
-        kinds: input.plan[0] ?? [],
-        tx,
-      });
-      await insertTaskSeeds(tx, run!.id, 0, seeds);
-      return run!;
-    });
+    return await admitRun(db, provider, input);
   } catch (err) {
     if (pgErrorCode(err) === "23505") throw await conflict(db, input);
     throw err;

@@ -29,7 +29,7 @@ import type { CoordinatorConfig } from "./config.js";
 import type { CoordinatorContext } from "./context.js";
 import { topUpRun } from "./dispatcher.js";
 import { type LeaderLease, leaderLease } from "./leader-lease.js";
-import { sweep } from "./reaper.js";
+import { reaperPass } from "./reaper.js";
 import { runService } from "./run-service.js";
 import { prepareSecurity } from "./security.js";
 import { refreshTaskMetrics } from "./task-metrics.js";
@@ -163,7 +163,7 @@ export async function startCoordinator(
       budgets.clear();
     }
     await budgets.persist();
-    const report = await sweep(ctx);
+    const report = await reaperPass(ctx);
     if (report.released + report.failed + report.redispatched > 0)
       logger.info(report, "reaper repaired tasks");
     await verifications.pass().catch((err) => logger.error({ err }, "asking for verifications failed"));

@@ -1,5 +1,4 @@
 import { leaderAddress } from "@drover/db";
-import { progressRun } from "@drover/engine";
 import {
   type Client,
   Code,
@@ -12,6 +11,7 @@ import {
 } from "@drover/proto";
 import { forwardedCredentials } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
+import { advanceRun } from "./run-advance.js";
 import { invalid, requireRunId, requireText } from "./validation.js";
 
 /**
@@ -24,12 +24,7 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
   const forward = leaderForwarder(ctx);
   return {
     async taskFinished(req) {
-      const runId = requireRunId(req.runId);
-      await progressRun(
-        { db: ctx.db, providers: ctx.providers, notesCap: ctx.config.DROVER_NOTES_CAP },
-        runId,
-      );
-      await ctx.topUp(runId);
+      await advanceRun(ctx, requireRunId(req.runId));
       return {};
     },
 

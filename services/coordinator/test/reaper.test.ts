@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BudgetKeeper } from "../src/budget-keeper.js";
 import { loadCoordinatorConfig } from "../src/config.js";
 import type { CoordinatorContext } from "../src/context.js";
-import { sweep } from "../src/reaper.js";
+import { reaperPass } from "../src/reaper.js";
 import { runView } from "../src/run-view.js";
 
 let testDb: TestDatabase;
@@ -68,7 +68,7 @@ async function task(runId: string, overrides: Partial<typeof tasks.$inferInsert>
 
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
 
-describe("reaper", () => {
+describe("reaper pass", () => {
   it("releases a running task whose worker died, and fails it once its attempts are spent", async () => {
     const r = await run();
     const dead = await task(r.id, {
@@ -89,7 +89,7 @@ describe("reaper", () => {
       lockedAt: new Date(),
       attempts: 1,
     });
-    const report = await sweep(ctx);
+    const report = await reaperPass(ctx);
     expect(report).toMatchObject({ released: 1, failed: 1 });
     const rows = await database.db.execute<{ id: string; status: string; locked_by: string | null }>(
       sql`select id, status, locked_by from drover.tasks where run_id = ${r.id} order by id`,
@@ -106,7 +106,7 @@ describe("reaper", () => {
     const r = await run();
     const lost = await task(r.id, { dispatchedAt: minutesAgo(10) });
     const queued = await task(r.id, { dispatchedAt: new Date() });
-    await sweep(ctx);
+    await reaperPass(ctx);
     const rows = await database.db.execute<{ id: string; dispatched: boolean }>(
       sql`select id, dispatched_at is not null as dispatched from drover.tasks where run_id = ${r.id} order by id`,
     );
@@ -132,7 +132,7 @@ describe("reaper", () => {
           values (${r.tenantId}, 'crm', 'a', 'organizations', ${id}, 'skipped', 'not linked', ${r.id})`);
     }
     const before = await runView(database.db, old);
-    expect((await sweep(ctx)).pruned).toBe(1);
+    expect((await reaperPass(ctx)).pruned).toBe(1);
     const count = async (table: string, runId: string) =>
       Number(
         (

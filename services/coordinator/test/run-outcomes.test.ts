@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BudgetKeeper } from "../src/budget-keeper.js";
 import { loadCoordinatorConfig } from "../src/config.js";
 import type { CoordinatorContext } from "../src/context.js";
-import { pruneFinishedRuns } from "../src/reaper.js";
+import { pruneRunsPastRetention } from "../src/reaper.js";
 import { currentNoteGroups } from "../src/run-outcomes.js";
 import { runView } from "../src/run-view.js";
 
@@ -186,7 +186,7 @@ describe("a run's counts and reasons", () => {
       logger: createLogger("test", { level: "silent" }),
       topUp: async () => 0,
     } satisfies CoordinatorContext;
-    expect(await pruneFinishedRuns(ctx)).toBeGreaterThanOrEqual(1);
+    expect(await pruneRunsPastRetention(ctx)).toBeGreaterThanOrEqual(1);
     const [pruned] = await database.db.select().from(runs).where(sql`id = ${run.id}`);
     expect(pruned!.summary).not.toBeNull();
     const after = await runView(database.db, pruned!);

@@ -1,0 +1,148 @@
+import { randomUUID } from "node:crypto";
+import type { SecretKeyring } from "@drover/auth";
+import { pgErrorCode, type RunRow } from "@drover/db";
+import { rearmRun, requestStop } from "@drover/engine";
+import { Code, RpcError, type Run, type RunService, type ServiceImplementation } from "@drover/proto";
+import type { Provider } from "@drover/provider-sdk";
+import { injectTraceContext } from "@drover/telemetry";
+import { admit, conflict } from "./admission.js";
+import { requireActsFor } from "./auth.js";
+import type { CoordinatorContext } from "./context.js";
+import { buildPlan } from "./plan.js";
+import { loadVisibleRun, prunedError } from "./run-access.js";
+import { advanceRun } from "./run-advance.js";
+import { loadRun, runView } from "./run-view.js";
+import { sealSourceSecret } from "./source-secrets.js";
+import {
+  invalid,
+  optionalText,
+  requireSettings,
+  requireTenant,
+  requireText,
+  requireToken,
+  requireUserKinds,
+} from "./validation.js";
+
+type RunControl = Pick<
+  ServiceImplementation<typeof RunService>,
+  "startRun" | "stopRun" | "resumeRun" | "retryRun"
+>;
+
+/**
+ * Run control: start, stop, resume, retry. Each checks the caller and the request, moves the run
+ * through the engine's fenced transitions (run-transitions), then advances it at once rather than
+ * waiting for the reaper.
+ */
+export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): RunControl {
+  const { db } = ctx;
+
+  const provider = (name: string): Provider => {
+    const p = ctx.providers.get(name);
+    if (!p)
+      throw invalid(
+        `unknown source "${name.slice(0, 64)}"; known sources: ${[...ctx.providers.keys()].join(", ")}`,
+      );
+    return p;
+  };
+
+  /** Advances the run, then answers with it. */
+  const advanced = async (runId: string): Promise<{ run: Run }> => {
+    await advanceRun(ctx, runId);
+    return { run: await runView(db, (await loadRun(db, runId))!) };
+  };
+
+  /**
+   * Resume and retry are one transition: a run in the right state gets its cancelled (resume) or
+   * failed (retry) tasks back as pending, and its barrier rewound to the lowest of them.
+   */
+  const rearm = async (run: RunRow, how: Rearm): Promise<void> => {
+    if (run.status !== how.from) throw notRearmable(run, how);
+    if (run.summary) throw prunedError(run.id);
+    let moved: boolean;
+    try {
+      moved = await rearmRun(db, run.id, how);
+    } catch (err) {
+      if (pgErrorCode(err) === "23505") throw await conflict(db, run, run.id);
+      throw err;
+    }
+    // Another call moved it between the read and the fenced transition.
+    if (!moved) throw notRearmable((await loadRun(db, run.id)) ?? run, how);
+  };
+
+  return {
+    async startRun(req, call) {
+      const tenantId = requireTenant(req.tenantId);
+      requireActsFor(call, tenantId);
+      const p = provider(requireText("source", req.source, 64));
+      const sourceAccount = requireText("source_account", req.sourceAccount, 256);
+      const kinds = requireUserKinds(p, req.kinds);
+      const config = req.sourceConfig;
+      const baseUrl = optionalText("source_config.base_url", config?.baseUrl ?? "", 2048);
+      const apiToken = requireToken("source_config.api_token", config?.apiToken ?? "", 4096);
+      const settings = requireSettings("source_config.settings", config?.settings ?? {});
+      const problem = p.validateConfig({ baseUrl, apiToken, settings });
+      if (problem) throw invalid(`source_config: ${problem}`);
+
+      const runId = randomUUID();
+      const sealed = apiToken ? sealSourceSecret(secrets, runId, apiToken) : undefined;
+      const plan = buildPlan(p, kinds);
+      const run = await admit(db, p, {
+        id: runId,
+        tenantId,
+        source: p.name,
+        sourceAccount,
+        kinds: plan.flat(),
+        plan,
+        sourceConfig: { baseUrl, settings },
+        sourceSecretCiphertext: sealed?.ciphertext ?? null,
+        sourceSecretKeyId: sealed?.keyId ?? null,
+        traceContext: injectTraceContext(),
+      });
+      ctx.logger.info({ run_id: run.id, tenant_id: tenantId, source: p.name, kinds }, "run started");
+      return advanced(run.id);
+    },
+
+    async stopRun(req, call) {
+      const run = await loadVisibleRun(db, req.runId, call);
+      if (run.status === "succeeded" || run.status === "failed") {
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${run.id} has already ${run.status}; only a running run can be stopped`,
+        );
+      }
+      if (await requestStop(db, run.id)) ctx.logger.info({ run_id: run.id }, "run stopping");
+      return advanced(run.id);
+    },
+
+    async resumeRun(req, call) {
+      const run = await loadVisibleRun(db, req.runId, call);
+      await rearm(run, RESUME);
+      return advanced(run.id);
+    },
+
+    async retryRun(req, call) {
+      const run = await loadVisibleRun(db, req.runId, call);
+      await rearm(run, RETRY);
+      return advanced(run.id);
+    },
+  };
+}
+
+interface Rearm {
+  from: "stopped" | "failed";
+  tasksFrom: "cancelled" | "failed";
+  /** Retry starts the failed tasks' attempts afresh; resume keeps what was spent. */
+  resetAttempts: boolean;
+  verb: string;
+}
+
+const RESUME: Rearm = { from: "stopped", tasksFrom: "cancelled", resetAttempts: false, verb: "resumed" };
+const RETRY: Rearm = { from: "failed", tasksFrom: "failed", resetAttempts: true, verb: "retried" };
+
+function notRearmable(run: RunRow, how: Rearm): RpcError {
+  if (run.summary) return prunedError(run.id);
+  return new RpcError(
+    Code.FAILED_PRECONDITION,
+    `run ${run.id} is ${run.status}; only a ${how.from} run can be ${how.verb}`,
+  );
+}
