@@ -37,7 +37,7 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
   return db.transaction(async (tx) => {
     const [run] = await tx
       .insert(runs)
-      .values({ ...input, status: "running", startedAt: new Date(), heartbeatAt: new Date() })
+      .values({ ...input, status: "running", startedAt: new Date() })
       .returning();
     const seeds = await provider.seedPhase({
       run: toRunInfo(run!),

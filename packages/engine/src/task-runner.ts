@@ -14,7 +14,7 @@ import {
   type WriteSummary,
 } from "@drover/provider-sdk";
 import { Attr, withAttributes } from "@drover/telemetry";
-import { eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
 import { readRunFact, settleRunFact } from "./run-facts.js";
@@ -106,7 +106,6 @@ const DEFAULT_STOP_POLL_MS = 1_000;
  * — a retry would find the same rows malformed, and the run could never succeed.
  */
 const EVERY_ROW_FAILED_MIN_ROWS = 3;
-const HEARTBEAT_EVERY_S = 30;
 /** A sixth of the reaper's default stale-lock threshold (90 s): five touches may fail before it gives up. */
 export const TOUCH_EVERY_MS = 15_000;
 
@@ -279,7 +278,6 @@ export async function runAssignment(
     clearInterval(touch);
     controls.onClaim?.(null);
     controls.shutdown.removeEventListener("abort", onShutdown);
-    await heartbeat(db, run.id).catch(() => {});
   }
 }
 
@@ -333,11 +331,4 @@ function scrubbed(err: unknown, secret: string | undefined): unknown {
     if (e.message.includes(secret)) e.message = e.message.replaceAll(secret, "[redacted]");
   }
   return typeof err === "string" ? err.replaceAll(secret, "[redacted]") : err;
-}
-
-/** The run's heartbeat tells the reaper a worker is alive; written at most every 30 s, not per task. */
-async function heartbeat(db: Db, runId: string): Promise<void> {
-  await db.execute(sql`
-    update drover.runs set heartbeat_at = now()
-     where id = ${runId}::uuid and (heartbeat_at is null or heartbeat_at < now() - make_interval(secs => ${HEARTBEAT_EVERY_S}))`);
 }

@@ -59,7 +59,6 @@ export const runs = drover.table(
     verification: jsonb("verification"),
     /** Per-kind counts and task counts, frozen when the reaper prunes the run's tasks. */
     summary: jsonb("summary").$type<RunSummary>(),
-    heartbeatAt: timestamp("heartbeat_at", { withTimezone: true }),
     startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),
     ...timestamps,

@@ -1,0 +1,1 @@
+ALTER TABLE "drover"."runs" DROP COLUMN "heartbeat_at";
