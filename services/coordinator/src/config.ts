@@ -19,7 +19,10 @@ const schema = z.object({
    * lock has not moved for this long belongs to a dead worker): the workers must have the same.
    */
   ...SHARED_SETTINGS,
-  DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000),
+  /** How often the leader's reaper runs. */
+  DROVER_REAPER_INTERVAL_MS: intVar(100, 600_000, 2_000),
+  /** The reaper interval's former name, read when DROVER_REAPER_INTERVAL_MS is unset. Deprecated. */
+  DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000).optional(),
   /** A published task still pending after this long was lost by the broker; publish it again. */
   DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000),
   /**
@@ -57,10 +60,13 @@ const schema = z.object({
   NODE_ENV: z.string().optional(),
 });
 
-export type CoordinatorConfig = z.infer<typeof schema>;
+export type CoordinatorConfig = Omit<z.infer<typeof schema>, "DROVER_SWEEP_INTERVAL_MS">;
 
 export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): CoordinatorConfig {
-  return parseEnv(schema, env, checkAuthConfig);
+  const { DROVER_SWEEP_INTERVAL_MS: deprecated, ...config } = parseEnv(schema, env, checkAuthConfig);
+  if (!env.DROVER_REAPER_INTERVAL_MS && env.DROVER_SWEEP_INTERVAL_MS && deprecated !== undefined)
+    config.DROVER_REAPER_INTERVAL_MS = deprecated;
+  return config;
 }
 
 /** What is wrong with the key, secret and TLS variables, without quoting any of them. */

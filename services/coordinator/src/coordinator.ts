@@ -41,8 +41,6 @@ export interface Coordinator {
   address: string;
   /** True while this replica holds the leader lease and runs the reaper. */
   isLeader(): boolean;
-  /** Runs one reaper pass now (tests). */
-  sweepNow(): Promise<void>;
   /** Stops taking RPCs, finishes those in flight up to the grace time, releases leadership. Idempotent. */
   stop(): Promise<void>;
 }
@@ -148,7 +146,7 @@ export async function startCoordinator(
   const leader = leaderLease(config.DATABASE_URL, { holder: `${hostname()}-${process.pid}`, address });
   lease = leader;
   let stopping = false;
-  let sweeping: Promise<void> = Promise.resolve();
+  let reaping: Promise<void> = Promise.resolve();
   const pass = async () => {
     const wasLeader = leader.held;
     if (!(await leader.refresh())) {
@@ -171,8 +169,8 @@ export async function startCoordinator(
   const stopTaskMetrics = refreshTaskMetrics(database.db);
   const timer = setInterval(() => {
     if (stopping) return;
-    sweeping = sweeping.then(pass).catch((err) => logger.error({ err }, "reaper pass failed"));
-  }, config.DROVER_SWEEP_INTERVAL_MS);
+    reaping = reaping.then(pass).catch((err) => logger.error({ err }, "reaper pass failed"));
+  }, config.DROVER_REAPER_INTERVAL_MS);
 
   logger.info({ address, queue: names.stream }, "coordinator listening");
 
@@ -180,10 +178,6 @@ export async function startCoordinator(
   return {
     address,
     isLeader: () => leader.held,
-    sweepNow: async () => {
-      sweeping = sweeping.then(pass);
-      await sweeping;
-    },
     stop() {
       stopped ??= (async () => {
         stopping = true;
@@ -193,7 +187,7 @@ export async function startCoordinator(
         // VerifyRuns waiting on a worker answer UNAVAILABLE now rather than hold the shutdown.
         verifications.stop();
         await server.shutdown(config.DROVER_SHUTDOWN_GRACE_MS);
-        await sweeping.catch(() => {});
+        await reaping.catch(() => {});
         if (leader.held)
           await budgets.persist(true).catch((err) => logger.error({ err }, "persisting budgets failed"));
         await leader.release();
