@@ -249,6 +249,39 @@ const INVALID_CALLS: Case[] = [
     code: Code.NOT_FOUND,
     message: /^run 00000000-0000-4000-8000-000000000043 does not exist$/,
   },
+  // Control characters in a value quoted back are escaped, never sent raw (a terminal or log
+  // viewer showing the message would obey them).
+  {
+    name: "GetRun, a run id holding control characters (quoted back escaped)",
+    call: (client) => client.getRun({ runId: "run\u001b[2J\r\nforged log line\u0000" }),
+    code: Code.INVALID_ARGUMENT,
+    message: /^run_id must be a UUID, got "run\\u001b\[2J\\r\\nforged log line\\u0000"$/,
+  },
+  {
+    name: "StartRun, a kind holding control characters (quoted back escaped)",
+    call: startWith((r) => (r.kinds = ["persons\u0007\n"])),
+    code: Code.INVALID_ARGUMENT,
+    message: /^unknown kind\(s\) "persons\\u0007\\n" for source crm; allowed kinds: /,
+  },
+  // A page token is the server's own: a forged one is refused as a page token, whatever it hides.
+  ...(
+    [
+      ["garbage", "not base64 of a token"],
+      [Buffer.from("2026-01-01T00:00:00Z|not-a-uuid").toString("base64url"), "a forged run id"],
+      [Buffer.from("2026-01-01T00:00:00Z|").toString("base64url"), "no run id"],
+      [
+        Buffer.from("yesterday|00000000-0000-4000-8000-000000000042").toString("base64url"),
+        "a forged instant",
+      ],
+    ] as const
+  ).map(
+    ([pageToken, what]): Case => ({
+      name: `ListRuns, a page token with ${what}`,
+      call: (client) => client.listRuns({ pageToken }),
+      code: Code.INVALID_ARGUMENT,
+      message: /^page_token is not a token this server issued$/,
+    }),
+  ),
   // Other absurd options.
   {
     name: "ListRuns, page_size 2^31-1",

@@ -9,6 +9,7 @@ import { admit, conflict } from "./admission.js";
 import { requireActsFor } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
 import { buildPlan } from "./plan.js";
+import { quoted } from "./quote.js";
 import { loadVisibleRun, prunedError } from "./run-access.js";
 import { advanceRun } from "./run-advance.js";
 import { loadRun, runView } from "./run-view.js";
@@ -39,9 +40,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
   const provider = (name: string): Provider => {
     const p = ctx.providers.get(name);
     if (!p)
-      throw invalid(
-        `unknown source "${name.slice(0, 64)}"; known sources: ${[...ctx.providers.keys()].join(", ")}`,
-      );
+      throw invalid(`unknown source ${quoted(name)}; known sources: ${[...ctx.providers.keys()].join(", ")}`);
     return p;
   };
 

@@ -114,6 +114,7 @@ function encodePageToken(run: { cursorAt: string; id: string }): string {
 }
 
 function decodePageToken(token: string): [string, string] {
+  const notIssued = () => invalid("page_token is not a token this server issued");
   const [at, id] = Buffer.from(token, "base64url").toString().split("|");
   if (
     !id ||
@@ -121,7 +122,12 @@ function decodePageToken(token: string): [string, string] {
     !/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$/.test(at) ||
     Number.isNaN(new Date(at).getTime())
   ) {
-    throw invalid("page_token is not a token this server issued");
+    throw notIssued();
   }
-  return [at, requireRunId(id)];
+  // The run id inside is the token's, not a field the caller sent: a bad one is a forged token.
+  try {
+    return [at, requireRunId(id)];
+  } catch {
+    throw notIssued();
+  }
 }

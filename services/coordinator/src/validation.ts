@@ -1,6 +1,7 @@
 import { Code, RpcError } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { userKinds } from "./plan.js";
+import { quoted } from "./quote.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
@@ -14,7 +15,7 @@ function invalid(message: string): RpcError {
 
 export function requireRunId(value: string): string {
   if (!value) throw invalid("run_id is required");
-  if (!UUID.test(value)) throw invalid(`run_id must be a UUID, got "${value.slice(0, 64)}"`);
+  if (!UUID.test(value)) throw invalid(`run_id must be a UUID, got ${quoted(value)}`);
   return value.toLowerCase();
 }
 
@@ -68,7 +69,7 @@ export function requireUserKinds(provider: Provider, kinds: readonly string[]): 
   const unknown = kinds.filter((k) => !allowed.includes(k));
   if (unknown.length > 0)
     throw invalid(
-      `unknown kind(s) ${unknown.map((k) => `"${k.slice(0, 64)}"`).join(", ")} for source ${provider.name}; ${named}`,
+      `unknown kind(s) ${unknown.map((k) => quoted(k)).join(", ")} for source ${provider.name}; ${named}`,
     );
   return [...new Set(kinds)];
 }
