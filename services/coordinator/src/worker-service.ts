@@ -12,7 +12,8 @@ import {
 import { forwardedCredentials } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
 import { advanceRun } from "./run-advance.js";
-import { invalid, requireRunId, requireText } from "./validation.js";
+import { checkTaskReport } from "./task-report.js";
+import { invalid, requireText } from "./validation.js";
 
 /**
  * What workers tell the coordinator, and the source budget they lease from it.
@@ -24,7 +25,8 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
   const forward = leaderForwarder(ctx);
   return {
     async taskFinished(req) {
-      await advanceRun(ctx, requireRunId(req.runId));
+      const report = await checkTaskReport(ctx.db, req, ctx.logger);
+      await advanceRun(ctx, report.runId);
       return {};
     },
 
