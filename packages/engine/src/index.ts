@@ -2,7 +2,13 @@ export { retryDelayMs } from "./backoff.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
 export { appendNotes, type NoteInput } from "./notes.js";
 export { readRunFact, settleRunFact } from "./run-facts.js";
-export { openSourceSecret, sourceSecretContext, toRunInfo } from "./run-info.js";
+export {
+  openSourceSecret,
+  sourceSecretContext,
+  storeResealedSecret,
+  storeSealedLegacySecret,
+  toRunInfo,
+} from "./run-info.js";
 export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
 export {
   admitRun,

@@ -1,6 +1,7 @@
-import { SecretKeyMissingError, type SecretKeyring } from "@drover/auth";
-import type { RunRow } from "@drover/db";
+import { type SealedSecret, SecretKeyMissingError, type SecretKeyring } from "@drover/auth";
+import type { Queryable, RunRow } from "@drover/db";
 import { PermanentError, type RunInfo, TransientError } from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
 
 /** What providers see of a run. Never the credential: only the task runner adds it, see openSourceSecret. */
 export function toRunInfo(run: RunRow): RunInfo {
@@ -43,4 +44,38 @@ export function openSourceSecret(
     const reason = `cannot open the run's source credential: ${(err as Error).message}`;
     throw err instanceof SecretKeyMissingError ? new TransientError(reason) : new PermanentError(reason);
   }
+}
+
+/**
+ * Stores the sealed form of a plaintext credential written before encryption existed, clearing the
+ * plaintext in the same statement. Fenced on the plaintext still being there: done once.
+ */
+export async function storeSealedLegacySecret(
+  q: Queryable,
+  runId: string,
+  box: SealedSecret,
+): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.runs
+       set source_secret_ciphertext = ${box.ciphertext}, source_secret_key_id = ${box.keyId}, source_secret = null
+     where id = ${runId}::uuid and source_secret is not null
+    returning id`);
+  return rows.length === 1;
+}
+
+/**
+ * Replaces a credential sealed under `fromKeyId` with its re-sealing under another key (a key
+ * rotation). Fenced on the old key id, so two rotations at once change it once.
+ */
+export async function storeResealedSecret(
+  q: Queryable,
+  runId: string,
+  fromKeyId: string,
+  box: SealedSecret,
+): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.runs set source_secret_ciphertext = ${box.ciphertext}, source_secret_key_id = ${box.keyId}
+     where id = ${runId}::uuid and source_secret_key_id = ${fromKeyId}
+    returning id`);
+  return rows.length === 1;
 }

@@ -1,6 +1,6 @@
 import type { SealedSecret, SecretKeyring } from "@drover/auth";
 import type { Db } from "@drover/db";
-import { sourceSecretContext } from "@drover/engine";
+import { sourceSecretContext, storeResealedSecret, storeSealedLegacySecret } from "@drover/engine";
 import { sql } from "drizzle-orm";
 
 /**
@@ -26,11 +26,7 @@ export async function sealLegacySecrets(db: Db, keyring: SecretKeyring): Promise
     if (rows.length === 0) return sealed;
     for (const row of rows) {
       const box = sealSourceSecret(keyring, row.id, row.source_secret);
-      await db.execute(sql`
-        update drover.runs
-           set source_secret_ciphertext = ${box.ciphertext}, source_secret_key_id = ${box.keyId}, source_secret = null
-         where id = ${row.id}::uuid and source_secret is not null`);
-      sealed++;
+      if (await storeSealedLegacySecret(db, row.id, box)) sealed++;
     }
   }
 }
@@ -65,10 +61,7 @@ export async function reencryptSecrets(
         continue;
       }
       const box = sealSourceSecret(keyring, row.id, secret);
-      const updated = await db.execute(sql`
-        update drover.runs set source_secret_ciphertext = ${box.ciphertext}, source_secret_key_id = ${box.keyId}
-         where id = ${row.id}::uuid and source_secret_key_id = ${row.key_id} returning id`);
-      reencrypted += updated.length;
+      if (await storeResealedSecret(db, row.id, row.key_id, box)) reencrypted++;
     }
   }
 }
