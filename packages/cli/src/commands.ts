@@ -11,9 +11,11 @@ import {
   type MessageShape,
   ResumeRunResponseSchema,
   RetryRunResponseSchema,
+  RUN_STATUSES,
   type Run,
   type RunService,
   RunStatus,
+  runStatusFromName,
   StartRunResponseSchema,
   StopRunResponseSchema,
   timestampDate,
@@ -54,15 +56,6 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
 
 Environment: DROVER_ADDRESS (default 127.0.0.1:50051), DROVER_TOKEN (bearer token), DROVER_SOURCE_TOKEN (the
 source's API token for start, so it stays out of shell history).`;
-
-const STATUS_BY_NAME: Record<string, RunStatus> = {
-  pending: RunStatus.PENDING,
-  running: RunStatus.RUNNING,
-  stopping: RunStatus.STOPPING,
-  stopped: RunStatus.STOPPED,
-  succeeded: RunStatus.SUCCEEDED,
-  failed: RunStatus.FAILED,
-};
 
 type Flags = Record<string, string | boolean | string[] | undefined>;
 
@@ -164,17 +157,15 @@ export async function runCommand(
     }
     case "runs": {
       const statuses = typeof flags.status === "string" ? flags.status.split(",").filter(Boolean) : [];
-      const unknown = statuses.filter((s) => !(s in STATUS_BY_NAME));
+      const unknown = statuses.filter((s) => runStatusFromName(s) === undefined);
       if (unknown.length > 0)
-        throw new UsageError(
-          `unknown status ${unknown.join(", ")}; use ${Object.keys(STATUS_BY_NAME).join(", ")}`,
-        );
+        throw new UsageError(`unknown status ${unknown.join(", ")}; use ${RUN_STATUSES.join(", ")}`);
       const limit = typeof flags.limit === "string" ? Number(flags.limit) : 20;
       if (!Number.isInteger(limit) || limit < 1 || limit > 500)
         throw new UsageError("--limit must be a whole number from 1 to 500");
       const response = await client.listRuns({
         tenantId: (flags.tenant as string | undefined) ?? "",
-        statuses: statuses.map((s) => STATUS_BY_NAME[s]!),
+        statuses: statuses.map((s) => runStatusFromName(s)!),
         pageSize: limit,
       });
       const { runs } = response;

@@ -11,3 +11,4 @@ export { COORDINATOR_LEADERSHIP, leaderAddress } from "./leadership.js";
 export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
 export { isConnectionError, pgErrorCode } from "./pg-error.js";
 export * from "./schema/index.js";
+export * from "./statuses.js";

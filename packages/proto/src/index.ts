@@ -49,4 +49,10 @@ export { Code, isRpcError, RpcError } from "./grpc/rpc-error.js";
 export { methodPath, serviceDefinition } from "./grpc/service-definition.js";
 export { type RunningServer, type StartServerOptions, startServer } from "./grpc/start-server.js";
 export { runFacts } from "./run-facts.js";
-export { runStatusName } from "./run-status.js";
+export {
+  fromProtoRunStatus,
+  RUN_STATUSES,
+  runStatusFromName,
+  runStatusName,
+  toProtoRunStatus,
+} from "./run-status.js";

@@ -1,5 +1,13 @@
-import { budgets, type Queryable, type RunRow, runs } from "@drover/db";
-import { create, type Run, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
+import { budgets, FINISHED_RUN_STATUSES, type Queryable, type RunRow, runs } from "@drover/db";
+import {
+  create,
+  fromProtoRunStatus,
+  type Run,
+  RunSchema,
+  type RunStatus,
+  timestampFromDate,
+  toProtoRunStatus,
+} from "@drover/proto";
 import { and, eq, sql } from "drizzle-orm";
 import { type KindOutcome, kindOutcomes } from "./run-outcomes.js";
 import { storedVerification } from "./verification-dispatch.js";
@@ -15,23 +23,14 @@ function frozenOutcome(c: Record<string, number>): KindOutcome {
   };
 }
 
-const STATUS: Record<RunRow["status"], RunStatus> = {
-  pending: RunStatus.PENDING,
-  running: RunStatus.RUNNING,
-  stopping: RunStatus.STOPPING,
-  stopped: RunStatus.STOPPED,
-  succeeded: RunStatus.SUCCEEDED,
-  failed: RunStatus.FAILED,
-};
-
-export const TERMINAL_STATUSES: readonly RunRow["status"][] = ["stopped", "succeeded", "failed"];
+export const TERMINAL_STATUSES: readonly RunRow["status"][] = FINISHED_RUN_STATUSES;
 
 export function toProtoStatus(status: RunRow["status"]): RunStatus {
-  return STATUS[status];
+  return toProtoRunStatus(status);
 }
 
 export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined {
-  return (Object.keys(STATUS) as RunRow["status"][]).find((k) => STATUS[k] === status);
+  return fromProtoRunStatus(status);
 }
 
 /**
@@ -85,7 +84,7 @@ export async function runView(q: Queryable, run: RunRow): Promise<Run> {
     source: run.source,
     sourceAccount: run.sourceAccount,
     kinds: run.kinds,
-    status: STATUS[run.status],
+    status: toProtoRunStatus(run.status),
     phases: run.plan.map((kinds) => ({ kinds })),
     currentPhase: run.currentPhase,
     progress: run.plan.flat().map((kind) => {

@@ -1,4 +1,4 @@
-import { type Db, RUN_STATUSES, TASK_STATUSES } from "@drover/db";
+import { type Db, LIVE_RUN_STATUSES, RUN_STATUSES, TASK_STATUSES } from "@drover/db";
 import { metrics } from "@drover/telemetry";
 import { sql } from "drizzle-orm";
 
@@ -24,7 +24,7 @@ export function refreshTaskMetrics(db: Db): () => void {
       db.execute<{ status: string; n: string }>(sql`
         select t.status, count(*) as n from drover.tasks t
           join drover.runs r on r.id = t.run_id
-         where r.status in ('pending', 'running', 'stopping')
+         where r.status = any(${sql.param([...LIVE_RUN_STATUSES])}::text[])
          group by t.status`),
       db.execute<{ status: string; n: string }>(sql`
         select status, count(*) as n from drover.runs group by status`),

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { channelCredentials, MAX_TOKEN_LENGTH } from "@drover/auth";
-import { type Client, createClient, RunService } from "@drover/proto";
+import { type Client, createClient, RunService, runStatusFromName } from "@drover/proto";
 import {
   createLogger,
   injectTraceContext,
@@ -49,7 +49,6 @@ const SECURITY_HEADERS = {
 };
 
 const RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const STATUSES = new Set(["pending", "running", "stopping", "stopped", "succeeded", "failed"]);
 /**
  * A live page's grouped reasons are read again when the run's skipped or failed rows changed,
  * at most this often (ListNotes groups every note of the run: not a call for every update).
@@ -111,11 +110,11 @@ export async function startDashboard(
     const url = new URL(req.url ?? "/", "http://dashboard");
     if (req.method === "GET" && path === "/api/runs") {
       const status = url.searchParams.get("status") ?? "";
-      if (status && !STATUSES.has(status))
+      if (status && runStatusFromName(status) === undefined)
         throw new HttpProblem({ status: 400, message: `There is no run status "${status.slice(0, 20)}".` });
       const tenantId = (url.searchParams.get("tenant") ?? "").slice(0, 128);
       const { runs } = await client.listRuns(
-        { tenantId, statuses: status ? [statusValue(status)] : [], pageSize: 100 },
+        { tenantId, statuses: status ? [runStatusFromName(status)!] : [], pageSize: 100 },
         callOptions(token),
       );
       sendJson(res, 200, { runs: runs.map(runJson) });
@@ -295,10 +294,6 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
     "cache-control": "no-store",
   });
   res.end(JSON.stringify(body));
-}
-
-function statusValue(name: string): number {
-  return ["unspecified", "pending", "running", "stopping", "stopped", "succeeded", "failed"].indexOf(name);
 }
 
 function splitAddress(address: string): [string, number] {

@@ -13,18 +13,21 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import { LIVE_RUN_STATUSES, RUN_STATUSES, TASK_STATUSES } from "../statuses.js";
 
 /** Engine tables live in their own schema so they never collide with the product's (both have "notes"). */
 export const drover = pgSchema("drover");
+
+/** A constant list as the schema's SQL spells it, `('a','b')`: the vocabularies' words are plain. */
+function sqlList(values: readonly string[]) {
+  return sql.raw(`(${values.map((v) => `'${v}'`).join(",")})`);
+}
 
 const timestamps = {
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 };
 
-export const RUN_STATUSES = ["pending", "running", "stopping", "stopped", "succeeded", "failed"] as const;
-export const LIVE_RUN_STATUSES = ["pending", "running", "stopping"] as const;
-export const TASK_STATUSES = ["pending", "running", "succeeded", "failed", "cancelled"] as const;
 export const LEDGER_ACTIONS = ["created", "matched", "skipped"] as const;
 
 export const runs = drover.table(
@@ -64,15 +67,12 @@ export const runs = drover.table(
     ...timestamps,
   },
   (t) => [
-    check(
-      "runs_status_check",
-      sql`${t.status} in ('pending','running','stopping','stopped','succeeded','failed')`,
-    ),
+    check("runs_status_check", sql`${t.status} in ${sqlList(RUN_STATUSES)}`),
     // Admission, enforced by the database: two live runs can never write one tenant from one source,
     // even when two coordinators admit at the same instant.
     uniqueIndex("runs_one_live_per_source")
       .on(t.tenantId, t.source, t.sourceAccount)
-      .where(sql`status in ('pending','running','stopping')`),
+      .where(sql`status in ${sqlList(LIVE_RUN_STATUSES)}`),
     check(
       "runs_source_secret_sealed",
       sql`(${t.sourceSecretCiphertext} is null) = (${t.sourceSecretKeyId} is null)`,
@@ -117,7 +117,7 @@ export const tasks = drover.table(
     ...timestamps,
   },
   (t) => [
-    check("tasks_status_check", sql`${t.status} in ('pending','running','succeeded','failed','cancelled')`),
+    check("tasks_status_check", sql`${t.status} in ${sqlList(TASK_STATUSES)}`),
     uniqueIndex("tasks_run_seed_key").on(t.runId, t.seedKey),
     index("tasks_run_phase_status").on(t.runId, t.phase, t.status),
     index("tasks_dispatch").on(t.runId, t.status, t.availableAt),
@@ -203,8 +203,6 @@ export type TaskRow = typeof tasks.$inferSelect;
 export type LedgerRow = typeof ledger.$inferSelect;
 export type NoteRow = typeof notes.$inferSelect;
 export type BudgetRow = typeof budgets.$inferSelect;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-export type TaskStatus = (typeof TASK_STATUSES)[number];
 export type LedgerAction = (typeof LEDGER_ACTIONS)[number];
 export type NoteLevel = (typeof NOTE_LEVELS)[number];
 

@@ -1,0 +1,51 @@
+/**
+ * The run and task status vocabularies, defined once: the schema's check constraints and column
+ * types, the engine's transitions, the API's RunStatus mapping, the CLI, the run page and the
+ * metrics all read these lists. Dependency-free, so a client package can import it alone
+ * (`@drover/db/statuses`).
+ */
+
+/** A run: admitted running (pending is reserved for admission), stopping → stopped, or finished. */
+export const RUN_STATUSES = Object.freeze([
+  "pending",
+  "running",
+  "stopping",
+  "stopped",
+  "succeeded",
+  "failed",
+] as const);
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+/** A live run holds its tenant and source account: one at a time (runs_one_live_per_source). */
+export const LIVE_RUN_STATUSES = Object.freeze([
+  "pending",
+  "running",
+  "stopping",
+] as const satisfies readonly RunStatus[]);
+/** A run that nothing moves any more, unless resumed (stopped) or retried (failed). */
+export const FINISHED_RUN_STATUSES = Object.freeze([
+  "stopped",
+  "succeeded",
+  "failed",
+] as const satisfies readonly RunStatus[]);
+
+/** A task: pending → running (claimed) → succeeded, failed or cancelled, or back to pending. */
+export const TASK_STATUSES = Object.freeze([
+  "pending",
+  "running",
+  "succeeded",
+  "failed",
+  "cancelled",
+] as const);
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+
+/** A task whose attempts are over: it counts as done in a run's progress. */
+export const ENDED_TASK_STATUSES = Object.freeze([
+  "succeeded",
+  "failed",
+  "cancelled",
+] as const satisfies readonly TaskStatus[]);
+
+export function isRunStatus(value: string): value is RunStatus {
+  return (RUN_STATUSES as readonly string[]).includes(value);
+}
