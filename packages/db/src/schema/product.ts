@@ -167,9 +167,9 @@ export const emails = app.table(
 );
 
 /**
- * Events copied from a large source table (the pg-table source, seed 003's room_events): keyed by
- * the source's ULID so a rewrite is an idempotent upsert, which is what lets that source run without
- * a ledger row per event.
+ * Events copied from a large source table (the pg-table source's room_events: ULID id, room id, JSON
+ * data): keyed by the source's ULID so a rewrite is an idempotent upsert, which is what lets that
+ * source run without a ledger row per event.
  */
 export const roomEvents = app.table(
   "room_events",
