@@ -22,7 +22,7 @@ import { createLogger } from "@drover/telemetry";
 import { loadWorkerConfig, startWorker } from "@drover/worker";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { rejection, until } from "../support/in-process.js";
 
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
@@ -31,12 +31,18 @@ const logger = () => createLogger("coordinator", { level: "silent" });
 let testDb: TestDatabase;
 const prefixes: string[] = [];
 const cleanups: (() => Promise<unknown>)[] = [];
+const lastCleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
   testDb = await createTestDatabase();
 });
+// Each test's coordinators stop with it: one left running keeps the leader lease, and a later
+// test's coordinator would forward its workers' budget leases to it (another queue, no TLS).
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
+});
 afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+  for (const cleanup of lastCleanups) await cleanup().catch(() => {});
   const nc = await connect({ servers: NATS_URL });
   const jsm = await jetstreamManager(nc);
   for (const p of prefixes) await jsm.streams.delete(taskQueueNames(p).stream).catch(() => false);
@@ -145,7 +151,8 @@ function makeCertificates(): Record<
   string
 > {
   const dir = mkdtempSync(join(tmpdir(), "drover-tls-"));
-  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  // The certificates serve every test of the file: removed after the last.
+  lastCleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
   const path = (name: string) => join(dir, name);
   const ssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
