@@ -45,7 +45,3 @@ export const ENDED_TASK_STATUSES = Object.freeze([
   "failed",
   "cancelled",
 ] as const satisfies readonly TaskStatus[]);
-
-export function isRunStatus(value: string): value is RunStatus {
-  return (RUN_STATUSES as readonly string[]).includes(value);
-}

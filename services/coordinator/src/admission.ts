@@ -1,4 +1,4 @@
-import { type Db, pgErrorCode, type RunRow, runs } from "@drover/db";
+import { type Db, LIVE_RUN_STATUSES, pgErrorCode, type RunRow, runs } from "@drover/db";
 import { admitRun, type NewRun } from "@drover/engine";
 import { Code, RpcError } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
@@ -33,7 +33,7 @@ export async function conflict(
         eq(runs.tenantId, scope.tenantId),
         eq(runs.source, scope.source),
         eq(runs.sourceAccount, scope.sourceAccount),
-        inArray(runs.status, ["pending", "running", "stopping"]),
+        inArray(runs.status, [...LIVE_RUN_STATUSES]),
       ),
     );
   const other = live.find((r) => r.id !== exceptRunId);

@@ -1,4 +1,4 @@
-import type { Queryable, RunRow, RunSummary } from "@drover/db";
+import { ENDED_TASK_STATUSES, type Queryable, type RunRow, type RunSummary } from "@drover/db";
 import { pruneFinishedRuns, redispatchLostTasks, releaseStaleTasks } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import type { CoordinatorContext } from "./context.js";
@@ -60,7 +60,7 @@ async function frozenCounts(q: Queryable, run: RunRow): Promise<RunSummary> {
   const outcomes = await kindOutcomes(q, run);
   const kindTasks = await q.execute<{ kind: string; total: string; done: string }>(sql`
     select kind, count(*) as total,
-           count(*) filter (where status in ('succeeded', 'failed', 'cancelled')) as done
+           count(*) filter (where status = any(${sql.param([...ENDED_TASK_STATUSES])}::text[])) as done
       from drover.tasks where run_id = ${run.id}::uuid group by kind`);
   const byStatus = await q.execute<{ status: string; n: string }>(sql`
     select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`);
