@@ -41,6 +41,52 @@ export async function insertTaskSeeds(
 }
 
 /**
+ * Marks a run's deficit of tasks as published: up to `maxInflight` in flight (running, or published
+ * and not yet claimed), taken from the run's current phase, due ones only, oldest first. Fenced on
+ * the run being 'running'. SKIP LOCKED lets two coordinators top up the same run at once without
+ * both marking (and publishing) the same task. Returns what the caller must now publish, with the
+ * run's trace context.
+ */
+export async function markTasksDispatched(
+  q: Queryable,
+  runId: string,
+  maxInflight: number,
+): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
+  const picked = await q.execute<{ id: string; trace_context: Record<string, string> | null }>(sql`
+    with run as (
+      select r.id, r.current_phase, r.trace_context from drover.runs r where r.id = ${runId}::uuid and r.status = 'running'
+    ), inflight as (
+      select count(*)::int as n from drover.tasks t
+       where t.run_id = ${runId}::uuid and (t.status = 'running' or (t.status = 'pending' and t.dispatched_at is not null))
+    ), due as (
+      select t.id from drover.tasks t, run
+       where t.run_id = run.id and t.phase = run.current_phase and t.status = 'pending'
+         and t.dispatched_at is null and t.available_at <= now()
+       order by t.id
+       limit greatest(${maxInflight} - (select n from inflight), 0)
+       for update of t skip locked
+    )
+    update drover.tasks t set dispatched_at = now()
+      from due, run
+     where t.id = due.id
+    returning t.id, run.trace_context`);
+  return { ids: picked.map((r) => Number(r.id)), traceContext: picked[0]?.trace_context ?? null };
+}
+
+/**
+ * Unmarks pending tasks whose message was never published or arrived before the task was due, so
+ * the next top-up publishes them again. Fenced on 'pending': a task claimed meanwhile is left alone.
+ */
+export async function undispatchTasks(q: Queryable, taskIds: readonly number[]): Promise<number> {
+  if (taskIds.length === 0) return 0;
+  const rows = await q.execute(sql`
+    update drover.tasks set dispatched_at = null
+     where id = any(${sql.param(taskIds)}::bigint[]) and status = 'pending'
+    returning id`);
+  return rows.length;
+}
+
+/**
  * Claims a pending task for one worker. Racers all issue this UPDATE; `status = 'pending'` is the
  * fence, so exactly one of them gets the row back and may run it. The run must still be running:
  * a claim can never slip in after a stop was requested. `claimToken` is unique per claim, and every
@@ -61,6 +107,15 @@ export async function claimTask(
     returning t.*`);
   const row = rows[0];
   return row ? toTaskRow(row) : undefined;
+}
+
+/** Keeps a long task's lock fresh between windows, so the reaper does not mistake it for a dead worker's. */
+export async function touchTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks set locked_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  return rows.length === 1;
 }
 
 /** The task is no longer ours: the reaper released it, or another attempt owns it now. */
@@ -204,40 +259,6 @@ export async function parkTask(
 }
 
 /**
- * Graceful shutdown: hand the task back at once for another worker, cursor intact and the attempt
- * not counted — being deployed is not the task's fault. It stays marked as dispatched because the
- * worker naks its message, which JetStream redelivers at once; should that nak be lost, the
- * reaper's re-dispatch catches it.
- */
-export async function handBackTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
-  const rows = await q.execute(sql`
-    update drover.tasks
-       set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
-           dispatched_at = now(), available_at = now(), updated_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
-    returning id`);
-  return rows.length === 1;
-}
-
-/** A pending task of a stopping run never starts: it is cancelled where it stands. */
-export async function cancelPendingTask(q: Queryable, taskId: number): Promise<boolean> {
-  const rows = await q.execute(sql`
-    update drover.tasks set status = 'cancelled', finished_at = now(), updated_at = now()
-     where id = ${taskId} and status = 'pending'
-    returning id`);
-  return rows.length === 1;
-}
-
-/** Keeps a long task's lock fresh between windows, so the reaper does not mistake it for a dead worker's. */
-export async function touchTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
-  const rows = await q.execute(sql`
-    update drover.tasks set locked_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
-    returning id`);
-  return rows.length === 1;
-}
-
-/**
  * Parks every pending task of every live run on the same source account until `retryAt`: a 429 or
  * an exhausted daily allowance is the account's wall, and the dispatcher skips parked tasks until
  * they are due. Attempts are untouched.
@@ -254,6 +275,22 @@ export async function parkSiblings(
        and r.status = 'running' and t.status = 'pending' and t.available_at < ${retryAt.toISOString()}::timestamptz
     returning t.id`);
   return rows.length;
+}
+
+/**
+ * Graceful shutdown: hand the task back at once for another worker, cursor intact and the attempt
+ * not counted — being deployed is not the task's fault. It stays marked as dispatched because the
+ * worker naks its message, which JetStream redelivers at once; should that nak be lost, the
+ * reaper's re-dispatch catches it.
+ */
+export async function handBackTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
+  const rows = await q.execute(sql`
+    update drover.tasks
+       set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+           dispatched_at = now(), available_at = now(), updated_at = now()
+     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+    returning id`);
+  return rows.length === 1;
 }
 
 /**
@@ -285,50 +322,13 @@ export async function handBackHeldTasks(
   return rows.map((r) => Number(r.id));
 }
 
-/**
- * Marks a run's deficit of tasks as published: up to `maxInflight` in flight (running, or published
- * and not yet claimed), taken from the run's current phase, due ones only, oldest first. Fenced on
- * the run being 'running'. SKIP LOCKED lets two coordinators top up the same run at once without
- * both marking (and publishing) the same task. Returns what the caller must now publish, with the
- * run's trace context.
- */
-export async function markTasksDispatched(
-  q: Queryable,
-  runId: string,
-  maxInflight: number,
-): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
-  const picked = await q.execute<{ id: string; trace_context: Record<string, string> | null }>(sql`
-    with run as (
-      select r.id, r.current_phase, r.trace_context from drover.runs r where r.id = ${runId}::uuid and r.status = 'running'
-    ), inflight as (
-      select count(*)::int as n from drover.tasks t
-       where t.run_id = ${runId}::uuid and (t.status = 'running' or (t.status = 'pending' and t.dispatched_at is not null))
-    ), due as (
-      select t.id from drover.tasks t, run
-       where t.run_id = run.id and t.phase = run.current_phase and t.status = 'pending'
-         and t.dispatched_at is null and t.available_at <= now()
-       order by t.id
-       limit greatest(${maxInflight} - (select n from inflight), 0)
-       for update of t skip locked
-    )
-    update drover.tasks t set dispatched_at = now()
-      from due, run
-     where t.id = due.id
-    returning t.id, run.trace_context`);
-  return { ids: picked.map((r) => Number(r.id)), traceContext: picked[0]?.trace_context ?? null };
-}
-
-/**
- * Unmarks pending tasks whose message was never published or arrived before the task was due, so
- * the next top-up publishes them again. Fenced on 'pending': a task claimed meanwhile is left alone.
- */
-export async function undispatchTasks(q: Queryable, taskIds: readonly number[]): Promise<number> {
-  if (taskIds.length === 0) return 0;
+/** A pending task of a stopping run never starts: it is cancelled where it stands. */
+export async function cancelPendingTask(q: Queryable, taskId: number): Promise<boolean> {
   const rows = await q.execute(sql`
-    update drover.tasks set dispatched_at = null
-     where id = any(${sql.param(taskIds)}::bigint[]) and status = 'pending'
+    update drover.tasks set status = 'cancelled', finished_at = now(), updated_at = now()
+     where id = ${taskId} and status = 'pending'
     returning id`);
-  return rows.length;
+  return rows.length === 1;
 }
 
 /**
