@@ -62,6 +62,12 @@ export const runs = drover.table(
     verification: jsonb("verification"),
     /** Per-kind counts and task counts, frozen when the reaper prunes the run's tasks. */
     summary: jsonb("summary").$type<RunSummary>(),
+    /**
+     * Deprecated: nothing reads or writes it any more. It stays for one release so that a
+     * coordinator or worker of the previous version, still running during a rolling deploy, can
+     * insert and update runs; the release after drops it (expand, then contract).
+     */
+    heartbeatAt: timestamp("heartbeat_at", { withTimezone: true }),
     startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),
     ...timestamps,

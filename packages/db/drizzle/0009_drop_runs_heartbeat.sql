@@ -1,1 +1,0 @@
-ALTER TABLE "drover"."runs" DROP COLUMN "heartbeat_at";
