@@ -4,6 +4,7 @@ import {
   type CallContext,
   Code,
   create,
+  createClient,
   isRpcError,
   methodPath,
   RpcError,
@@ -131,6 +132,26 @@ describe("RunService over the bridge", () => {
     expect(err.code).toBe(Code.ALREADY_EXISTS);
     expect(err.message).toBe("a run for acme is already active");
     expect(err.details).toEqual({ runId: "r-9", note: "déjà vu ✓" });
+  });
+
+  it("tells an UNAVAILABLE the server answered from one no server answered", async () => {
+    harness = await serve(RunService, {
+      async verifyRun() {
+        throw new RpcError(Code.UNAVAILABLE, "the source did not answer");
+      },
+    });
+    const answered = await rejection(harness.client.verifyRun({ runId: "r-1" }));
+    expect([answered.code, answered.answered]).toEqual([Code.UNAVAILABLE, true]);
+    const address = harness.address;
+    await harness.close();
+    harness = undefined;
+    const nobody = createClient(RunService, address);
+    try {
+      const unreachable = await rejection(nobody.verifyRun({ runId: "r-1" }));
+      expect([unreachable.code, unreachable.answered]).toEqual([Code.UNAVAILABLE, false]);
+    } finally {
+      nobody.close();
+    }
   });
 
   it("carries an RpcError thrown mid-stream", async () => {

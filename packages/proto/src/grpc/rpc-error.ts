@@ -8,6 +8,10 @@ type StatusCode = status;
 // Structured details travel as one binary trailer: JSON in a -bin key survives any characters,
 // whereas plain ASCII metadata values would reject non-ASCII text.
 const DETAILS_KEY = "drover-error-details-bin";
+// Set on every status a Drover server sends, so a client tells "the server answered UNAVAILABLE"
+// (e.g. the source it had to read is down) from "no server answered" (grpc-js makes that status
+// itself, as would a proxy with no server behind it).
+const ANSWERED_KEY = "drover-answered";
 
 // A brand rather than instanceof alone: the source build (tests) and dist build (production) may
 // both be loaded in one process, and each has its own RpcError class.
@@ -18,12 +22,23 @@ export class RpcError extends Error {
   override readonly name = "RpcError";
   readonly code: StatusCode;
   readonly details: Readonly<Record<string, string>>;
+  /**
+   * On the client: a Drover server sent this status. False when the call never reached one (no
+   * connection, a name that does not resolve, a deadline that passed on the way).
+   */
+  readonly answered: boolean;
   readonly [BRAND] = true;
 
-  constructor(code: StatusCode, message: string, details: Readonly<Record<string, string>> = {}) {
+  constructor(
+    code: StatusCode,
+    message: string,
+    details: Readonly<Record<string, string>> = {},
+    answered = false,
+  ) {
     super(message);
     this.code = code;
     this.details = details;
+    this.answered = answered;
   }
 }
 
@@ -41,6 +56,7 @@ export interface WireStatus {
 
 export function toWireStatus(err: RpcError): WireStatus {
   const metadata = new Metadata();
+  metadata.set(ANSWERED_KEY, "1");
   if (Object.keys(err.details).length > 0) {
     metadata.set(DETAILS_KEY, Buffer.from(JSON.stringify(err.details), "utf8"));
   }
@@ -50,7 +66,12 @@ export function toWireStatus(err: RpcError): WireStatus {
 /** Turns a grpc-js client error into an RpcError; anything that is not a status passes through. */
 export function fromClientError(err: unknown): unknown {
   if (!isServiceError(err)) return err;
-  return new RpcError(err.code, err.details, readDetails(err.metadata));
+  return new RpcError(
+    err.code,
+    err.details,
+    readDetails(err.metadata),
+    err.metadata?.get(ANSWERED_KEY)[0] === "1",
+  );
 }
 
 function isServiceError(err: unknown): err is ServiceError {
