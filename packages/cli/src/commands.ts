@@ -31,12 +31,15 @@ import {
   statusName,
   table,
   verificationTable,
+  visibleLength,
 } from "./render.js";
 
 export interface Io {
   out(text: string): void;
   err(text: string): void;
   isTty: boolean;
+  /** The terminal's width when output goes to one (read at each redraw: it may be resized). */
+  readonly columns?: number;
 }
 
 export class UsageError extends Error {}
@@ -55,7 +58,10 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
   watch    RUN_ID          live progress until the run ends; exits 1 if it failed, 3 if stopped
 
 Environment: DROVER_ADDRESS (default 127.0.0.1:50051), DROVER_TOKEN (bearer token), DROVER_SOURCE_TOKEN (the
-source's API token for start, so it stays out of shell history).`;
+source's API token for start, so it stays out of shell history).
+Exit codes: 0 done, 1 other failure, 2 bad input, 4 not found, 5 wrong state or conflict, 69 no coordinator
+answered at DROVER_ADDRESS, 75 the coordinator answered it cannot now (e.g. the source is down; retry),
+77 credentials; watch: 1 the run failed, 3 it was stopped.`;
 
 type Flags = Record<string, string | boolean | string[] | undefined>;
 
@@ -101,6 +107,8 @@ export async function runCommand(
     },
   });
   const json = flags.json === true;
+  // Tables fit a terminal; sent to a file or a pipe, nothing is cut.
+  const width = io.isTty ? io.columns : undefined;
   // With --json every command prints the response of the RPC it called, as that message's JSON.
   const print = <Desc extends DescMessage>(human: string, schema: Desc, response: MessageShape<Desc>) =>
     io.out(json ? responseJson(schema, response) : human);
@@ -152,7 +160,7 @@ export async function runCommand(
     }
     case "status": {
       const response = await client.getRun({ runId: one(positionals, "run id") });
-      print(runSummary(response.run!), GetRunResponseSchema, response);
+      print(runSummary(response.run!, { width }), GetRunResponseSchema, response);
       return 0;
     }
     case "runs": {
@@ -190,6 +198,7 @@ export async function runCommand(
                   ? new Date(Number(r.createdAt.seconds) * 1000).toISOString().replace("T", " ").slice(0, 19)
                   : "",
               ]),
+              { width },
             ),
         ListRunsResponseSchema,
         response,
@@ -210,6 +219,7 @@ export async function runCommand(
           : table(
               ["count", "level", "kind", "reason", "e.g. source ids"],
               groups.map((g) => [String(g.count), g.level, g.kind, g.reason, g.sampleSubjectIds.join(", ")]),
+              { width },
             ),
         ListNotesResponseSchema,
         response,
@@ -247,7 +257,14 @@ export async function runCommand(
       const v = response.verification;
       print(
         v
-          ? [v.ok ? "verification passed" : "verification found problems", verificationTable(v)].join("\n")
+          ? [
+              v.ok
+                ? "verification passed"
+                : v.error
+                  ? `verification could not finish: ${v.error}`
+                  : "verification found problems",
+              verificationTable(v, "ledger", { width }),
+            ].join("\n")
           : "no verification result",
         VerifyRunResponseSchema,
         response,
@@ -258,7 +275,8 @@ export async function runCommand(
       const runId = one(positionals, "run id");
       const started = Date.now();
       let last: Run | undefined;
-      let drawn = 0;
+      // The lines the last frame left on the screen, each one terminal row (progressBlock fits them).
+      let drawn: string[] = [];
       const clock = new KindClock();
       for await (const update of client.watchRun({ runId })) {
         last = update.run!;
@@ -269,13 +287,18 @@ export async function runCommand(
         }
         // The run's own age, so a watch begun mid-run does not count its rows as done since it began.
         const since = last.startedAt ? timestampDate(last.startedAt).getTime() : started;
-        const block = progressBlock(last, Date.now() - Math.min(since, started), clock);
-        if (io.isTty && drawn > 0) io.out(`\x1b[${drawn}A${block.map((l) => `\x1b[2K${l}`).join("\n")}`);
-        else io.out(block.join("\n"));
-        drawn = block.length;
+        const columns = io.isTty ? io.columns : undefined;
+        const block = progressBlock(last, Date.now() - Math.min(since, started), clock, columns);
+        if (io.isTty && drawn.length > 0) {
+          // Up over every row the last frame took (more than its lines if the terminal was made
+          // narrower since), then clear to the end of the screen: no stale line stays behind.
+          const rows = drawn.reduce((n, l) => n + rowsTaken(l, columns), 0);
+          io.out(`\x1b[${rows}A\r\x1b[J${block.join("\n")}`);
+        } else io.out(block.join("\n"));
+        drawn = block;
       }
       if (!last) return 1;
-      if (!json) io.out(`\n${runSummary(last)}`);
+      if (!json) io.out(`\n${runSummary(last, { width })}`);
       if (!isTerminal(last.status)) return 1;
       return last.status === RunStatus.SUCCEEDED ? 0 : last.status === RunStatus.STOPPED ? 3 : 1;
     }
@@ -284,32 +307,71 @@ export async function runCommand(
   }
 }
 
+/**
+ * The exit codes a script can rely on (sysexits.h where one fits). `watch` adds its own: 0 the run
+ * succeeded, 1 it failed, 3 it was stopped.
+ */
+export const EXIT = {
+  /** Something else went wrong (the message says what). */
+  failure: 1,
+  /** Bad command line or a request the coordinator refused as invalid. */
+  usage: 2,
+  notFound: 4,
+  /** The run is in the wrong state for that, or it conflicts with another. */
+  conflict: 5,
+  /** No coordinator answered at the address (EX_UNAVAILABLE). */
+  unreachable: 69,
+  /** The coordinator answered that it cannot do it now, e.g. the source is down: retry (EX_TEMPFAIL). */
+  tryLater: 75,
+  /** Missing or insufficient credentials (EX_NOPERM). */
+  credentials: 77,
+} as const;
+
 /** Server errors as sentences, with an exit code per kind of problem. */
-export function describeFailure(err: unknown): { message: string; code: number } {
-  if (err instanceof UsageError) return { message: `${err.message}\n\n${USAGE}`, code: 2 };
+export function describeFailure(
+  err: unknown,
+  address = "the coordinator's address",
+): { message: string; code: number } {
+  if (err instanceof UsageError) return { message: `${err.message}\n\n${USAGE}`, code: EXIT.usage };
   if (err instanceof TypeError && /parseArgs|option/i.test(err.message))
-    return { message: `${err.message}\n\n${USAGE}`, code: 2 };
+    return { message: `${err.message}\n\n${USAGE}`, code: EXIT.usage };
   if (isRpcError(err)) {
     switch (err.code) {
       case Code.UNAVAILABLE:
+        // The coordinator itself may answer UNAVAILABLE (the source it had to read is down, it is
+        // shutting down): that is not a wrong address, and retrying later is the fix.
+        if (err.answered)
+          return {
+            message: `the coordinator answered but cannot do that now: ${err.message}`,
+            code: EXIT.tryLater,
+          };
         return {
-          message: `cannot reach the coordinator: ${err.message}. Is it running, and is DROVER_ADDRESS right?`,
-          code: 69,
+          // grpc-js ends its message with an empty "Resolution note: ." when the name resolved.
+          message: `cannot reach the coordinator at ${address}: ${err.message.replace(/\.? *Resolution note: *\.?$/, "")}. Is it running, and is DROVER_ADDRESS right?`,
+          code: EXIT.unreachable,
         };
       case Code.UNAUTHENTICATED:
-        return { message: `the coordinator wants credentials: set DROVER_TOKEN (${err.message})`, code: 77 };
+        return {
+          message: `the coordinator wants credentials: set DROVER_TOKEN (${err.message})`,
+          code: EXIT.credentials,
+        };
       case Code.PERMISSION_DENIED:
-        return { message: `this token may not do that: ${err.message}`, code: 77 };
+        return { message: `this token may not do that: ${err.message}`, code: EXIT.credentials };
       case Code.NOT_FOUND:
-        return { message: err.message, code: 4 };
+        return { message: err.message, code: EXIT.notFound };
       case Code.INVALID_ARGUMENT:
-        return { message: `the request was refused: ${err.message}`, code: 2 };
+        return { message: `the request was refused: ${err.message}`, code: EXIT.usage };
       case Code.ALREADY_EXISTS:
       case Code.FAILED_PRECONDITION:
-        return { message: err.message, code: 5 };
+        return { message: err.message, code: EXIT.conflict };
       default:
-        return { message: `the coordinator answered ${Code[err.code]}: ${err.message}`, code: 1 };
+        return { message: `the coordinator answered ${Code[err.code]}: ${err.message}`, code: EXIT.failure };
     }
   }
-  return { message: `unexpected error: ${(err as Error).message ?? String(err)}`, code: 1 };
+  return { message: `unexpected error: ${(err as Error).message ?? String(err)}`, code: EXIT.failure };
+}
+
+/** Terminal rows a line takes at this width (a line wider than the terminal wraps). */
+function rowsTaken(line: string, columns: number | undefined): number {
+  return columns ? Math.max(1, Math.ceil(visibleLength(line) / columns)) : 1;
 }

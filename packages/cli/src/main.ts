@@ -26,11 +26,14 @@ async function main(argv: string[]): Promise<number> {
         out: (t) => process.stdout.write(`${t}\n`),
         err: (t) => process.stderr.write(`${t}\n`),
         isTty: process.stdout.isTTY === true,
+        get columns() {
+          return process.stdout.columns;
+        },
       },
       process.env,
     );
   } catch (err) {
-    const { message, code } = describeFailure(err);
+    const { message, code } = describeFailure(err, address);
     process.stderr.write(`drover: ${message}\n`);
     return code;
   } finally {

@@ -1,4 +1,11 @@
-import { type Run, RunStatus, runFacts, runStatusName, type Verification } from "@drover/proto";
+import {
+  type Run,
+  RunStatus,
+  runFacts,
+  runStatusName,
+  timestampDate,
+  type Verification,
+} from "@drover/proto";
 
 export const statusName = runStatusName;
 
@@ -25,35 +32,90 @@ function bar(ratio: number, width = 20): string {
   return `${"█".repeat(filled)}${"░".repeat(width - filled)}`;
 }
 
-/** A plain table: first column left-aligned, the rest right-aligned. */
-export function table(head: string[], rows: string[][]): string {
+/** Cells that are counts (or empty) read from the right, so their digits line up. */
+const NUMERIC = /^(-?\d[\d,.]*%?)?$/;
+
+/**
+ * How many terminal columns a line takes: escape sequences and control characters take none, every
+ * other code point one.
+ */
+export function visibleLength(line: string): number {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the escape sequences are what is removed
+  return [...line.replace(/\x1b\[[0-9;]*[A-Za-z]|[\x00-\x1f]/g, "")].length;
+}
+
+/** The line cut to `width` columns, ending in "…" when something was cut. */
+export function fit(line: string, width: number | undefined): string {
+  if (width === undefined) return line;
+  const chars = [...line];
+  if (chars.length <= width) return line;
+  return width <= 1 ? chars.slice(0, width).join("") : `${chars.slice(0, width - 1).join("")}…`;
+}
+
+/**
+ * A plain table: columns of counts right-aligned, text left-aligned. Given a `width` (the
+ * terminal's), the widest text columns give way (cut with "…", never below their heading or 8
+ * characters) until each line fits; counts are never cut. Without one (output to a file or a
+ * pipe) nothing is cut.
+ */
+export function table(head: string[], rows: string[][], options: { width?: number } = {}): string {
   const all = [head, ...rows];
-  const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? "").length)));
+  const widths = head.map((_, i) => Math.max(...all.map((r) => [...(r[i] ?? "")].length)));
+  const numeric = head.map((_, i) => rows.length > 0 && rows.every((r) => NUMERIC.test(r[i] ?? "")));
+  if (options.width !== undefined) {
+    const floor = head.map((h, i) => (numeric[i] ? widths[i]! : Math.min(widths[i]!, Math.max(8, h.length))));
+    let excess = widths.reduce((a, b) => a + b, 0) + 2 * (head.length - 1) - options.width;
+    while (excess > 0) {
+      let widest = -1;
+      for (let i = 0; i < widths.length; i++)
+        if (widths[i]! > floor[i]! && (widest < 0 || widths[i]! > widths[widest]!)) widest = i;
+      if (widest < 0) break;
+      widths[widest]!--;
+      excess--;
+    }
+  }
+  const cell = (c: string, i: number) => {
+    const text = fit(c, widths[i]);
+    const pad = " ".repeat(Math.max(0, widths[i]! - [...text].length));
+    return numeric[i] ? pad + text : text + pad;
+  };
   const fmt = (r: string[]) =>
-    r
-      .map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+    head
+      .map((_, i) => cell(r[i] ?? "", i))
       .join("  ")
       .trimEnd();
   return [fmt(head), widths.map((w) => "─".repeat(w)).join("  "), ...rows.map(fmt)].join("\n");
 }
 
+/**
+ * What each count of a kind means, for the tables and the live view. Matched and already here are
+ * different facts about the product: one was there before Drover, the other came from Drover.
+ */
+export const COUNTS_LEGEND = [
+  "imported: created by this run",
+  "matched: the product already had an equivalent record (e.g. same email), which was reused",
+  "already here: an earlier run (or an earlier attempt of this one) had imported it",
+  "skipped: kept as a placeholder, with a reason; failed: not imported, with a reason (drover notes RUN_ID)",
+];
+
 /** The per-kind outcome table operators read at the end of a run, optionally with a total row. */
-export function countsTable(run: Run, options: { total?: boolean } = {}): string {
+export function countsTable(run: Run, options: { total?: boolean; width?: number } = {}): string {
   const rows = run.progress.map((p) => [
     p.kind,
     String(p.imported),
-    String(p.matched + p.alreadyHere),
+    String(p.matched),
+    String(p.alreadyHere),
     String(p.skipped),
     String(p.failed),
   ]);
-  const head = ["kind", "imported", "already here", "skipped", "failed"];
-  if (!options.total) return table(head, rows);
-  const total = ["total", ...[1, 2, 3, 4].map((i) => String(rows.reduce((n, r) => n + Number(r[i]), 0)))];
-  const lines = table(head, [...rows, total]).split("\n");
+  const head = ["kind", "imported", "matched", "already here", "skipped", "failed"];
+  if (!options.total) return table(head, rows, options);
+  const total = ["total", ...[1, 2, 3, 4, 5].map((i) => String(rows.reduce((n, r) => n + Number(r[i]), 0)))];
+  const lines = table(head, [...rows, total], options).split("\n");
   return [...lines.slice(0, -1), lines[1]!, lines[lines.length - 1]!].join("\n");
 }
 
-export function runSummary(run: Run): string {
+export function runSummary(run: Run, options: { width?: number } = {}): string {
   const t = run.tasks;
   return [
     `run ${run.id}  ${statusName(run.status)}  tenant ${run.tenantId}  ${run.source}:${run.sourceAccount}`,
@@ -61,8 +123,27 @@ export function runSummary(run: Run): string {
     ...(Object.keys(run.facts).length > 0 ? [`learned: ${factsLine(run)}`] : []),
     ...(run.error ? [`error: ${run.error}`] : []),
     "",
-    countsTable(run),
+    countsTable(run, options),
+    ...verificationSummary(run, options),
   ].join("\n");
+}
+
+/**
+ * The run's verification as `status` shows it: the result and its table once there is one; for a
+ * finished run without one yet, that it is coming; nothing while the run goes.
+ */
+export function verificationSummary(run: Run, options: { width?: number } = {}): string[] {
+  const v = run.verification;
+  if (!v)
+    return isTerminal(run.status)
+      ? ["", "verification: not done yet (drover verify RUN_ID asks for it now)"]
+      : [];
+  const at = v.verifiedAt ? ` (${timestampDate(v.verifiedAt).toISOString()})` : "";
+  return [
+    "",
+    `verification: ${v.ok ? "passed" : v.error ? `could not finish: ${v.error}` : "found problems"}${at}`,
+    ...(v.kinds.length > 0 ? [verificationTable(v, "ledger", options)] : []),
+  ];
 }
 
 /** What the run decided about its source once for all its tasks, e.g. `pg-table.copy in-database`. */
@@ -74,25 +155,47 @@ export function factsLine(run: Run): string {
 
 /**
  * When each kind began to move, so its rows/s is measured over its own time rather than the run's
- * (organizations finish before deals start). One per `watch`.
+ * (organizations finish before deals start), and when it was done, so a finished kind's rate stays
+ * what it was instead of decaying while the rest of the run goes on. One per `watch`.
  */
 export class KindClock {
   private readonly since = new Map<string, number>();
-  private readonly until = new Map<string, number>();
+  /** Kinds seen done: when, and the seconds they had been going then. */
+  private readonly frozen = new Map<string, { at: number; seconds: number }>();
   constructor(private readonly now: () => number = Date.now) {}
 
   /**
-   * Seconds the kind has been going (or went, once `over`: its rate then stays what it was);
-   * undefined while it has no task yet.
+   * Seconds the kind has been going (or went, once `over`); undefined while it has no task yet. A
+   * kind that was over and moves again (a later pass gave it tasks) is timed on from where it was.
    */
   activeSeconds(p: Run["progress"][number], fallbackSeconds: number, over = false): number | undefined {
     if (p.tasksTotal === 0n && kindDone(p) === 0) return undefined;
-    if (!this.since.has(p.kind)) this.since.set(p.kind, this.now());
-    if (over && !this.until.has(p.kind)) this.until.set(p.kind, this.now());
+    const now = this.now();
+    if (!this.since.has(p.kind)) this.since.set(p.kind, now);
+    const frozen = this.frozen.get(p.kind);
+    if (frozen && over) return frozen.seconds;
+    if (frozen) {
+      // The pause does not count as time the kind was going.
+      this.since.set(p.kind, this.since.get(p.kind)! + now - frozen.at);
+      this.frozen.delete(p.kind);
+    }
     // A watch that starts mid-run saw the kind begin later than it did: the run's time is closer.
-    const seconds = ((this.until.get(p.kind) ?? this.now()) - this.since.get(p.kind)!) / 1000;
-    return seconds < 1 ? Math.max(0.001, fallbackSeconds) : seconds;
+    const measured = (now - this.since.get(p.kind)!) / 1000;
+    const seconds = measured < 1 ? Math.max(0.001, fallbackSeconds) : measured;
+    if (over) this.frozen.set(p.kind, { at: now, seconds });
+    return seconds;
   }
+}
+
+/** A kind with no task left to run: its phase is behind the run, or every task it has is finished. */
+function kindOver(run: Run, p: Run["progress"][number], phase: number): boolean {
+  if (phase < run.currentPhase || isTerminal(run.status)) return true;
+  return phase === run.currentPhase && p.tasksTotal > 0n && p.tasksDone === p.tasksTotal;
+}
+
+/** One kind's outcome counts as the live view spells them. */
+export function countsLine(p: Run["progress"][number]): string {
+  return `imported ${p.imported}, matched ${p.matched}, already here ${p.alreadyHere}, skipped ${p.skipped}, failed ${p.failed}`;
 }
 
 /**
@@ -100,8 +203,17 @@ export class KindClock {
  * tasks done of the tasks known (page-walking kinds seed their next page as they go, so it is rough
  * early), its rate is rows over the time it has been going, and its ETA is that time × tasks left ÷
  * tasks done. The run's ETA counts phases not begun as one more of what is left.
+ *
+ * Given a `width` (the terminal's), no line is wider: a kind's counts move to a line of their own,
+ * then its tasks, rate and bar are left out, narrowest terminal last, and what still does not fit
+ * is cut. Each line then takes exactly one row of the terminal, so a redraw knows how far to go up.
  */
-export function progressBlock(run: Run, elapsedMs: number, clock: KindClock = new KindClock()): string[] {
+export function progressBlock(
+  run: Run,
+  elapsedMs: number,
+  clock: KindClock = new KindClock(),
+  width?: number,
+): string[] {
   const done = rowsDone(run);
   const seconds = Math.max(0.001, elapsedMs / 1000);
   const rate = done / seconds;
@@ -117,10 +229,11 @@ export function progressBlock(run: Run, elapsedMs: number, clock: KindClock = ne
     eta === undefined ? "" : ` · ETA ~${formatDuration(eta)}`
   }`;
   const phaseOf = new Map(run.phases.flatMap((p, i) => p.kinds.map((k) => [k, i] as const)));
-  const rows = run.progress.map((p) => {
+  const lines = [fit(header, width)];
+  for (const p of run.progress) {
     const phase = phaseOf.get(p.kind) ?? 0;
     const rows = kindDone(p);
-    const over = phase < run.currentPhase || isTerminal(run.status);
+    const over = kindOver(run, p, phase);
     const total = Number(p.tasksTotal);
     const tasksDone = Number(p.tasksDone);
     const active = clock.activeSeconds(p, seconds, over);
@@ -138,16 +251,36 @@ export function progressBlock(run: Run, elapsedMs: number, clock: KindClock = ne
       state = kindEta === undefined ? "ETA ?" : `ETA ~${formatDuration(kindEta)}`;
     }
     const kindRate = active === undefined ? 0 : rows / active;
-    return [
-      `  ${p.kind.padEnd(14)} ${bar(ratio)}`,
-      `${String(tasksDone).padStart(5)}/${String(total).padEnd(5)} tasks`,
-      `${String(rows).padStart(8)} rows`,
-      `${kindRate.toFixed(0).padStart(5)} rows/s`,
-      state.padEnd(10),
-      `imported ${p.imported}, already here ${p.matched + p.alreadyHere}, skipped ${p.skipped}, failed ${p.failed}`,
-    ].join("  ");
-  });
-  return [header, ...rows];
+    const cells = {
+      name: `  ${p.kind.padEnd(14)}`,
+      bar: bar(ratio),
+      tasks: `${String(tasksDone).padStart(5)}/${String(total).padEnd(5)} tasks`,
+      rows: `${String(rows).padStart(8)} rows`,
+      rate: `${kindRate.toFixed(0).padStart(5)} rows/s`,
+      state: state.padEnd(10),
+    };
+    const counts = countsLine(p);
+    const line = (keys: (keyof typeof cells)[]) =>
+      keys
+        .map((k) => cells[k])
+        .join("  ")
+        .trimEnd();
+    const full = `${line(["name", "bar", "tasks", "rows", "rate", "state"])}  ${counts}`;
+    if (width === undefined || visibleLength(full) <= width) {
+      lines.push(full);
+      continue;
+    }
+    // Narrower terminals: the counts go below, then columns go, least telling first.
+    const layouts: (keyof typeof cells)[][] = [
+      ["name", "bar", "tasks", "rows", "rate", "state"],
+      ["name", "bar", "rows", "rate", "state"],
+      ["name", "bar", "rows", "state"],
+      ["name", "rows", "state"],
+    ];
+    const chosen = layouts.map(line).find((l) => visibleLength(l) <= width) ?? line(layouts.at(-1)!);
+    lines.push(fit(chosen, width), fit(`      ${counts}`, width));
+  }
+  return lines;
 }
 
 export function formatDuration(seconds: number): string {
@@ -162,7 +295,11 @@ export function formatDuration(seconds: number): string {
  * A verification as a table, one row per kind, then every mismatch. `accountedAs` names what the
  * source was counted against: the ledger, or for a ledgerless source its destination table.
  */
-export function verificationTable(v: Verification, accountedAs = "ledger"): string {
+export function verificationTable(
+  v: Verification,
+  accountedAs = "ledger",
+  options: { width?: number } = {},
+): string {
   return [
     table(
       ["kind", "source", accountedAs, "failed", "sampled", "mismatches"],
@@ -174,6 +311,7 @@ export function verificationTable(v: Verification, accountedAs = "ledger"): stri
         String(k.sampled),
         String(k.mismatches.length),
       ]),
+      options,
     ),
     ...v.kinds.flatMap((k) => k.mismatches.map((m) => `  ${k.kind}: ${m}`)),
   ].join("\n");

@@ -1,9 +1,19 @@
-import { Code, create, RpcError, RunSchema, RunStatus } from "@drover/proto";
+import { Code, create, type MessageInitShape, RpcError, RunSchema, RunStatus } from "@drover/proto";
 import { describe, expect, it } from "vitest";
-import { describeFailure, UsageError } from "../src/commands.js";
-import { countsTable, formatDuration, KindClock, progressBlock, runSummary } from "../src/render.js";
+import { describeFailure, EXIT, UsageError } from "../src/commands.js";
+import {
+  COUNTS_LEGEND,
+  countsTable,
+  formatDuration,
+  KindClock,
+  progressBlock,
+  runSummary,
+  table,
+  visibleLength,
+} from "../src/render.js";
 
-const run = create(RunSchema, {
+// A message init, not a message: create() takes a spread message as it is, leaving nested inits bare.
+const base: MessageInitShape<typeof RunSchema> = {
   id: "3f1e2d4c-5b6a-4789-8abc-def012345678",
   tenantId: "acme",
   source: "crm",
@@ -17,19 +27,56 @@ const run = create(RunSchema, {
     { kind: "deals", imported: 3n, tasksTotal: 4n, tasksDone: 1n, tasksRunning: 1n },
   ],
   tasks: { pending: 2n, running: 1n, succeeded: 6n },
-});
+};
+const run = create(RunSchema, base);
 
 describe("cli rendering", () => {
-  it("shows already-here as matched plus ledger hits, per kind", () => {
+  it("shows matched (an existing product record reused) apart from already here (an earlier run imported it)", () => {
     expect(countsTable(run)).toBe(
       [
-        "kind           imported  already here  skipped  failed",
-        "─────────────  ────────  ────────────  ───────  ──────",
-        "organizations        10             0        0       1",
-        "persons               7             3        0       0",
-        "deals                 3             0        0       0",
+        "kind           imported  matched  already here  skipped  failed",
+        "─────────────  ────────  ───────  ────────────  ───────  ──────",
+        "organizations        10        0             0        0       1",
+        "persons               7        2             1        0       0",
+        "deals                 3        0             0        0       0",
       ].join("\n"),
     );
+    expect(COUNTS_LEGEND.join("\n")).toMatch(
+      /matched: the product already had[\s\S]*already here: an earlier run/,
+    );
+  });
+
+  it("left-aligns text columns and right-aligns counts", () => {
+    expect(
+      table(
+        ["run", "status", "rows"],
+        [
+          ["r-1", "succeeded", "12"],
+          ["r-22", "failed", "7"],
+        ],
+      ),
+    ).toBe(
+      [
+        "run   status     rows",
+        "────  ─────────  ────",
+        "r-1   succeeded    12",
+        "r-22  failed        7",
+      ].join("\n"),
+    );
+  });
+
+  it("fits a table to the terminal by cutting its widest text column, never a count", () => {
+    const reason = "the person's organization is not in the ledger (it failed or was not imported)";
+    const wide = table(
+      ["count", "level", "kind", "reason", "e.g. source ids"],
+      [["1234", "error", "persons", reason, "17, 18, 19, 20, 21"]],
+      { width: 60 },
+    );
+    const lines = wide.split("\n");
+    expect(lines.every((l) => visibleLength(l) <= 60)).toBe(true);
+    expect(lines[2]).toMatch(/^ 1234 {2}error {2}persons {2}the person's org… {2}17, 18, 19, 20, 21$/);
+    // Nothing is cut without a width (a pipe or a file).
+    expect(table(["reason"], [[reason]])).toContain(reason);
   });
 
   it("summarises a run with its phase and tasks", () => {
@@ -40,7 +87,7 @@ describe("cli rendering", () => {
 
   it("says what the run learned about its source, strings unquoted, and nothing when it learned nothing", () => {
     const learned = create(RunSchema, {
-      ...run,
+      ...base,
       facts: { "pg-table.copy": '"in-database"', "crm.mail.bodies": '{"list":true}' },
     });
     expect(runSummary(learned)).toContain(
@@ -64,15 +111,88 @@ describe("cli rendering", () => {
     const deals = progressBlock(run, 3_000, clock)[3]!;
     // 1 of 4 tasks done in 3 s: 9 s for the 3 left; 3 rows in 3 s.
     expect(deals).toMatch(/^ {2}deals +█{5}░{15} +1\/4 +tasks +3 rows +1 rows\/s +ETA ~9s/);
-    expect(deals).toContain("imported 3, already here 0, skipped 0, failed 0");
+    expect(deals).toContain("imported 3, matched 0, already here 0, skipped 0, failed 0");
     const organizations = progressBlock(run, 3_000, clock)[1]!;
     expect(organizations).toMatch(/█{20} +2\/2 +tasks +11 rows .* done/);
   });
 
   it("shows a kind of a later phase as waiting, with an empty bar", () => {
-    const early = create(RunSchema, { ...run, currentPhase: 0 });
+    const early = create(RunSchema, { ...base, currentPhase: 0 });
     const deals = progressBlock(early, 3_000)[3]!;
     expect(deals).toMatch(/░{20}.*waiting/);
+  });
+
+  it("keeps every line of the live view within the terminal's width, so a redraw covers it", () => {
+    for (const width of [160, 100, 60, 30]) {
+      const block = progressBlock(run, 3_000, new KindClock(), width);
+      for (const line of block) expect(visibleLength(line)).toBeLessThanOrEqual(width);
+      expect(block.join("\n")).toContain("deals");
+    }
+    // Wide enough: one line per kind, counts included.
+    expect(progressBlock(run, 3_000, new KindClock(), 160)).toHaveLength(4);
+    // Narrower: each kind's counts go on a line of their own, and columns give way.
+    const narrow = progressBlock(run, 3_000, new KindClock(), 60);
+    expect(narrow).toHaveLength(7);
+    expect(narrow[4]).toMatch(/^ +imported 7, matched 2, already here 1/);
+  });
+
+  it("freezes a kind's rows/s once it is done, even while its phase goes on", () => {
+    let now = 0;
+    const clock = new KindClock(() => now);
+    const going = create(RunSchema, {
+      ...base,
+      progress: [
+        { kind: "deals", imported: 20n, tasksTotal: 4n, tasksDone: 4n },
+        { kind: "leads", imported: 5n, tasksTotal: 4n, tasksDone: 1n, tasksRunning: 1n },
+      ],
+      phases: [{ kinds: ["deals", "leads"] }],
+      currentPhase: 0,
+    });
+    const dealsMoving = create(RunSchema, {
+      ...base,
+      progress: [
+        { kind: "deals", imported: 10n, tasksTotal: 4n, tasksDone: 2n, tasksRunning: 2n },
+        { kind: "leads", imported: 1n, tasksTotal: 4n, tasksDone: 0n, tasksRunning: 1n },
+      ],
+      phases: [{ kinds: ["deals", "leads"] }],
+      currentPhase: 0,
+    });
+    progressBlock(dealsMoving, 0, clock);
+    now = 10_000;
+    expect(progressBlock(going, 10_000, clock)[1]).toMatch(/20 rows +2 rows\/s +done/);
+    now = 100_000;
+    expect(progressBlock(going, 100_000, clock)[1]).toMatch(/20 rows +2 rows\/s +done/);
+    // A watch begun after deals were done: their rate over the run's time until then, then frozen.
+    const late = new KindClock(() => now);
+    expect(progressBlock(going, 100_000, late)[1]).toMatch(/20 rows +0 rows\/s +done/);
+    now = 400_000;
+    expect(progressBlock(going, 400_000, late)[1]).toMatch(/20 rows +0 rows\/s +done/);
+    expect(late.activeSeconds(going.progress[0]!, 400, true)).toBe(100);
+  });
+
+  it("shows the finished run's verification in status, and that it is still to come", () => {
+    const finished = create(RunSchema, { ...base, status: RunStatus.SUCCEEDED });
+    expect(runSummary(finished)).toContain("verification: not done yet");
+    const verified = create(RunSchema, {
+      ...base,
+      status: RunStatus.SUCCEEDED,
+      verification: {
+        ok: false,
+        kinds: [
+          {
+            kind: "persons",
+            sourceCount: 10n,
+            ledgerCount: 9n,
+            sampled: 5n,
+            mismatches: ["persons 4: missing"],
+          },
+        ],
+      },
+    });
+    const summary = runSummary(verified);
+    expect(summary).toContain("verification: found problems");
+    expect(summary).toMatch(/persons +10 +9 +0 +5 +1\n {2}persons: persons 4: missing/);
+    expect(runSummary(run)).not.toContain("verification");
   });
 
   it("formats durations for people", () => {
@@ -92,6 +212,29 @@ describe("cli rendering", () => {
     expect(describeFailure(new RpcError(Code.FAILED_PRECONDITION, "run is succeeded")).code).toBe(5);
     expect(describeFailure(new UsageError("--tenant is required")).message).toMatch(
       /^--tenant is required\n\nusage: drover/,
+    );
+  });
+
+  it("tells a coordinator that cannot be reached from one that answered it cannot do it now", () => {
+    const unreachable = describeFailure(
+      new RpcError(
+        Code.UNAVAILABLE,
+        "No connection established. Last error: connect ECONNREFUSED. Resolution note: .",
+      ),
+      "10.0.0.1:50051",
+    );
+    expect(unreachable).toEqual({
+      message:
+        "cannot reach the coordinator at 10.0.0.1:50051: No connection established. Last error: connect ECONNREFUSED. Is it running, and is DROVER_ADDRESS right?",
+      code: EXIT.unreachable,
+    });
+    const sourceDown = describeFailure(
+      new RpcError(Code.UNAVAILABLE, "run r could not be verified now: fetch failed", {}, true),
+      "10.0.0.1:50051",
+    );
+    expect(sourceDown.code).toBe(EXIT.tryLater);
+    expect(sourceDown.message).toBe(
+      "the coordinator answered but cannot do that now: run r could not be verified now: fetch failed",
     );
   });
 });
