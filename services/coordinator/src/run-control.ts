@@ -17,6 +17,7 @@ import { sealSourceSecret } from "./source-secrets.js";
 import {
   invalid,
   optionalText,
+  requireProvider,
   requireSettings,
   requireTenant,
   requireText,
@@ -37,12 +38,7 @@ type RunControl = Pick<
 export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): RunControl {
   const { db } = ctx;
 
-  const provider = (name: string): Provider => {
-    const p = ctx.providers.get(name);
-    if (!p)
-      throw invalid(`unknown source ${quoted(name)}; known sources: ${[...ctx.providers.keys()].join(", ")}`);
-    return p;
-  };
+  const provider = (name: string): Provider => requireProvider(ctx.providers, name);
 
   /** Advances the run, then answers with it. */
   const advanced = async (runId: string): Promise<{ run: Run }> => {

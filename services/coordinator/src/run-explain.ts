@@ -11,7 +11,7 @@ import type { CoordinatorContext } from "./context.js";
 import { explainMissingRow } from "./explain-missing.js";
 import { loadVisibleRun, prunedError } from "./run-access.js";
 import { TERMINAL_STATUSES } from "./run-view.js";
-import { requireTenant, requireText } from "./validation.js";
+import { requireKnownKind, requireProvider, requireTenant, requireText } from "./validation.js";
 import type { Verifications } from "./verification-dispatch.js";
 
 type RunExplain = Pick<ServiceImplementation<typeof RunService>, "explainRecord" | "verifyRun">;
@@ -26,9 +26,10 @@ export function runExplain(ctx: CoordinatorContext, verifications: Verifications
     async explainRecord(req, call) {
       const tenantId = requireTenant(req.tenantId);
       requireVisibleTenant(call, tenantId);
-      const source = requireText("source", req.source, 64);
+      const p = requireProvider(ctx.providers, requireText("source", req.source, 64));
+      const source = p.name;
       const sourceAccount = requireText("source_account", req.sourceAccount, 256);
-      const kind = requireText("kind", req.kind, 64);
+      const kind = requireKnownKind(p, requireText("kind", req.kind, 64));
       const sourceId = requireText("source_id", req.sourceId, 256);
       const [entry] = await db.execute<{
         action: string;

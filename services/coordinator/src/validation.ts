@@ -1,6 +1,6 @@
 import { Code, RpcError } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
-import { userKinds } from "./plan.js";
+import { providerKinds, userKinds } from "./plan.js";
 import { quoted } from "./quote.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -72,6 +72,26 @@ export function requireUserKinds(provider: Provider, kinds: readonly string[]): 
       `unknown kind(s) ${unknown.map((k) => quoted(k)).join(", ")} for source ${provider.name}; ${named}`,
     );
   return [...new Set(kinds)];
+}
+
+/** The provider a request names; INVALID_ARGUMENT naming the known sources otherwise. */
+export function requireProvider(providers: ReadonlyMap<string, Provider>, name: string): Provider {
+  const p = providers.get(name);
+  if (!p) throw invalid(`unknown source ${quoted(name)}; known sources: ${[...providers.keys()].join(", ")}`);
+  return p;
+}
+
+/**
+ * A kind ExplainRecord may ask about: one the provider has, so a typo is refused with the kinds
+ * named rather than answered "never reached the ledger".
+ */
+export function requireKnownKind(provider: Provider, kind: string): string {
+  const known = providerKinds(provider);
+  if (!known.includes(kind))
+    throw invalid(
+      `unknown kind ${quoted(kind)} for source ${provider.name}; its kinds: ${userKinds(provider).join(", ")}`,
+    );
+  return kind;
 }
 
 const MAX_SETTINGS = 32;
