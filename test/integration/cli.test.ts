@@ -1,4 +1,8 @@
-import { describeFailure, type Io, runCommand } from "@drover/cli";
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { describeFailure, EXIT, type Io, runCommand } from "@drover/cli";
+import { startSandbox } from "@drover/crm-sandbox";
+import { REPO_ROOT } from "@drover/local-cluster";
 import {
   ExplainRecordResponseSchema,
   fromJsonString,
@@ -11,7 +15,7 @@ import {
   WatchRunResponseSchema,
 } from "@drover/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cluster, startCluster } from "../support/in-process.js";
+import { type Cluster, startCluster, untilFinished } from "../support/in-process.js";
 
 let cluster: Cluster;
 
@@ -58,7 +62,7 @@ describe("drover CLI", () => {
     const watched = await drover("watch", runId);
     expect(watched.code).toBe(0);
     expect(watched.out).toMatch(/rows\/s/);
-    expect(watched.out).toMatch(/kind\s+imported\s+already here\s+skipped\s+failed/);
+    expect(watched.out).toMatch(/kind\s+imported\s+matched\s+already here\s+skipped\s+failed/);
 
     const status = await drover("status", runId, "--json");
     expect(JSON.parse(status.out)).toMatchObject({ run: { id: runId, status: "RUN_STATUS_SUCCEEDED" } });
@@ -143,5 +147,75 @@ describe("drover CLI", () => {
     const usage = await drover("start", "--account", "x", "--base-url", "http://x");
     expect(usage.code).toBe(2);
     expect(usage.out).toMatch(/--tenant is required/);
+  });
+
+  it("refuses to explain a kind the source does not have, naming the kinds it has", async () => {
+    const widgets = await drover(
+      "explain",
+      "--tenant",
+      "cli-tenant",
+      "--account",
+      "sandbox",
+      "--kind",
+      "widgets",
+      "1",
+    );
+    expect(widgets.code).toBe(EXIT.usage);
+    expect(widgets.out).toMatch(/unknown kind "widgets" for source crm; its kinds: organizations, persons, /);
+  });
+
+  it("says the coordinator answered when it is the source that is down, and exits 75, not 69", async () => {
+    const gone = await startSandbox({
+      organizations: 5,
+      persons: 0,
+      deals: 0,
+      leads: 0,
+      activities: 0,
+      notes: 0,
+    });
+    const { run } = await cluster.client.startRun({
+      tenantId: "cli-source-down",
+      source: "crm",
+      sourceAccount: "sandbox-gone",
+      kinds: ["organizations"],
+      sourceConfig: { baseUrl: gone.url, apiToken: "token-for-cli" },
+    });
+    await untilFinished(cluster, run!.id);
+    await gone.close();
+    const verified = await drover("verify", run!.id);
+    expect(verified.out).not.toMatch(/cannot reach the coordinator/);
+    expect(verified.out).toMatch(
+      /^the coordinator answered but cannot do that now: run .* could not be verified now/,
+    );
+    expect(verified.code).toBe(EXIT.tryLater);
+  });
+});
+
+/** The `drover` command a user runs (packages/cli's bin), as a process: its exit code is the CLI's own. */
+function droverBin(args: string[], env: Record<string, string> = {}) {
+  const bin = join(REPO_ROOT, "node_modules", ".bin", "drover");
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    execFile(bin, args, { env: { ...process.env, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err && typeof err.code !== "number") reject(err);
+      else resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe("the drover bin", () => {
+  it("exits with the documented codes, not 1, and without a package manager's banner", async () => {
+    const unreachable = await droverBin(["status", "00000000-0000-4000-8000-000000000000"], {
+      DROVER_ADDRESS: "127.0.0.1:1",
+    });
+    expect(unreachable.code).toBe(EXIT.unreachable);
+    expect(unreachable.stderr).toMatch(/^drover: cannot reach the coordinator at 127\.0\.0\.1:1: /);
+    expect(unreachable.stderr).not.toMatch(/ERR_PNPM|ELIFECYCLE/);
+
+    const missing = await droverBin(["status", "00000000-0000-4000-8000-000000000000"], {
+      DROVER_ADDRESS: cluster.coordinator.address,
+      DROVER_TOKEN: cluster.tokens.admin!,
+    });
+    expect(missing.code).toBe(EXIT.notFound);
+    expect((await droverBin(["frobnicate"])).code).toBe(EXIT.usage);
   });
 });

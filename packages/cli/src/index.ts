@@ -1,6 +1,8 @@
-export { describeFailure, type Io, runCommand, USAGE, UsageError } from "./commands.js";
+export { describeFailure, EXIT, type Io, runCommand, USAGE, UsageError } from "./commands.js";
 export { responseJson } from "./json-output.js";
 export {
+  COUNTS_LEGEND,
+  countsLine,
   countsTable,
   formatDuration,
   KindClock,
@@ -11,5 +13,7 @@ export {
   runSummary,
   statusName,
   table,
+  verificationSummary,
   verificationTable,
+  visibleLength,
 } from "./render.js";
