@@ -150,9 +150,11 @@ export async function writeCheckpoint(
   claimToken: string,
   c: Checkpoint,
 ): Promise<void> {
-  // What the window wrote or failed (not what was already here): the run's throughput.
+  // Every row the window accounted for, already-here rows included: the run's throughput. A re-run
+  // finds nearly everything already here, and its chart must show that work, not only the misses.
   const d = c.statsDelta;
-  const written = (d.created ?? 0) + (d.matched ?? 0) + (d.skipped ?? 0) + (d.failed ?? 0);
+  const written =
+    (d.created ?? 0) + (d.matched ?? 0) + (d.already_here ?? 0) + (d.skipped ?? 0) + (d.failed ?? 0);
   const rows = await q.execute(sql`
     with moved as (
       update drover.tasks t

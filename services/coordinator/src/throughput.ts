@@ -11,8 +11,8 @@ export interface Throughput {
 }
 
 /**
- * A run's rows over time, from what its windows committed (drover.window_commits: rows written
- * or failed, not those already here), by the time of each window's transaction. One row per
+ * A run's rows over time, from what its windows committed (drover.window_commits: every row a
+ * window accounted for, already-here rows included), by the time of each window's transaction. One row per
  * window, not per source row, so a live page can ask every few seconds, and a ledgerless source
  * (pg-table) has a throughput too.
  */
