@@ -134,10 +134,13 @@ export function runSummary(run: Run, options: { width?: number } = {}): string {
  */
 export function verificationSummary(run: Run, options: { width?: number } = {}): string[] {
   const v = run.verification;
-  if (!v)
+  if (!v) {
+    if (run.status === RunStatus.STOPPED)
+      return ["", "verification: none (a stopped run is verified on demand: drover verify RUN_ID)"];
     return isTerminal(run.status)
-      ? ["", "verification: not done yet (drover verify RUN_ID asks for it now)"]
+      ? ["", "verification: not done yet (a worker does it shortly; drover verify RUN_ID waits for it)"]
       : [];
+  }
   const at = v.verifiedAt ? ` (${timestampDate(v.verifiedAt).toISOString()})` : "";
   return [
     "",

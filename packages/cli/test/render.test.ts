@@ -172,7 +172,7 @@ describe("cli rendering", () => {
 
   it("shows the finished run's verification in status, and that it is still to come", () => {
     const finished = create(RunSchema, { ...base, status: RunStatus.SUCCEEDED });
-    expect(runSummary(finished)).toContain("verification: not done yet");
+    expect(runSummary(finished)).toContain("verification: not done yet (a worker does it shortly");
     const verified = create(RunSchema, {
       ...base,
       status: RunStatus.SUCCEEDED,
