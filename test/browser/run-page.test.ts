@@ -124,6 +124,18 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
       { timeout: 60_000 },
     );
     expect(await page.locator("#budget").textContent()).toMatch(/burst window|no request leased/);
+    // What is spent says its unit and whose it is; an allowance the source never reported is not listed.
+    expect(await page.locator("#budget").textContent()).toMatch(
+      /spent on this account.*token units.*every run on/,
+    );
+    expect(await page.locator("#budget").textContent()).not.toContain("not reported yet");
+    // Matched and already here are two facts, each with its own segment and count.
+    expect(await page.locator("#legend").textContent()).toBe("importedmatchedalready hereskippedfailed");
+    expect(await page.locator("#kinds .counts").first().textContent()).toMatch(
+      /imported · [\d,]+ matched · [\d,]+ already here · /,
+    );
+    // Verification belongs to a finished run: not shown while it goes.
+    expect(await page.locator("#verification").isHidden()).toBe(true);
     // The hostile account is text on the page, and nothing ran.
     expect(await page.locator("#run-meta").textContent()).toContain(HOSTILE_ACCOUNT);
     expect(await page.evaluate(() => (globalThis as unknown as InPage).__xss)).toBeUndefined();
@@ -185,6 +197,15 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     await page.locator("#stop").click();
     await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 60_000 });
     expect(await page.locator("#problem").isHidden()).toBe(true);
+
+    // Verified on demand, the stopped run's page shows the result with its per-kind table.
+    const { verification } = await h.client.verifyRun({ runId });
+    await page.reload();
+    await page.locator("#verification-kinds tbody tr").first().waitFor({ timeout: 30_000 });
+    expect(await page.locator("#verification-result").textContent()).toMatch(
+      verification!.ok ? /^Passed: / : /^(Found problems|Could not finish)/,
+    );
+    expect(await page.locator("#verification-kinds tbody tr").count()).toBe(verification!.kinds.length);
     expect(problems).toEqual([]);
   });
 

@@ -32,6 +32,9 @@ export function problemFor(err: unknown, coordinatorAddress: string): Problem {
       return { status: 409, message: sentence(err.message) };
     case Code.UNAVAILABLE:
     case Code.DEADLINE_EXCEEDED:
+      // The coordinator answered, but cannot do it now (e.g. the source it had to read is down).
+      if (err.answered)
+        return { status: 503, message: sentence(`The coordinator cannot do that right now: ${err.message}`) };
       return {
         status: 503,
         message: `The coordinator at ${coordinatorAddress} cannot be reached right now (${err.message}). Is it running?`,

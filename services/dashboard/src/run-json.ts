@@ -12,8 +12,9 @@ type Timestamp = NonNullable<Run["createdAt"]>;
 
 /**
  * What the page draws, in plain JSON: numbers rather than int64 strings, status names rather than
- * enum values, "already here" as one count (matched records and ledger hits alike), and which
- * steering buttons the run's status allows.
+ * enum values, matched (an equivalent record was already in the product) apart from already here
+ * (an earlier run imported it), the budget as labelled facts that apply to the run as it is, and
+ * which steering buttons the run's status allows.
  */
 export interface RunJson {
   id: string;
@@ -27,6 +28,7 @@ export interface RunJson {
   progress: {
     kind: string;
     imported: number;
+    matched: number;
     alreadyHere: number;
     skipped: number;
     failed: number;
@@ -44,7 +46,13 @@ export interface RunJson {
     dailyResetAt: string | null;
     blockedUntil: string | null;
     spent: number;
+    /** What the page lists, each fact labelled with its unit and period; what does not apply is left out. */
+    facts: BudgetFact[];
   } | null;
+  /** The check of the finished run against its source; null until there is one. */
+  verification: VerificationJson | null;
+  /** The run succeeded or failed and its (automatic) verification is still to come. */
+  verificationPending: boolean;
   /** What the run decided about its source once for all its tasks (GetRun's facts), for display. */
   facts: { key: string; value: string }[];
   error: string;
@@ -52,6 +60,27 @@ export interface RunJson {
   startedAt: string | null;
   finishedAt: string | null;
   can: { stop: boolean; resume: boolean; retry: boolean };
+}
+
+export interface BudgetFact {
+  label: string;
+  text: string;
+  /** A moment the page shows in the reader's time zone, after the text. */
+  at?: string;
+}
+
+export interface VerificationJson {
+  ok: boolean;
+  error: string;
+  verifiedAt: string | null;
+  kinds: {
+    kind: string;
+    sourceCount: number;
+    ledgerCount: number;
+    failedCount: number;
+    sampled: number;
+    mismatches: string[];
+  }[];
 }
 
 export interface NoteGroupJson {
@@ -68,7 +97,8 @@ export function runJson(run: Run): RunJson {
   const progress = run.progress.map((p) => ({
     kind: p.kind,
     imported: Number(p.imported),
-    alreadyHere: Number(p.matched + p.alreadyHere),
+    matched: Number(p.matched),
+    alreadyHere: Number(p.alreadyHere),
     skipped: Number(p.skipped),
     failed: Number(p.failed),
     tasksTotal: Number(p.tasksTotal),
@@ -92,7 +122,7 @@ export function runJson(run: Run): RunJson {
       failed: Number(run.tasks?.failed ?? 0n),
       cancelled: Number(run.tasks?.cancelled ?? 0n),
     },
-    rows: progress.reduce((n, p) => n + p.imported + p.alreadyHere + p.skipped + p.failed, 0),
+    rows: progress.reduce((n, p) => n + p.imported + p.matched + p.alreadyHere + p.skipped + p.failed, 0),
     facts: runFacts(run),
     budget: b
       ? {
@@ -102,8 +132,25 @@ export function runJson(run: Run): RunJson {
           dailyResetAt: iso(b.dailyResetAt),
           blockedUntil: iso(b.blockedUntil),
           spent: Number(b.spent),
+          facts: budgetFacts(run),
         }
       : null,
+    verification: run.verification
+      ? {
+          ok: run.verification.ok,
+          error: run.verification.error,
+          verifiedAt: iso(run.verification.verifiedAt),
+          kinds: run.verification.kinds.map((k) => ({
+            kind: k.kind,
+            sourceCount: Number(k.sourceCount),
+            ledgerCount: Number(k.ledgerCount),
+            failedCount: Number(k.failedCount),
+            sampled: Number(k.sampled),
+            mismatches: [...k.mismatches],
+          })),
+        }
+      : null,
+    verificationPending: !run.verification && VERIFIED_AUTOMATICALLY.has(run.status),
     error: run.error,
     createdAt: iso(run.createdAt),
     startedAt: iso(run.startedAt),
@@ -114,6 +161,39 @@ export function runJson(run: Run): RunJson {
       retry: run.status === RunStatus.FAILED,
     },
   };
+}
+
+// A stopped run is verified only on demand (VerifyRun): it may be resumed.
+const VERIFIED_AUTOMATICALLY = new Set([RunStatus.SUCCEEDED, RunStatus.FAILED]);
+const LIVE = new Set([RunStatus.PENDING, RunStatus.RUNNING, RunStatus.STOPPING]);
+
+/**
+ * The source account's budget as facts that say what they count: the burst window and a wall only
+ * while the run can still be held by them; the daily allowance only once the source has reported
+ * it; what was spent, in the source's token units, by every run on the account since Drover first
+ * read it (the budget belongs to the account, not to this run).
+ */
+export function budgetFacts(run: Run): BudgetFact[] {
+  const b = run.budget;
+  if (!b) return [];
+  const facts: BudgetFact[] = [];
+  const live = LIVE.has(run.status);
+  const n = (v: number | bigint) => Number(v).toLocaleString("en-US");
+  if (live)
+    facts.push({ label: "burst window", text: `${n(b.burstUsed)} of ${n(b.burstCapacity)} requests in use` });
+  if (live && b.blockedUntil)
+    facts.push({ label: "walled off", text: "no request to the source until", at: iso(b.blockedUntil)! });
+  if (b.dailyKnown)
+    facts.push({
+      label: "daily allowance left",
+      text: `${n(b.dailyRemaining)} token units${b.dailyResetAt ? ", renewed" : ""}`,
+      ...(b.dailyResetAt ? { at: iso(b.dailyResetAt)! } : {}),
+    });
+  facts.push({
+    label: "spent on this account",
+    text: `${n(b.spent)} token units (the source's measure of requests), by every run on ${run.source}:${run.sourceAccount} since Drover first read it`,
+  });
+  return facts;
 }
 
 export function noteGroupJson(g: NoteGroup): NoteGroupJson {

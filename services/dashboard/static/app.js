@@ -207,17 +207,20 @@ async function showRuns() {
 // ---- one run -----------------------------------------------------------------------------------
 
 let live; // { abort: AbortController }
+let shownRun; // the RunView on the page, if any
 
 function stopLive() {
   clearInterval(listTimer);
   if (live) live.abort.abort();
   live = undefined;
+  shownRun = undefined;
 }
 
 async function showRun(runId) {
   where.textContent = `Run ${runId}`;
   const { run, notes } = await api("GET", `/api/runs/${encodeURIComponent(runId)}`);
   const view = new RunView(runId);
+  shownRun = view;
   main.replaceChildren(view.root);
   view.render(run);
   view.renderNotes(notes);
@@ -274,6 +277,7 @@ async function follow(runId, view) {
       if (ended) {
         // The run is over: a later Resume or Retry follows it again.
         if (live && live.abort === abort) live = undefined;
+        view.awaitVerification();
         return;
       }
     } catch (err) {
@@ -313,6 +317,35 @@ class RunView {
     this.tasks = h("dl", { class: "facts", id: "tasks" });
     this.budget = h("dl", { class: "facts", id: "budget" });
     this.chart = h("div", { id: "throughput" });
+    this.verificationSummary = h("p", { id: "verification-result" });
+    this.verificationRows = h("tbody", {});
+    this.verificationProblems = h("ul", { id: "verification-mismatches" });
+    this.verificationPanel = h(
+      "section",
+      { class: "panel", id: "verification", hidden: true },
+      h("h2", {}, "Verification"),
+      this.verificationSummary,
+      h(
+        "table",
+        { id: "verification-kinds" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            h("th", {}, "Kind"),
+            h("th", { class: "num" }, "In the source"),
+            h("th", { class: "num" }, "In the ledger"),
+            h("th", { class: "num" }, "Failed"),
+            h("th", { class: "num" }, "Sampled"),
+            h("th", { class: "num" }, "Mismatches"),
+          ),
+        ),
+        this.verificationRows,
+      ),
+      this.verificationProblems,
+    );
     this.notes = h("tbody", {});
     this.root = h(
       "div",
@@ -336,14 +369,29 @@ class RunView {
         h("h2", {}, "Rows by kind"),
         h(
           "div",
-          { class: "legend" },
-          h("span", { class: "imported" }, "imported"),
-          h("span", { class: "already" }, "already here"),
-          h("span", { class: "skipped" }, "skipped"),
-          h("span", { class: "failed" }, "failed"),
+          { class: "legend", id: "legend" },
+          h("span", { class: "imported", title: "created by this run" }, "imported"),
+          h(
+            "span",
+            { class: "matched", title: "the product already had an equivalent record, which was reused" },
+            "matched",
+          ),
+          h(
+            "span",
+            { class: "already", title: "an earlier run (or attempt) had imported it" },
+            "already here",
+          ),
+          h("span", { class: "skipped", title: "kept as a placeholder, with a reason" }, "skipped"),
+          h("span", { class: "failed", title: "not imported, with a reason" }, "failed"),
+        ),
+        h(
+          "p",
+          { class: "notice" },
+          "Matched: the product already had the record (e.g. a contact with the same email) and it was reused. Already here: an earlier run, or an earlier attempt of this one, had imported it.",
         ),
         this.kinds,
       ),
+      this.verificationPanel,
       h(
         "div",
         { class: "grid" },
@@ -416,10 +464,11 @@ class RunView {
     this.buttons.resume.disabled = !run.can.resume;
     this.buttons.retry.disabled = !run.can.retry;
 
-    const most = Math.max(1, ...run.progress.map((p) => p.imported + p.alreadyHere + p.skipped + p.failed));
+    const rowsOf = (p) => p.imported + p.matched + p.alreadyHere + p.skipped + p.failed;
+    const most = Math.max(1, ...run.progress.map(rowsOf));
     this.kinds.replaceChildren(
       ...run.progress.map((p) => {
-        const total = p.imported + p.alreadyHere + p.skipped + p.failed;
+        const total = rowsOf(p);
         const seg = (cls, n, label) =>
           n > 0
             ? h("span", { class: cls, style: { width: `${(100 * n) / most}%` }, title: `${fmt(n)} ${label}` })
@@ -436,6 +485,7 @@ class RunView {
               "div",
               { class: "bar", role: "img", "aria-label": `${p.kind}: ${fmt(total)} rows` },
               seg("imported", p.imported, "imported"),
+              seg("matched", p.matched, "matched"),
               seg("already", p.alreadyHere, "already here"),
               seg("skipped", p.skipped, "skipped"),
               seg("failed", p.failed, "failed"),
@@ -449,7 +499,7 @@ class RunView {
           h(
             "div",
             { class: "counts" },
-            `${fmt(p.imported)} imported · ${fmt(p.alreadyHere)} already here · ${fmt(p.skipped)} skipped · ${fmt(p.failed)} failed · tasks ${p.tasksDone}/${p.tasksTotal}`,
+            `${fmt(p.imported)} imported · ${fmt(p.matched)} matched · ${fmt(p.alreadyHere)} already here · ${fmt(p.skipped)} skipped · ${fmt(p.failed)} failed · tasks ${p.tasksDone}/${p.tasksTotal}`,
           ),
         );
       }),
@@ -470,21 +520,73 @@ class RunView {
       run.facts.map((f) => [f.key, f.value]),
     );
     this.learned.hidden = run.facts.length === 0;
+    // The server labels each fact with its unit and period and leaves out what does not apply.
     const b = run.budget;
     facts(
       this.budget,
       b
-        ? [
-            ["burst window", `${fmt(b.burstCapacity)} requests allowed`],
-            ["daily allowance left", b.dailyRemaining === null ? "not reported yet" : fmt(b.dailyRemaining)],
-            ["daily reset", when(b.dailyResetAt)],
-            ["walled off until", b.blockedUntil ? when(b.blockedUntil) : "not walled off"],
-            ["spent", fmt(b.spent)],
-          ]
+        ? b.facts.map((f) => [f.label, f.at ? `${f.text} ${when(f.at)}` : f.text])
         : [["budget", "no request leased on this account yet"]],
     );
 
+    this.renderVerification(run);
     this.drawChart(run);
+  }
+
+  /**
+   * A run's verification comes after its end (a worker checks it against the source): the page
+   * reads the run again now and then until it is there, while the page still shows this run.
+   */
+  async awaitVerification() {
+    for (let i = 0; i < 100 && shownRun === this && this.last?.verificationPending; i++) {
+      await new Promise((r) => setTimeout(r, i === 0 ? 500 : 3000));
+      if (shownRun !== this || live) return;
+      try {
+        const { run } = await api("GET", `/api/runs/${encodeURIComponent(this.runId)}`);
+        if (shownRun === this && !live) this.render(run);
+      } catch (err) {
+        return onError(err);
+      }
+    }
+  }
+
+  /** The finished run's check against its source; hidden while the run goes. */
+  renderVerification(run) {
+    const v = run.verification;
+    this.verificationPanel.hidden = !v && !run.verificationPending;
+    this.verificationRows.replaceChildren();
+    this.verificationProblems.replaceChildren();
+    if (!v) {
+      this.verificationSummary.setAttribute("class", "notice");
+      this.verificationSummary.textContent =
+        "Not verified yet: a worker checks the finished run against its source shortly.";
+      return;
+    }
+    this.verificationSummary.setAttribute("class", `verification ${v.ok ? "ok" : "problem"}`);
+    this.verificationSummary.textContent = `${
+      v.ok
+        ? "Passed: every kind's rows are accounted for, and every sampled row matches its source."
+        : v.error
+          ? `Could not finish: ${v.error}`
+          : "Found problems (listed below)."
+    }${v.verifiedAt ? ` Verified ${when(v.verifiedAt)}.` : ""}`;
+    this.verificationRows.replaceChildren(
+      ...v.kinds.map((k) =>
+        h(
+          "tr",
+          { "data-kind": k.kind },
+          h("td", {}, k.kind),
+          h("td", { class: "num" }, fmt(k.sourceCount)),
+          h("td", { class: "num" }, fmt(k.ledgerCount)),
+          h("td", { class: "num" }, fmt(k.failedCount)),
+          h("td", { class: "num" }, fmt(k.sampled)),
+          h("td", { class: "num" }, fmt(k.mismatches.length)),
+        ),
+      ),
+    );
+    this.verificationProblems.replaceChildren(
+      ...v.kinds.flatMap((k) => k.mismatches.map((m) => h("li", {}, `${k.kind}: ${m}`))),
+    );
   }
 
   /** Reads the run's rows over time again, at most every `minMs`. */

@@ -1,11 +1,20 @@
-import { Code, create, RpcError, RunSchema, RunStatus, timestampFromDate } from "@drover/proto";
+import {
+  Code,
+  create,
+  type MessageInitShape,
+  RpcError,
+  RunSchema,
+  RunStatus,
+  timestampFromDate,
+} from "@drover/proto";
 import { describe, expect, it } from "vitest";
 import { loadDashboardConfig } from "../src/config.js";
 import { problemFor, sentence } from "../src/http-errors.js";
-import { runJson } from "../src/run-json.js";
+import { budgetFacts, runJson } from "../src/run-json.js";
 
 describe("the run as the page draws it", () => {
-  const run = create(RunSchema, {
+  // A message init: create() takes a spread message as it is, leaving nested inits bare.
+  const init: MessageInitShape<typeof RunSchema> = {
     id: "3f1e2d4c-5b6a-4789-8abc-def012345678",
     tenantId: "acme",
     source: "crm",
@@ -29,14 +38,16 @@ describe("the run as the page draws it", () => {
     tasks: { pending: 1n, running: 1n, succeeded: 3n, failed: 1n },
     budget: { burstCapacity: 80, burstUsed: 12, dailyKnown: false, spent: 400n },
     createdAt: timestampFromDate(new Date("2026-11-30T10:00:00Z")),
-  });
+  };
+  const run = create(RunSchema, init);
 
-  it("counts matched records and ledger hits as already here, and totals the rows", () => {
+  it("keeps matched (a product record reused) apart from already here (an earlier run's), and totals the rows", () => {
     const json = runJson(run);
     expect(json.progress[0]).toEqual({
       kind: "organizations",
       imported: 10,
-      alreadyHere: 5,
+      matched: 2,
+      alreadyHere: 3,
       skipped: 1,
       failed: 4,
       tasksTotal: 2,
@@ -51,7 +62,7 @@ describe("the run as the page draws it", () => {
 
   it("lists the run's facts by key, a string without its quotes, anything else as JSON, a non-JSON value as it came", () => {
     const learned = create(RunSchema, {
-      ...run,
+      ...init,
       facts: { "pg-table.copy": '"streamed"', "crm.mail.bodies": "[1,2]", odd: "not json" },
     });
     expect(runJson(learned).facts).toEqual([
@@ -71,14 +82,84 @@ describe("the run as the page draws it", () => {
     });
   });
 
+  it("labels what the budget counts, and lists only what applies to the run as it is", () => {
+    // A finished run: no burst window, no wall, no unreported allowance; what was spent, with its unit and period.
+    expect(budgetFacts(run)).toEqual([
+      {
+        label: "spent on this account",
+        text: "400 token units (the source's measure of requests), by every run on crm:acme-co since Drover first read it",
+      },
+    ]);
+    const live = create(RunSchema, {
+      ...init,
+      status: RunStatus.RUNNING,
+      budget: {
+        burstCapacity: 80,
+        burstUsed: 12,
+        dailyKnown: true,
+        dailyRemaining: 315_868n,
+        dailyResetAt: timestampFromDate(new Date("2026-12-01T00:00:00Z")),
+        blockedUntil: timestampFromDate(new Date("2026-11-30T10:05:00Z")),
+        spent: 400n,
+      },
+    });
+    expect(budgetFacts(live).map((f) => [f.label, f.text, f.at])).toEqual([
+      ["burst window", "12 of 80 requests in use", undefined],
+      ["walled off", "no request to the source until", "2026-11-30T10:05:00.000Z"],
+      ["daily allowance left", "315,868 token units, renewed", "2026-12-01T00:00:00.000Z"],
+      ["spent on this account", expect.stringMatching(/^400 token units/), undefined],
+    ]);
+  });
+
+  it("carries the finished run's verification, and says when it is still to come", () => {
+    expect(runJson(run)).toMatchObject({ verification: null, verificationPending: true });
+    expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).verificationPending).toBe(
+      false,
+    );
+    const verified = runJson(
+      create(RunSchema, {
+        ...init,
+        verification: {
+          ok: false,
+          verifiedAt: timestampFromDate(new Date("2026-11-30T11:00:00Z")),
+          kinds: [
+            {
+              kind: "persons",
+              sourceCount: 10n,
+              ledgerCount: 9n,
+              sampled: 5n,
+              mismatches: ["persons 4: missing"],
+            },
+          ],
+        },
+      }),
+    );
+    expect(verified.verificationPending).toBe(false);
+    expect(verified.verification).toEqual({
+      ok: false,
+      error: "",
+      verifiedAt: "2026-11-30T11:00:00.000Z",
+      kinds: [
+        {
+          kind: "persons",
+          sourceCount: 10,
+          ledgerCount: 9,
+          failedCount: 0,
+          sampled: 5,
+          mismatches: ["persons 4: missing"],
+        },
+      ],
+    });
+  });
+
   it("offers only the steering the status allows", () => {
     expect(runJson(run).can).toEqual({ stop: false, resume: false, retry: true });
-    expect(runJson(create(RunSchema, { ...run, status: RunStatus.RUNNING })).can).toEqual({
+    expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).can).toEqual({
       stop: true,
       resume: false,
       retry: false,
     });
-    expect(runJson(create(RunSchema, { ...run, status: RunStatus.STOPPED })).can.resume).toBe(true);
+    expect(runJson(create(RunSchema, { ...init, status: RunStatus.STOPPED })).can.resume).toBe(true);
   });
 });
 
@@ -103,6 +184,16 @@ describe("the coordinator's refusals as sentences", () => {
     ).toBe(
       "The coordinator at 10.0.0.1:50051 cannot be reached right now (No connection established). Is it running?",
     );
+    // The coordinator answered UNAVAILABLE itself: not a question of reaching it.
+    expect(
+      problemFor(
+        new RpcError(Code.UNAVAILABLE, "run x could not be verified now: fetch failed", {}, true),
+        "c:1",
+      ),
+    ).toEqual({
+      status: 503,
+      message: "The coordinator cannot do that right now: run x could not be verified now: fetch failed.",
+    });
   });
 
   it("ends a sentence once", () => {
