@@ -1,12 +1,14 @@
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { kindDone, statusName } from "@drover/cli";
 import { openDatabase } from "@drover/db";
 import { accountFor, accountingProblems, startCluster } from "@drover/local-cluster";
-import { createClient, type Run, RunService, RunStatus } from "@drover/proto";
+import { type Client, createClient, type Run, RunService, RunStatus, type Verification } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { parseDemoFlags, USAGE } from "./flags.js";
 import { prepareDemoServices } from "./prepare.js";
 import { followRun, ProgressView } from "./progress.js";
+import { keepInstructions, legend, reasonsBlock, seededLine, verificationBlock } from "./report.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/drover_demo";
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
@@ -38,12 +40,14 @@ async function main(): Promise<number> {
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
     dashboard: true,
   });
-  // The cluster's admin key lives as long as the demo: the page needs one to call the coordinator.
+  // The cluster's admin key lives as long as the demo: the page and the CLI need one to call the coordinator.
+  const coordinatorAddress = cluster.coordinatorAddresses[0]!;
   process.stdout.write(
-    `Run page: ${cluster.dashboardUrl} (enter this API key there: ${cluster.adminToken})\n`,
+    `Coordinator (gRPC): ${coordinatorAddress}; the CLI reaches it with DROVER_ADDRESS=${coordinatorAddress} DROVER_TOKEN=${cluster.adminToken}\n` +
+      `Run page: ${cluster.dashboardUrl} (enter this API key there: ${cluster.adminToken})\n`,
   );
   const database = openDatabase(DATABASE_URL, { max: 2 });
-  const client = createClient(RunService, cluster.coordinatorAddresses[0]!, {
+  const client = createClient(RunService, coordinatorAddress, {
     metadata: () => ({ authorization: `Bearer ${cluster.adminToken}` }),
   });
   const onSignal = () => {
@@ -58,10 +62,7 @@ async function main(): Promise<number> {
     const totals = Object.fromEntries(Object.entries(truth.kinds).map(([k, t]) => [k, t.ids.length]));
     const sourceRows = Object.values(totals).reduce((a, b) => a + b, 0);
     const existing = await seedExistingContacts(database.db, flags.tenant, cluster.sandboxUrl);
-    if (existing > 0)
-      process.stdout.write(
-        `The product already had ${existing} contacts for tenant "${flags.tenant}" (they will be matched by email)\n`,
-      );
+    if (existing > 0) process.stdout.write(`${seededLine(existing, flags.tenant)}\n`);
 
     const started = Date.now();
     const { run } = await client.startRun({
@@ -76,16 +77,10 @@ async function main(): Promise<number> {
 
     const last = await followRun(client, run!, new ProgressView(totals), started);
 
-    const notes = await client.listNotes({ runId: last.id, samples: 3 });
-    if (notes.groups.length > 0) {
-      process.stdout.write("Reasons:\n");
-      for (const g of notes.groups.slice(0, 8)) {
-        process.stdout.write(
-          `  ${String(g.count).padStart(6)} × ${g.level} ${g.kind}: ${g.reason} (e.g. ${g.sampleSubjectIds.join(", ")})\n`,
-        );
-      }
-      process.stdout.write("\n");
-    }
+    process.stdout.write(`${legend()}\n\n`);
+
+    const { groups } = await client.listNotes({ runId: last.id, samples: 3 });
+    if (groups.length > 0) process.stdout.write(`${reasonsBlock(groups, last.id)}\n\n`);
 
     const accounts = await accountFor(
       database.db,
@@ -93,22 +88,45 @@ async function main(): Promise<number> {
       truth.kinds,
     );
     const issues = [...accountingProblems(accounts), ...tableProblems(last, totals)];
+
+    // The run's verification reads the sandbox: it must end before anything stops, or a later
+    // demo's workers would retry it against a sandbox that is gone.
+    process.stdout.write(
+      "Verifying the run against the sandbox (a worker counts and samples every kind)...\n",
+    );
+    const verification = await awaitVerification(client, last.id);
+    process.stdout.write(`${verificationBlock(verification)}\n\n`);
+    if (!verification.ok)
+      issues.push(
+        verification.error
+          ? `the verification could not finish: ${verification.error}`
+          : "the verification found problems",
+      );
+
     if (flags.keep) {
       // Ctrl-C now ends the wait, and the services stop as after any run.
       process.off("SIGINT", onSignal);
       process.stdout.write(
-        `Services stay up for the run page at ${cluster.dashboardUrl}; Ctrl-C ends them.\n`,
+        `${keepInstructions({
+          coordinatorAddress,
+          adminToken: cluster.adminToken,
+          dashboardUrl: cluster.dashboardUrl,
+          sandboxUrl: cluster.sandboxUrl,
+          sandboxToken: API_TOKEN,
+          sourceAccount: SOURCE_ACCOUNT,
+          runId: last.id,
+        })}\n`,
       );
       await new Promise<void>((resolve) => process.once("SIGINT", () => resolve()));
     }
     if (issues.length === 0 && last.status === RunStatus.SUCCEEDED) {
       process.stdout.write(
-        `Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason.\n`,
+        `Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason; the run is verified.\n`,
       );
       return 0;
     }
     process.stdout.write(
-      `NOT every source row is accounted for:\n  - ${issues.join("\n  - ") || `the run ended ${statusName(last.status)}`}\n`,
+      `The demo found problems:\n  - ${issues.join("\n  - ") || `the run ended ${statusName(last.status)}`}\n`,
     );
     return 1;
   } finally {
@@ -117,6 +135,30 @@ async function main(): Promise<number> {
     await database.close();
     await cluster.stop();
   }
+}
+
+/** How long the demo waits for the automatic verification before it asks for one itself. */
+const AUTOMATIC_VERIFICATION_MS = 60_000;
+/** VerifyRun's deadline: a verification of the default sandbox takes seconds. */
+const VERIFY_DEADLINE_MS = 5 * 60_000;
+
+/**
+ * The finished run's verification: the one the coordinator asks for by itself when a run ends
+ * (GetRun shows it once a worker has stored it), or, if it has not come within a minute, one asked
+ * for with VerifyRun, which waits for it.
+ */
+async function awaitVerification(client: Client<typeof RunService>, runId: string): Promise<Verification> {
+  const until = Date.now() + AUTOMATIC_VERIFICATION_MS;
+  while (Date.now() < until) {
+    const { run } = await client.getRun({ runId });
+    if (run?.verification) return run.verification;
+    await sleep(500);
+  }
+  const { verification } = await client.verifyRun(
+    { runId },
+    { deadline: new Date(Date.now() + VERIFY_DEADLINE_MS) },
+  );
+  return verification!;
 }
 
 /**
