@@ -4,6 +4,7 @@ export {
   COUNTS_LEGEND,
   countsLine,
   countsTable,
+  fit,
   formatDuration,
   KindClock,
   kindDone,

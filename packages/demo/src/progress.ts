@@ -1,4 +1,4 @@
-import { countsTable, kindDone, phaseLabel, rowsDone, statusName } from "@drover/cli";
+import { countsTable, fit, kindDone, phaseLabel, rowsDone, statusName } from "@drover/cli";
 import type { Client, Run, RunService } from "@drover/proto";
 
 function bar(done: number, total: number, width = 24): string {
@@ -33,9 +33,11 @@ export class ProgressView {
       const total = this.totals[p.kind] ?? done;
       return `  ${p.kind.padEnd(14)} ${bar(done, total)} ${String(done).padStart(7)}/${String(total).padEnd(7)}`;
     });
-    const block = [header, ...rows];
-    if (this.lines > 0) process.stdout.write(`\x1b[${this.lines}A`);
-    process.stdout.write(block.map((l) => `\x1b[2K${l}\n`).join(""));
+    // Cut to the terminal's width, so each line takes one row and going up `lines` rows reaches
+    // the block's top; then clear below, so nothing of a longer frame stays.
+    const block = [header, ...rows].map((l) => fit(l, process.stdout.columns || undefined));
+    if (this.lines > 0) process.stdout.write(`\x1b[${this.lines}A\r\x1b[J`);
+    process.stdout.write(block.map((l) => `${l}\n`).join(""));
     this.lines = block.length;
   }
 }
