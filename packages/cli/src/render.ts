@@ -93,7 +93,7 @@ export function table(head: string[], rows: string[][], options: { width?: numbe
  */
 export const COUNTS_LEGEND = [
   "imported: created by this run",
-  "matched: the product already had an equivalent record (e.g. same email), which was reused",
+  "matched: the product already had an equivalent record (e.g. same email), which was reused, whoever put it there",
   "already here: an earlier run (or an earlier attempt of this one) had imported it",
   "skipped: kept as a placeholder, with a reason; failed: not imported, with a reason (drover notes RUN_ID)",
 ];

@@ -9,7 +9,7 @@ export const DROVER = "./node_modules/.bin/drover";
 
 /** The line about the contacts the demo put in the product itself, so a first run has something to match. */
 export function seededLine(seeded: number, tenant: string): string {
-  return `Seeded ${seeded} contacts into the product for tenant "${tenant}" before the run (every 25th sandbox person with an email), to show matching: the run reuses them ("matched") instead of creating twins`;
+  return `Seeded ${seeded} contacts into the product for tenant "${tenant}" before the run (every 25th sandbox person with an email), to show matching: the run reuses them ("matched") instead of creating twins, as it does for sandbox persons sharing an email with one imported before them`;
 }
 
 /** What each column of the per-kind table means, printed under it. */
