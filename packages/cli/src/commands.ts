@@ -50,7 +50,7 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
   stop     RUN_ID          cancel pending tasks; running ones commit their window and end
   resume   RUN_ID          re-arm a stopped run
   retry    RUN_ID          re-arm a failed run's failed tasks
-  status   RUN_ID          phase, tasks and per-kind counts
+  status   RUN_ID          phase, tasks, per-kind counts (imported, matched, already here, skipped, failed), verification
   runs     [--tenant T] [--status running,failed,...] [--limit N]
   notes    RUN_ID [--kind K] [--level error|warn|info] [--samples N]
   explain  --tenant T --source crm --account A --kind K SOURCE_ID
