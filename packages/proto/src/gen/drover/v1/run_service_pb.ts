@@ -626,7 +626,7 @@ export const RunService: GenService<{
     output: typeof VerifyRunResponseSchema;
   },
   /**
-   * Rows the run accounted for over time (ledger rows it wrote, failed rows it noted), in buckets.
+   * Rows the run accounted for over time (ledger rows it wrote, rows already here, failed rows it noted), in buckets.
    *
    * @generated from rpc drover.v1.RunService.GetThroughput
    */
