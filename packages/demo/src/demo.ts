@@ -94,8 +94,11 @@ async function main(): Promise<number> {
     process.stdout.write(
       "Verifying the run against the sandbox (a worker counts and samples every kind)...\n",
     );
+    const verifyStarted = Date.now();
     const verification = await awaitVerification(client, last.id);
-    process.stdout.write(`${verificationBlock(verification)}\n\n`);
+    process.stdout.write(
+      `${verificationBlock(verification)}\n(the verification ended ${((Date.now() - verifyStarted) / 1000).toFixed(1)} s after the run)\n\n`,
+    );
     if (!verification.ok)
       issues.push(
         verification.error
