@@ -295,14 +295,16 @@ export function formatDuration(seconds: number): string {
 }
 
 /**
- * A verification as a table, one row per kind, then every mismatch. `accountedAs` names what the
- * source was counted against: the ledger, or for a ledgerless source its destination table.
+ * A verification as a table, one row per kind, then its mismatches: every one, or at most
+ * `mismatchesPerKind` per kind with a line saying how many more there are. `accountedAs` names
+ * what the source was counted against: the ledger, or for a ledgerless source its destination table.
  */
 export function verificationTable(
   v: Verification,
   accountedAs = "ledger",
-  options: { width?: number } = {},
+  options: { width?: number; mismatchesPerKind?: number } = {},
 ): string {
+  const shown = options.mismatchesPerKind ?? Number.POSITIVE_INFINITY;
   return [
     table(
       ["kind", "source", accountedAs, "failed", "sampled", "mismatches"],
@@ -316,6 +318,11 @@ export function verificationTable(
       ]),
       options,
     ),
-    ...v.kinds.flatMap((k) => k.mismatches.map((m) => `  ${k.kind}: ${m}`)),
+    ...v.kinds.flatMap((k) => [
+      ...k.mismatches.slice(0, shown).map((m) => `  ${k.kind}: ${m}`),
+      ...(k.mismatches.length > shown
+        ? [`  and ${k.mismatches.length - shown} more ${k.kind} mismatches`]
+        : []),
+    ]),
   ].join("\n");
 }

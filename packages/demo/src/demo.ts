@@ -97,7 +97,7 @@ async function main(): Promise<number> {
     const verifyStarted = Date.now();
     const verification = await awaitVerification(client, last.id);
     process.stdout.write(
-      `${verificationBlock(verification)}\n(the verification ended ${((Date.now() - verifyStarted) / 1000).toFixed(1)} s after the run)\n\n`,
+      `${verificationBlock(verification, last.id)}\n(the verification ended ${((Date.now() - verifyStarted) / 1000).toFixed(1)} s after the run)\n\n`,
     );
     if (!verification.ok)
       issues.push(

@@ -45,14 +45,23 @@ export function reasonsBlock(
   return `Reasons:\n${lines.join("\n")}`;
 }
 
-/** The verification's result as the demo prints it: one line, then its table per kind. */
-export function verificationBlock(v: Verification): string {
+/** Mismatches the demo lists per kind; `drover status` lists every one. */
+export const MISMATCHES_SHOWN = 5;
+
+/**
+ * The verification's result as the demo prints it: one line, its table per kind, the first few
+ * mismatches of each kind and where the rest are.
+ */
+export function verificationBlock(v: Verification, runId: string): string {
   const head = v.ok
     ? "Verified: per kind, the sandbox's rows match the ledger's, and every sampled row matches its source."
     : v.error
       ? `VERIFICATION COULD NOT FINISH: ${v.error}`
       : "VERIFICATION FOUND PROBLEMS:";
-  return `${head}\n${verificationTable(v)}`;
+  const more = v.kinds.some((k) => k.mismatches.length > MISMATCHES_SHOWN)
+    ? `\nEvery mismatch: ${DROVER} status ${runId}`
+    : "";
+  return `${head}\n${verificationTable(v, "ledger", { mismatchesPerKind: MISMATCHES_SHOWN })}${more}`;
 }
 
 export interface KeptServices {

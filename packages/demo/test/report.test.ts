@@ -34,12 +34,34 @@ describe("what the demo prints", () => {
       ok: true,
       kinds: [{ kind: "persons", sourceCount: 4000n, ledgerCount: 3974n, failedCount: 26n, sampled: 50n }],
     });
-    expect(verificationBlock(v)).toMatch(
+    expect(verificationBlock(v, "run-1")).toMatch(
       /^Verified: [^\n]*\nkind +source +ledger +failed +sampled +mismatches\n[─ ]+\npersons +4000 +3974 +26 +50 +0$/,
     );
-    expect(verificationBlock(create(VerificationSchema, { ok: false, error: "fetch failed" }))).toMatch(
-      /^VERIFICATION COULD NOT FINISH: fetch failed/,
-    );
+    expect(
+      verificationBlock(create(VerificationSchema, { ok: false, error: "fetch failed" }), "run-1"),
+    ).toMatch(/^VERIFICATION COULD NOT FINISH: fetch failed/);
+  });
+
+  it("lists the first mismatches of each kind and says how many more there are and where", () => {
+    const v = create(VerificationSchema, {
+      ok: false,
+      kinds: [
+        {
+          kind: "leads",
+          sourceCount: 10n,
+          ledgerCount: 10n,
+          sampled: 10n,
+          mismatches: Array.from({ length: 8 }, (_, i) => `lead ${i}: amount differs`),
+        },
+      ],
+    });
+    const lines = verificationBlock(v, "run-1").split("\n");
+    expect(lines[0]).toBe("VERIFICATION FOUND PROBLEMS:");
+    expect(lines.filter((l) => l.startsWith("  leads: lead "))).toHaveLength(5);
+    expect(lines.slice(-2)).toEqual([
+      "  and 3 more leads mismatches",
+      "Every mismatch: ./node_modules/.bin/drover status run-1",
+    ]);
   });
 
   it("with --keep, prints the exact lines that point the CLI at the kept services, and how to start another run", () => {
