@@ -153,6 +153,27 @@ describe("dashboard API", { timeout: 120_000 }, () => {
       first.points.length > 1 ? (first.body.bucketSeconds as number) * 1000 : 0,
     );
 
+    // The finished run's verification comes after its end, and the run's JSON carries it per kind.
+    expect((await call("GET", `/api/runs/${run.id}`, c.tokens.admin)).body.run).toMatchObject({
+      verificationPending: expect.any(Boolean),
+    });
+    const verified = await until(
+      async () => {
+        const { body: b } = await call("GET", `/api/runs/${run.id}`, c.tokens.admin);
+        const r = b.run as {
+          verification: { ok: boolean; kinds: { kind: string }[] } | null;
+          verificationPending: boolean;
+        };
+        return r.verification ? r : undefined;
+      },
+      60_000,
+      "the run's verification",
+    );
+    expect(verified.verificationPending).toBe(false);
+    expect(verified.verification!.kinds.map((k) => k.kind)).toEqual(
+      expect.arrayContaining(["organizations", "persons"]),
+    );
+
     // A re-run finds its rows already here: they are its throughput too, not only what it missed.
     const again = await c.start("live-tenant", ["organizations", "persons"]);
     await untilFinished(c, again.id);
