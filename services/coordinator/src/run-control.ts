@@ -9,7 +9,6 @@ import { admit, conflict } from "./admission.js";
 import { requireActsFor } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
 import { buildPlan } from "./plan.js";
-import { quoted } from "./quote.js";
 import { loadVisibleRun, prunedError } from "./run-access.js";
 import { advanceRun } from "./run-advance.js";
 import { loadRun, runView } from "./run-view.js";
