@@ -29,6 +29,13 @@ for dir in "${dirs[@]}"; do
   done
 done
 
-echo "quick-start: running, with no pnpm on PATH: $line"
+# A database of its own, dropped afterwards: the demo's default database keeps every earlier demo's
+# runs and records (a re-run finds them already here), and this check must not depend on them.
+database="drover_quickstart_$$"
+base="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/drover}"
+export DATABASE_URL="${base%/*}/$database"
+trap 'rm -rf "$nopnpm"; psql "${base%/*}/postgres" -qc "drop database if exists $database with (force)" >/dev/null 2>&1 || true' EXIT
+
+echo "quick-start: running, with no pnpm on PATH, in database $database: $line"
 PATH="$nopnpm" bash -c 'if command -v pnpm >/dev/null; then echo "pnpm is still on PATH" >&2; exit 1; fi'
 PATH="$nopnpm" bash -c "$line" </dev/null
