@@ -15,15 +15,8 @@ import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { sourceId, standInId } from "./fields.js";
-import {
-  CATCH_UP,
-  items,
-  KIND_LISTS,
-  PARENT_ORDER,
-  type V1Envelope,
-  type V2Envelope,
-  v1Pagination,
-} from "./lists.js";
+import { readListPage } from "./list-walker.js";
+import { CATCH_UP, KIND_LISTS, PARENT_ORDER } from "./lists.js";
 import { type MailCursor, walkMail } from "./mail.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
@@ -195,42 +188,31 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const { baseUrl, settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
 
-  let raws: unknown[];
   let next: ListCursor | undefined;
-  if (list.api === "v2") {
-    const body = await client.getJson<V2Envelope>(
-      list.path,
-      {
-        ...list.params,
-        limit: cursor.limit,
-        ...(cursor.cursor ? { cursor: cursor.cursor } : {}),
-        ...(cursor.since ? { updated_since: cursor.since } : {}),
-        ...(cursor.partition
-          ? { updated_since: cursor.partition.since, updated_until: cursor.partition.until }
-          : {}),
-      },
-      "list",
-      ctx.signal,
-    );
-    raws = items(body);
-    const nextCursor = body?.additional_data?.next_cursor;
-    // next_cursor is null at the end; a page may be empty and still point on. A cursor that points
-    // back at itself would loop forever, so it ends the walk too.
-    if (typeof nextCursor === "string" && nextCursor !== "" && nextCursor !== cursor.cursor)
-      next = { ...cursor, cursor: nextCursor, page: cursor.page + 1 };
-  } else {
-    const body = await client.getJson<V1Envelope>(
-      list.path,
-      { ...list.params, start: cursor.page * cursor.limit, limit: cursor.limit },
-      "list",
-      ctx.signal,
-    );
-    raws = items(body);
-    if (v1Pagination(body)?.more_items_in_collection === true && raws.length > 0)
-      next = { ...cursor, page: cursor.page + (cursor.stripes ?? 1) };
-    // v1 leads and notes have no updated_since: the catch-up walks them and keeps what changed.
-    if (cursor.since) raws = raws.filter((raw) => changedSince(raw, cursor.since!));
-  }
+  // Only v2 lists filter by update time; a partition's range is its own updated_since.
+  const filters =
+    list.api !== "v2"
+      ? {}
+      : cursor.partition
+        ? { updated_since: cursor.partition.since, updated_until: cursor.partition.until }
+        : cursor.since
+          ? { updated_since: cursor.since }
+          : {};
+  const page = await readListPage(
+    client,
+    list,
+    list.api === "v2" ? { cursor: cursor.cursor ?? null } : { start: cursor.page * cursor.limit },
+    cursor.limit,
+    { filters, signal: ctx.signal },
+  );
+  let raws = page.rows;
+  if (page.more)
+    next =
+      list.api === "v2"
+        ? { ...cursor, cursor: page.nextCursor, page: cursor.page + 1 }
+        : { ...cursor, page: cursor.page + (cursor.stripes ?? 1) };
+  // v1 leads and notes have no updated_since: the catch-up walks them and keeps what changed.
+  if (cursor.since && list.api === "v1") raws = raws.filter((raw) => changedSince(raw, cursor.since!));
 
   const rows: SourceRow<unknown>[] = raws.map((raw) => {
     const id = sourceId(raw);

@@ -12,15 +12,8 @@ import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId, standInId } from "./fields.js";
-import {
-  CATCH_UP,
-  items,
-  KIND_LISTS,
-  type SourceList,
-  type V1Envelope,
-  type V2Envelope,
-  v1Pagination,
-} from "./lists.js";
+import { readWholeList } from "./list-walker.js";
+import { CATCH_UP, KIND_LISTS, type SourceList } from "./lists.js";
 import { listMessages } from "./mail.js";
 import {
   parseActivity,
@@ -227,12 +220,7 @@ export const crmVerifier: ProviderVerifier = {
       const lists = KIND_LISTS[kind];
       if (!lists) throw new PermanentError(`crm provider has no kind "${kind}"`);
       ids = [];
-      for (const [i, list] of lists.entries())
-        ids.push(
-          ...(await (list.api === "v2"
-            ? cursorIds(ctx, client, kind, i, list)
-            : listIds(ctx, client, kind, i, list))),
-        );
+      for (const [i, list] of lists.entries()) ids.push(...(await listIds(ctx, client, kind, i, list)));
     }
     ctx.memo.set(memoKey, ids);
     return ids;
@@ -307,41 +295,7 @@ function verifyClient(ctx: VerifyContext): SourceClient {
   return clientFor(ctx.run, baseUrl, ctx.pacer);
 }
 
-/** Walks a v2 list: cursor pages cannot be fetched side by side, so one after the other. */
-async function cursorIds(
-  ctx: VerifyContext,
-  client: SourceClient,
-  kind: string,
-  listIndex: number,
-  list: SourceList,
-): Promise<string[]> {
-  const ids: string[] = [];
-  let cursor: string | null = null;
-  for (;;) {
-    const at: string | null = cursor;
-    const body: V2Envelope | null = await withRetries(
-      () =>
-        client.getJson<V2Envelope>(
-          list.path,
-          { ...list.params, limit: PAGE_LIMIT, ...(at ? { cursor: at } : {}) },
-          "list",
-          ctx.signal,
-        ),
-      { signal: ctx.signal },
-    );
-    const rows = items(body);
-    ids.push(...rows.map((raw) => sourceId(raw) ?? standInId(kind, listIndex, raw)));
-    const next: string | null | undefined = body?.additional_data?.next_cursor;
-    if (typeof next !== "string" || next === "" || next === at) return ids;
-    cursor = next;
-  }
-}
-
-/**
- * Walks a v1 list: the first page alone (most kinds fit in one page of 500), then PAGES_AT_ONCE
- * pages side by side until a page says there is no more — at most PAGES_AT_ONCE - 1 list calls
- * past the end.
- */
+/** The ids of one list's rows, as the import names them: stand-in ids for rows without a usable id. */
 async function listIds(
   ctx: VerifyContext,
   client: SourceClient,
@@ -349,32 +303,12 @@ async function listIds(
   listIndex: number,
   list: SourceList,
 ): Promise<string[]> {
-  const page = async (index: number) => {
-    const start = index * PAGE_LIMIT;
-    const body = await withRetries(
-      () =>
-        client.getJson<V1Envelope>(
-          list.path,
-          { ...list.params, start, limit: PAGE_LIMIT },
-          "list",
-          ctx.signal,
-        ),
-      { signal: ctx.signal },
-    );
-    const rows = items(body);
-    const more = v1Pagination(body)?.more_items_in_collection === true;
-    return { ids: rows.map((raw) => sourceId(raw) ?? standInId(kind, listIndex, raw)), more };
-  };
-  const first = await page(0);
-  const ids = [...first.ids];
-  if (!first.more || first.ids.length === 0) return ids;
-  for (let next = 1; ; next += PAGES_AT_ONCE) {
-    const pages = await Promise.all(Array.from({ length: PAGES_AT_ONCE }, (_, i) => page(next + i)));
-    for (const p of pages) {
-      ids.push(...p.ids);
-      if (!p.more || p.ids.length === 0) return ids;
-    }
-  }
+  const rows = await readWholeList(client, list, PAGE_LIMIT, {
+    signal: ctx.signal,
+    attempt: (request) => withRetries(request, { signal: ctx.signal }),
+    pagesAtOnce: PAGES_AT_ONCE,
+  });
+  return rows.map((raw) => sourceId(raw) ?? standInId(kind, listIndex, raw));
 }
 
 /** Where the deal each listed message was found in is kept, for the sample's comparison. */
