@@ -5,7 +5,7 @@ import type { Scenario, ScenarioResult } from "./scenario.js";
 /**
  * rerun_vs_first: the wall time of a re-run of a tenant already imported ÷ that of its first import,
  * same account, same cluster, nothing changed at the source, no API latency. The re-run reads every
- * page again; what it must not pay again is the writing (issue 14, item 8: each window asks the
+ * page again; what it must not pay again is the writing (each window asks the
  * ledger once which rows it holds and writes nothing for them). Run time = drover.runs started_at
  * to finished_at (every phase, the catch-up pass and finalizing). Goal <= 0.25.
  */

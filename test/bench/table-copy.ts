@@ -10,7 +10,7 @@ import type { Scenario, ScenarioResult } from "./scenario.js";
  *
  * - Drover: the pg-table source on a cluster of processes (1 coordinator, 2 workers × lane 4),
  *   hourly slots, into app.room_events. Time is the run's started_at → finished_at.
- * - naive: seed 003's first script, one loop: a keyset page of 1,000 (newest first), written in
+ * - naive: the obvious first script, one loop: a keyset page of 1,000 (newest first), written in
  *   batches of 25 rows, each batch one multi-row upsert in its own transaction; nothing parallel.
  * - INSERT … SELECT … ON CONFLICT: one statement, the server copying its own table — the ceiling.
  *

@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import postgres from "postgres";
 
 /**
- * A source for the pg-table demo, tests and bench: seed 003's room_events (ULID id, room id, JSON
- * data), generated inside Postgres so a million rows take seconds rather than a gigabyte over the wire.
+ * A source for the pg-table demo, tests and bench: a chat product's room_events (ULID id, room id,
+ * JSON data), generated inside Postgres so a million rows take seconds rather than a gigabyte over the wire.
  */
 
 export interface RoomEventsOptions {

@@ -5,4 +5,4 @@ export * from "./secret-text.js";
 export * from "./sleep.js";
 export * from "./source-adapter.js";
 export * from "./source-client.js";
-export * from "./verify.js";
+export * from "./verifier.js";

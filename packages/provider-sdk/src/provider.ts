@@ -1,6 +1,6 @@
 import type { Tx } from "@drover/db";
 import type { BudgetPacer } from "./budget-pacer.js";
-import type { ProviderVerifier } from "./verify.js";
+import type { ProviderVerifier } from "./verifier.js";
 
 /** What a provider sees of the run. The secret is present only where a worker needs it. */
 export interface RunInfo {

@@ -6,7 +6,7 @@ import { and, eq, sql } from "drizzle-orm";
 /**
  * The source accounts' allowances, kept by the leader coordinator in memory and written to the
  * budgets row only now and then: the row was the hottest in the database when every response and
- * every lease wrote it (seed 004). Grants are schedules, not counts:
+ * every lease wrote it (every worker's every call queued on one row lock). Grants are schedules, not counts:
  *
  * Every slot granted for an account is spaced `interval` apart on one timeline, and a worker may
  * use slot i from its time until `graceMs` after it. Any rolling window of `windowMs` then holds at

@@ -15,7 +15,7 @@ export interface LeaderLease {
 /**
  * Leadership is a session-level advisory lock on a dedicated connection: if the leader dies, its
  * backend goes with it, the lock frees, and the next coordinator to refresh takes over within one
- * sweep interval. A reconnect after a network blip gets a new backend without the lock, so every
+ * reaper interval. A reconnect after a network blip gets a new backend without the lock, so every
  * refresh verifies the lock is held by this very backend, not merely that a query succeeded.
  */
 export function leaderLease(url: string, self: { holder: string; address: string }): LeaderLease {

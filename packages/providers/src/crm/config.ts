@@ -10,7 +10,7 @@ export interface CrmSettings {
   partitions: number;
   /** Rows per list call; Pipedrive's maximum is 500, and every list costs the same 20 tokens. */
   pageSize: number;
-  /** Deals per mail task (seed 004: ten deals per task instead of one). */
+  /** Deals per mail task (a deal's mail list is one request and most deals have little mail: several deals per task keep the per-task overhead off the mail phase). */
   dealsPerMailTask: number;
   /** Body fetches in flight per task. */
   bodyConcurrency: number;

@@ -15,8 +15,8 @@ import { emailKind, independentBatch } from "./writers.js";
 
 /**
  * Where bodies come from: "list" when the account's per-deal list honours include_body (since
- * 2026, one request per deal), "fetch" when it does not (one GET per message, the seeds'
- * twenty-hour phase).
+ * 2026, one request per deal), "fetch" when it does not (one GET per message: on a
+ * large account, by far the longest phase).
  */
 export type BodySource = "list" | "fetch";
 

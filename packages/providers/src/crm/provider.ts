@@ -29,7 +29,7 @@ import {
   parseNote,
   parsePerson,
 } from "./records.js";
-import { crmVerifier } from "./verify.js";
+import { crmVerifier } from "./verifier.js";
 import {
   activityKind,
   companyKind,

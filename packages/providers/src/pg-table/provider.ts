@@ -26,13 +26,13 @@ import {
   type SourceRecord,
   sourceDatabase,
 } from "./source-table.js";
-import { pgTableVerifier } from "./verify.js";
+import { pgTableVerifier } from "./verifier.js";
 
 /** The run fact saying how the run's windows are written: "in-database" or "streamed". */
 export const COPY_PATH_FACT = "pg-table.copy";
 
 /**
- * pg-table: copies a large Postgres table (seed 003's room_events: ULID id, room id, JSON data) into
+ * pg-table: copies a large Postgres table (e.g. room_events: ULID id, room id, JSON data) into
  * a destination table of the product database, one task per time slot. No ledger: the destination
  * is keyed by the source id, so a rewrite after a crash is an idempotent upsert, and each task
  * counts the rows it read and wrote.

@@ -17,7 +17,7 @@ export function slotName(slot: { from: number }): string {
 }
 
 /**
- * One task per slot, newest first as seed 003 does, so recent data lands first: the dispatcher
+ * One task per slot, newest first, so recent data (what users look at first) lands first: the dispatcher
  * publishes pending tasks in id order, and ids follow this order.
  */
 export function slotSeeds(config: PgTableConfig): TaskSeed[] {
