@@ -1,5 +1,5 @@
 import { type Dashboard, loadDashboardConfig, startDashboard } from "@drover/dashboard";
-import { Code, RunStatus } from "@drover/proto";
+import { Code, LIVE_RUN_STATUSES, RUN_STATUSES, RunStatus } from "@drover/proto";
 import { createLogger, metrics } from "@drover/telemetry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster, until, untilFinished } from "../support/in-process.js";
@@ -215,5 +215,21 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     expect(html).toContain('<script src="/app.js" defer></script>');
     expect(html).not.toMatch(/<script>/);
     expect((await fetch(new URL("/nope", dashboard.url))).status).toBe(404);
+  });
+
+  it("gives the page its status words from the one definition every layer reads, before app.js", async () => {
+    const html = await (await fetch(dashboard.url)).text();
+    expect(html.indexOf('<script src="/vocabulary.js" defer></script>')).toBeGreaterThan(-1);
+    expect(html.indexOf("/vocabulary.js")).toBeLessThan(html.indexOf("/app.js"));
+    const script = await (await fetch(new URL("/vocabulary.js", dashboard.url))).text();
+    const window: { DROVER_VOCABULARY?: { runStatuses: string[]; liveRunStatuses: string[] } } = {};
+    new Function("window", script)(window);
+    expect(window.DROVER_VOCABULARY).toEqual({
+      runStatuses: [...RUN_STATUSES],
+      liveRunStatuses: [...LIVE_RUN_STATUSES],
+    });
+    // app.js keeps no list of its own to drift from it.
+    const app = await (await fetch(new URL("/app.js", dashboard.url))).text();
+    expect(app).not.toMatch(/"pending",\s*"running"/);
   });
 });

@@ -51,6 +51,7 @@ export { type RunningServer, type StartServerOptions, startServer } from "./grpc
 export { runFacts } from "./run-facts.js";
 export {
   fromProtoRunStatus,
+  LIVE_RUN_STATUSES,
   RUN_STATUSES,
   runStatusFromName,
   runStatusName,

@@ -11,7 +11,7 @@ const BY_NAME = Object.fromEntries(
 const NAMES = new Map<RunStatus, RunStatusName>(RUN_STATUSES.map((name) => [BY_NAME[name], name]));
 
 /** The run status vocabulary's words, in lifecycle order, for clients that list or parse them. */
-export { RUN_STATUSES } from "@drover/db/statuses";
+export { LIVE_RUN_STATUSES, RUN_STATUSES } from "@drover/db/statuses";
 
 /** A run status as operators read it (the CLI, the run page): the word the database stores. */
 export function runStatusName(status: RunStatus): string {

@@ -2,7 +2,14 @@ import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { channelCredentials, MAX_TOKEN_LENGTH } from "@drover/auth";
-import { type Client, createClient, RunService, runStatusFromName } from "@drover/proto";
+import {
+  type Client,
+  createClient,
+  LIVE_RUN_STATUSES,
+  RUN_STATUSES,
+  RunService,
+  runStatusFromName,
+} from "@drover/proto";
 import {
   createLogger,
   injectTraceContext,
@@ -74,12 +81,21 @@ export async function startDashboard(
   options: DashboardOptions = {},
 ): Promise<Dashboard> {
   const logger = options.logger ?? createLogger("dashboard");
-  const files = Object.fromEntries(
+  const files: Record<string, { body: Buffer | string; type: string }> = Object.fromEntries(
     Object.entries(STATIC).map(([path, f]) => [
       path,
       { body: readFileSync(new URL(`../static/${f.file}`, import.meta.url)), type: f.type },
     ]),
   );
+  // The page's status words come from the one definition every other layer reads, not a copy in
+  // app.js: a script of this origin (the CSP allows no inline script), loaded before app.js.
+  files["/vocabulary.js"] = {
+    body: `window.DROVER_VOCABULARY = Object.freeze(${JSON.stringify({
+      runStatuses: RUN_STATUSES,
+      liveRunStatuses: LIVE_RUN_STATUSES,
+    })});\n`,
+    type: "text/javascript; charset=utf-8",
+  };
   const coordinator = config.DROVER_COORDINATOR_ADDRESS;
   const client: Client<typeof RunService> = createClient(RunService, coordinator, {
     credentials: channelCredentials({ caFile: config.DROVER_TLS_CA_FILE }),

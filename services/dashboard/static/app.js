@@ -2,6 +2,8 @@
 // values through setAttribute), never as markup: a reason or a tenant name cannot become a script.
 
 const KEY_STORE = "drover.apiKey";
+/** The status words, from /vocabulary.js (served from the definition every layer reads). */
+const VOCABULARY = window.DROVER_VOCABULARY;
 const main = document.getElementById("main");
 const problemBox = document.getElementById("problem");
 const where = document.getElementById("where");
@@ -147,7 +149,7 @@ async function showRuns() {
         location.hash = select.value ? `#/?status=${encodeURIComponent(select.value)}` : "#/";
       },
     },
-    ["", "pending", "running", "stopping", "stopped", "succeeded", "failed"].map((s) =>
+    ["", ...VOCABULARY.runStatuses].map((s) =>
       h("option", { value: s, selected: s === status }, s || "any status"),
     ),
   );
@@ -632,7 +634,7 @@ class RunView {
     });
     root.append(svg("line", { class: "axis", x1: pad.l, y1: H - pad.b, x2: W - pad.r, y2: H - pad.b }));
     if (points.length < 2) {
-      const active = run.status === "running" || run.status === "pending" || run.status === "stopping";
+      const active = VOCABULARY.liveRunStatuses.includes(run.status);
       root.append(
         svg(
           "text",
