@@ -3,6 +3,7 @@ import {
   type BudgetPacer,
   PermanentError,
   type Provider,
+  redactSecret,
   type SampleEntry,
   type SlotVerification,
   type VerifyContext,
@@ -63,23 +64,16 @@ export async function verifyRun(
   const secret = options.secret;
   try {
     const result = await verifyKinds(db, provider, run, options);
-    for (const k of result.kinds) k.mismatches = k.mismatches.map((m) => scrub(m, secret));
+    for (const k of result.kinds) k.mismatches = k.mismatches.map((m) => redactSecret(m, secret));
     return result;
   } catch (err) {
     // A source that echoes the token (in a 4xx body, say) must not put it into what is stored or logged.
     for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-      const clean = scrub(e.message, secret);
+      const clean = redactSecret(e.message, secret);
       if (clean !== e.message) e.message = clean;
     }
     throw err;
   }
-}
-
-/** Shorter credentials are not scrubbed, as in the task runner: it would only garble the text. */
-const MIN_SCRUBBED_SECRET = 8;
-
-function scrub(text: string, secret: string | undefined): string {
-  return secret && secret.length >= MIN_SCRUBBED_SECRET ? text.replaceAll(secret, "[redacted]") : text;
 }
 
 async function verifyKinds(

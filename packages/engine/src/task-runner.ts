@@ -9,6 +9,7 @@ import {
   type Provider,
   RateLimitedError,
   type RunInfo,
+  redactSecret,
   type TaskContext,
   type TaskInfo,
   type WriteSummary,
@@ -318,17 +319,13 @@ async function endFailedAttempt(
     : { status: "lost" };
 }
 
-/** Shorter credentials are not scrubbed: replacing every "t" would only garble the message. */
-const MIN_SCRUBBED_SECRET = 8;
-
 /**
  * The error without the credential in its text: a source that echoes the token it was sent (in a
- * 4xx body, say) must not put it into the task's last error, the logs or the run's error.
+ * 4xx body, say) must not put it into the task's last error, the logs or the run's error. The
+ * source client already redacts what it reads; this catches what a provider built from it.
  */
 function scrubbed(err: unknown, secret: string | undefined): unknown {
-  if (!secret || secret.length < MIN_SCRUBBED_SECRET) return err;
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    if (e.message.includes(secret)) e.message = e.message.replaceAll(secret, "[redacted]");
-  }
-  return typeof err === "string" ? err.replaceAll(secret, "[redacted]") : err;
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++)
+    e.message = redactSecret(e.message, secret);
+  return typeof err === "string" ? redactSecret(err, secret) : err;
 }
