@@ -52,13 +52,11 @@ describe("verification", { timeout: 60_000 }, () => {
     expect(mismatches(v)).toEqual([]);
     expect(v.error).toBe("");
     expect(v.ok).toBe(true);
-    expect(v.kinds.map((k) => k.kind)).toEqual(run.phases.flatMap((p) => p.kinds));
+    // The catch-up phase writes under the kinds it catches up; it has no rows of its own to verify.
+    expect(v.kinds.map((k) => k.kind)).toEqual(
+      run.phases.flatMap((p) => p.kinds).filter((kind) => kind !== "catch-up"),
+    );
     for (const k of v.kinds) {
-      if (k.kind === "catch-up") {
-        // The catch-up phase writes under the kinds it catches up; it has no rows of its own.
-        expect([k.sourceCount, k.ledgerCount, k.failedCount]).toEqual([0n, 0n, 0n]);
-        continue;
-      }
       const t = truth.kinds[k.kind as keyof Truth["kinds"]];
       expect({ kind: k.kind, source: Number(k.sourceCount) }).toEqual({ kind: k.kind, source: t.count });
       expect(Number(k.ledgerCount) + Number(k.failedCount)).toBe(t.count);
