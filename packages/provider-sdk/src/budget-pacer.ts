@@ -22,6 +22,13 @@ export interface BudgetPacer {
   /** How late after its time a slot may still be used. */
   readonly graceMs: number;
   absorb(answer: PacedAnswer): void;
+  /**
+   * The end of the account's current wall (epoch ms): no request may go out before it, whatever
+   * slot it holds. 0 when there is none.
+   */
+  wallUntil?(): number;
+  /** Slots handed out that will never be used: a wall took them back. */
+  release?(count: number): void;
 }
 
 /** Stays under the burst window by what the answers say is left in it and when it ends. */
@@ -30,10 +37,16 @@ export class HeaderBudgetPacer implements BudgetPacer {
   private remaining = Number.POSITIVE_INFINITY;
   private resetAt = 0;
   private inFlight = 0;
+  /** Kept apart from resetAt: a later answer's burst window must not lower a refusal's wall. */
+  private wallAt = 0;
 
   async acquire(_cost: number, signal?: AbortSignal, count = 1): Promise<number[]> {
     for (;;) {
       const now = Date.now();
+      if (now < this.wallAt) {
+        await sleep(this.wallAt - now, signal);
+        continue;
+      }
       if (now >= this.resetAt) this.remaining = Number.POSITIVE_INFINITY;
       if (this.remaining - this.inFlight >= count) {
         this.inFlight += count;
@@ -51,6 +64,15 @@ export class HeaderBudgetPacer implements BudgetPacer {
       // A refusal: the other tasks of this process wait for it too instead of each meeting it.
       this.remaining = 0;
       this.resetAt = Math.max(this.resetAt, reading.blockedUntil);
+      this.wallAt = Math.max(this.wallAt, reading.blockedUntil);
     }
+  }
+
+  wallUntil(): number {
+    return this.wallAt;
+  }
+
+  release(count: number): void {
+    this.inFlight = Math.max(0, this.inFlight - count);
   }
 }

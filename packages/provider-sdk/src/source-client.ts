@@ -46,13 +46,22 @@ export class SourceClient {
     return this.pacer.acquire(this.adapter.cost(type), signal, count);
   }
 
-  /** Waits for the slot's instant; a slot that went stale meanwhile is swapped for a fresh one. */
+  /**
+   * Waits for the slot's instant; a slot that went stale meanwhile is swapped for a fresh one. A
+   * slot before a wall that went up after it was handed out is taken back: the call waits for the
+   * wall (the pacer's acquire does) and goes out on a fresh slot, never into the refusal.
+   */
   private async awaitSlot(slot: number | undefined, type: CallType, signal?: AbortSignal): Promise<void> {
     const cost = this.adapter.cost(type);
     let at = slot ?? (await this.pacer.acquire(cost, signal, 1))[0]!;
     for (;;) {
       const wait = at - Date.now();
       if (wait > 0) await sleep(wait, signal);
+      if (at < (this.pacer.wallUntil?.() ?? 0)) {
+        this.pacer.release?.(1);
+        at = (await this.pacer.acquire(cost, signal, 1))[0]!;
+        continue;
+      }
       if (Date.now() - at <= this.pacer.graceMs) return;
       at = (await this.pacer.acquire(cost, signal, 1))[0]!;
     }
@@ -110,10 +119,7 @@ export class SourceClient {
     const throttled =
       response.status === 429
         ? (reading.blockedUntil ?? Date.now() + DEFAULT_RATE_LIMIT_WAIT_MS)
-        : this.adapter.throttledUntil?.(
-            { status: response.status, headers: response.headers, body },
-            Date.now(),
-          );
+        : this.edgeBlockedUntil(response, body);
     // The pacer hears of a refusal as a wall on the whole account, not only this call's failure.
     if (throttled !== undefined) reading.blockedUntil = throttled;
     this.pacer.absorb({ status: response.status, cost, reading });
@@ -137,6 +143,21 @@ export class SourceClient {
       // A truncated or garbled page is usually a proxy hiccup: retry the page, fail after the attempts.
       throw new TransientError(`${path}: the source sent a body that is not JSON (${body.length} bytes)`);
     }
+  }
+
+  /**
+   * A refusal other than a 429 (an edge's block page) states no reset of its own: it lasts as long
+   * as the wall the account already has (a 429's reset), and only with none the adapter's fallback.
+   */
+  private edgeBlockedUntil(response: Response, body: string): number | undefined {
+    const now = Date.now();
+    const fallback = this.adapter.throttledUntil?.(
+      { status: response.status, headers: response.headers, body },
+      now,
+    );
+    if (fallback === undefined) return undefined;
+    const wall = this.pacer.wallUntil?.() ?? 0;
+    return wall > now ? wall : fallback;
   }
 
   private async readBody(response: Response, path: string): Promise<string> {

@@ -150,3 +150,71 @@ describe("source client", () => {
     expect(calls).toBe(2);
   });
 });
+
+describe("a wall that goes up after slots were handed out", () => {
+  it("takes back every slot before the wall: no call reaches the source before the wall's end", async () => {
+    const sentAt: number[] = [];
+    let refused = false;
+    handler = (req, res) => {
+      sentAt.push(Date.now());
+      if (req.url === "/refused" && !refused) {
+        refused = true;
+        res.writeHead(429, { "retry-after": "1" });
+      }
+      res.end("{}");
+    };
+    const c = client({ pacer: new HeaderBudgetPacer() });
+    const slots = await c.reserve(5, "get");
+    const err = await c.getJson("/refused").catch((e) => e);
+    expect(err).toBeInstanceOf(RateLimitedError);
+    const wallEnd = (err as RateLimitedError).retryAt.getTime();
+    sentAt.length = 0;
+    await Promise.all(slots.map((slot, i) => c.getJson(`/held/${i}`, {}, "get", undefined, { slot })));
+    expect(sentAt).toHaveLength(5);
+    expect(sentAt.filter((t) => t < wallEnd)).toEqual([]);
+  });
+
+  it("keeps a later answer's burst window from lowering the wall", async () => {
+    let calls = 0;
+    handler = (_req, res) => {
+      calls++;
+      res.end("{}");
+    };
+    const pacer = new HeaderBudgetPacer();
+    const wallEnd = Date.now() + 800;
+    pacer.absorb({ status: 429, cost: 1, reading: { blockedUntil: wallEnd } });
+    // An answer to a call that was already on its way when the wall went up.
+    pacer.absorb({ status: 200, cost: 1, reading: { burstRemaining: 50, burstResetAt: Date.now() } });
+    await client({ pacer }).getJson("/after");
+    expect(Date.now()).toBeGreaterThanOrEqual(wallEnd);
+    expect(calls).toBe(1);
+  });
+});
+
+describe("an edge's block page", () => {
+  it("lasts as long as the account's known wall, not the adapter's flat fallback", async () => {
+    let answerHeld: (() => void) | undefined;
+    handler = (req, res) => {
+      if (req.url === "/in-flight") {
+        // Answered only after the 429 below: a call that was on its way when the wall went up.
+        answerHeld = () => {
+          res.writeHead(403, { "content-type": "text/html" });
+          res.end("<title>please slow down</title>");
+        };
+        return;
+      }
+      res.writeHead(429, { "retry-after": "5" });
+      res.end("{}");
+    };
+    const c = client({ pacer: new HeaderBudgetPacer() });
+    const inFlight = c.getJson("/in-flight").catch((e) => e);
+    await expect.poll(() => answerHeld).toBeDefined();
+    const refused = (await c.getJson("/refused").catch((e) => e)) as RateLimitedError;
+    expect(refused).toBeInstanceOf(RateLimitedError);
+    answerHeld!();
+    const blocked = await inFlight;
+    expect(blocked).toBeInstanceOf(RateLimitedError);
+    // The wall the 429 stated (5 s), not the adapter's flat minute.
+    expect((blocked as RateLimitedError).retryAt.getTime()).toBe(refused.retryAt.getTime());
+  });
+});

@@ -67,7 +67,8 @@ export class LeasedBudgetPacer implements BudgetPacer {
     try {
       while (out.length < count) {
         signal?.throwIfAborted();
-        const usableFrom = Date.now() - this.graceMs + 5;
+        // A slot granted before a wall went up is never handed out: nothing may go out before it.
+        const usableFrom = Math.max(Date.now() - this.graceMs + 5, this.blockedUntil);
         while (this.slots.length > 0 && this.slots[0]! < usableFrom) this.slots.shift();
         if (this.slots.length > 0) {
           out.push(this.slots.shift()!);
@@ -118,6 +119,10 @@ export class LeasedBudgetPacer implements BudgetPacer {
       this.pending.spent += cost;
     }
     if (urgent || Date.now() - this.reportedAt > REPORT_EVERY_MS) void this.report();
+  }
+
+  wallUntil(): number {
+    return this.blockedUntil;
   }
 
   /** Another worker hit a 429 on this account: nothing goes out before `until`. */

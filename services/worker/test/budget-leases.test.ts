@@ -1,5 +1,7 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { type Client, timestampFromDate, type WorkerService } from "@drover/proto";
-import { TransientError } from "@drover/provider-sdk";
+import { type SourceAdapter, SourceClient, TransientError } from "@drover/provider-sdk";
 import { describe, expect, it } from "vitest";
 import { LeasedBudgetPacer } from "../src/budget-leases.js";
 
@@ -70,5 +72,36 @@ describe("a leased budget's grace", () => {
     pacer.absorb({ status: 200, cost: 20, reading: { burstCapacity: 100, burstWindowMs: 60_000 } });
     await pacer.acquire(20, undefined, 2);
     expect(asked).toMatchObject([{ burstWindowMs: 0 }, { burstWindowMs: 60_000 }]);
+  });
+});
+
+describe("a wall announced after slots were leased and handed out", () => {
+  it("takes them back: no call reaches the source before the wall's end", async () => {
+    const sentAt: number[] = [];
+    const server = createServer((_req, res) => {
+      sentAt.push(Date.now());
+      res.end("{}");
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const adapter: SourceAdapter = { authHeaders: () => ({}), cost: () => 1, readBudget: () => ({}) };
+      const pacer = new LeasedBudgetPacer(coordinator(10_000, 3, 0, 0), account);
+      const client = new SourceClient({
+        baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        apiToken: "t",
+        adapter,
+        pacer,
+      });
+      const slots = await client.reserve(3, "get");
+      // Another worker met a 429: the coordinator announces the wall (BudgetLeases.wall).
+      const wallEnd = Date.now() + 500;
+      pacer.wall(wallEnd);
+      await Promise.all(slots.map((slot, i) => client.getJson(`/held/${i}`, {}, "get", undefined, { slot })));
+      expect(sentAt).toHaveLength(3);
+      expect(sentAt.filter((t) => t < wallEnd)).toEqual([]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
