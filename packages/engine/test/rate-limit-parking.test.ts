@@ -1,4 +1,12 @@
-import { type Provider, RateLimitedError } from "@drover/provider-sdk";
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  HeaderBudgetPacer,
+  type Provider,
+  RateLimitedError,
+  type SourceAdapter,
+  SourceClient,
+} from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runAssignment } from "../src/index.js";
@@ -48,5 +56,74 @@ describe("a 429", () => {
       [cousin.id, "pending", 0, true],
       [stranger.id, "pending", 0, false],
     ]);
+  });
+});
+
+/** A source whose 429 states its reset in `x-ratelimit-reset` and whose edge blocks with a 403 page. */
+const edgeAdapter: SourceAdapter = {
+  authHeaders: () => ({}),
+  cost: () => 1,
+  readBudget: ({ status, headers }, _cost, now) =>
+    status === 429 ? { blockedUntil: now + Number(headers.get("x-ratelimit-reset")) * 1000 } : {},
+  throttledUntil: ({ status, body }, now) =>
+    status === 403 && /cloudflare/i.test(body) ? now + 60_000 : undefined,
+};
+
+describe("a 403 block after a 429", () => {
+  it("parks the task until the wall the 429 stated, not for the flat minute", async () => {
+    let held: ServerResponse | undefined;
+    const server = createServer((req, res) => {
+      if (req.url === "/in-flight") {
+        held = res;
+        return;
+      }
+      res.writeHead(429, { "x-ratelimit-reset": "20" });
+      res.end("{}");
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      // One process, one pacer for the account, as the crm provider keeps it.
+      const client = new SourceClient({
+        baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        apiToken: "t",
+        adapter: edgeAdapter,
+        pacer: new HeaderBudgetPacer(),
+      });
+      const edged: Provider = {
+        ...walled,
+        runTask: async (ctx) => {
+          await client.getJson((ctx.task.cursor as { path: string }).path);
+          return {};
+        },
+      };
+      const run = await insertRun(h.db, { sourceAccount: "edge-walled", tenantId: "t-e" });
+      const inFlight = await insertTask(h.db, run.id, { cursor: { path: "/in-flight" } });
+      const refused = await insertTask(h.db, run.id, { cursor: { path: "/refused" } });
+      const deps = {
+        db: h.db,
+        providers: new Map([["test", edged]]),
+        workerId: "w",
+        maxAttempts: 3,
+        notesCap: 10,
+      };
+      const controls = { shutdown: new AbortController().signal, working: () => {} };
+      const blocked = runAssignment(deps, inFlight.id, controls);
+      await expect.poll(() => held).toBeDefined();
+      const before = Date.now();
+      expect((await runAssignment(deps, refused.id, controls)).status).toBe("parked");
+      const wall = before + 20_000;
+      held!.writeHead(403, { "content-type": "text/html" });
+      held!.end("<title>Attention Required! | Cloudflare</title>");
+      expect((await blocked).status).toBe("parked");
+      const [row] = await h.db.execute<{ available_at: string }>(
+        sql`select available_at::text from drover.tasks where id = ${inFlight.id}`,
+      );
+      const parkedUntil = Date.parse(row!.available_at);
+      expect(parkedUntil).toBeGreaterThanOrEqual(wall - 1_000);
+      expect(parkedUntil).toBeLessThan(Date.now() + 21_000);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });

@@ -15,7 +15,10 @@ export const TOKEN_COSTS: Readonly<Record<CallType, number>> = { list: 20, get: 
 const BURST_WINDOW_MS = 2_000;
 /** A 429 without a reset header: at most one burst window. */
 const RATE_LIMIT_WAIT_S = BURST_WINDOW_MS / 1000;
-/** Cloudflare blocks a client that kept sending after a 429; it lifts after about a minute. */
+/**
+ * Cloudflare blocks a client that kept sending after a 429; it lifts after about a minute. Only the
+ * fallback: when a 429 already stated the account's wall, the source client parks until that wall.
+ */
 const EDGE_BLOCK_MS = 60_000;
 
 /**
