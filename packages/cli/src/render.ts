@@ -115,11 +115,55 @@ export function countsTable(run: Run, options: { total?: boolean; width?: number
   return [...lines.slice(0, -1), lines[1]!, lines[lines.length - 1]!].join("\n");
 }
 
-export function runSummary(run: Run, options: { width?: number } = {}): string {
+/**
+ * While the run's source account is walled off (a 429's reset, a spent daily allowance): what the
+ * run waits for and until when, in local time (`timeZone`, else the process's), and how long that
+ * is from `now`. Undefined when there is no wall ahead or the run no longer goes.
+ */
+export function budgetWaitLine(run: Run, now: number, timeZone?: string): string | undefined {
+  const until = run.budget?.blockedUntil;
+  if (!until || isTerminal(run.status)) return undefined;
+  const at = timestampDate(until).getTime();
+  if (at <= now) return undefined;
+  return `waiting for the source's budget (${run.sourceAccount}) until ${localTime(at, now, timeZone)} (in ${formatWait((at - now) / 1000)})`;
+}
+
+/** The time of day, with the date in front when it is not today's. */
+function localTime(at: number, now: number, timeZone?: string): string {
+  const zone = timeZone ? { timeZone } : {};
+  const day = new Intl.DateTimeFormat("en-CA", {
+    ...zone,
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+  });
+  const time = new Intl.DateTimeFormat("en-GB", {
+    ...zone,
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  });
+  return day.format(at) === day.format(now) ? time.format(at) : `${day.format(at)} ${time.format(at)}`;
+}
+
+/** A wait as a person says it: "45 s", "12 m", "3 h 12 m", "2 d 5 h". */
+export function formatWait(seconds: number): string {
+  const s = Math.max(1, Math.ceil(seconds));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} m`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return m % 60 ? `${h} h ${m % 60} m` : `${h} h`;
+  return h % 24 ? `${Math.floor(h / 24)} d ${h % 24} h` : `${Math.floor(h / 24)} d`;
+}
+
+export function runSummary(run: Run, options: { width?: number; now?: number } = {}): string {
   const t = run.tasks;
+  const waiting = budgetWaitLine(run, options.now ?? Date.now());
   return [
     `run ${run.id}  ${statusName(run.status)}  tenant ${run.tenantId}  ${run.source}:${run.sourceAccount}`,
     `${phaseLabel(run)}  tasks: ${t?.running ?? 0} running, ${t?.pending ?? 0} pending, ${t?.succeeded ?? 0} done, ${t?.failed ?? 0} failed, ${t?.cancelled ?? 0} cancelled`,
+    ...(waiting ? [waiting] : []),
     ...(Object.keys(run.facts).length > 0 ? [`learned: ${factsLine(run)}`] : []),
     ...(run.error ? [`error: ${run.error}`] : []),
     "",
@@ -165,7 +209,7 @@ export class KindClock {
   private readonly since = new Map<string, number>();
   /** Kinds seen done: when, and the seconds they had been going then. */
   private readonly frozen = new Map<string, { at: number; seconds: number }>();
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(readonly now: () => number = Date.now) {}
 
   /**
    * Seconds the kind has been going (or went, once `over`); undefined while it has no task yet. A
@@ -233,6 +277,8 @@ export function progressBlock(
   }`;
   const phaseOf = new Map(run.phases.flatMap((p, i) => p.kinds.map((k) => [k, i] as const)));
   const lines = [fit(header, width)];
+  const waiting = budgetWaitLine(run, clock.now());
+  if (waiting) lines.push(fit(waiting, width));
   for (const p of run.progress) {
     const phase = phaseOf.get(p.kind) ?? 0;
     const rows = kindDone(p);

@@ -1,10 +1,20 @@
-import { Code, create, type MessageInitShape, RpcError, RunSchema, RunStatus } from "@drover/proto";
+import {
+  Code,
+  create,
+  type MessageInitShape,
+  RpcError,
+  RunSchema,
+  RunStatus,
+  timestampFromDate,
+} from "@drover/proto";
 import { describe, expect, it } from "vitest";
 import { describeFailure, EXIT, UsageError } from "../src/commands.js";
 import {
+  budgetWaitLine,
   COUNTS_LEGEND,
   countsTable,
   formatDuration,
+  formatWait,
   KindClock,
   progressBlock,
   runSummary,
@@ -236,5 +246,62 @@ describe("cli rendering", () => {
     expect(sourceDown.message).toBe(
       "the coordinator answered but cannot do that now: run r could not be verified now: fetch failed",
     );
+  });
+});
+
+describe("a run whose source account is walled off", () => {
+  const now = Date.parse("2026-12-01T09:00:00Z");
+  const walled = create(RunSchema, {
+    ...base,
+    budget: {
+      burstCapacity: 80,
+      dailyKnown: true,
+      dailyRemaining: 0n,
+      blockedUntil: timestampFromDate(new Date(now + (3 * 3600 + 12 * 60) * 1000)),
+      spent: 600_000n,
+    },
+  });
+  const sentence = /^waiting for the source's budget \(acme-co\) until \d\d:\d\d \(in 3 h 12 m\)$/;
+
+  it("says what it waits for, until when in local time, and how long that is", () => {
+    expect(budgetWaitLine(walled, now, "Europe/Berlin")).toBe(
+      "waiting for the source's budget (acme-co) until 13:12 (in 3 h 12 m)",
+    );
+    // A wall on another day names the day.
+    const tomorrow = create(RunSchema, {
+      ...walled,
+      budget: { ...walled.budget!, blockedUntil: timestampFromDate(new Date(now + 26 * 3600_000)) },
+    });
+    expect(budgetWaitLine(tomorrow, now, "UTC")).toBe(
+      "waiting for the source's budget (acme-co) until 2026-12-02 11:00 (in 1 d 2 h)",
+    );
+  });
+
+  it("says nothing once the wall is behind, or the run no longer goes", () => {
+    expect(budgetWaitLine(walled, now + 4 * 3600_000)).toBeUndefined();
+    expect(
+      budgetWaitLine(create(RunSchema, { ...walled, status: RunStatus.SUCCEEDED }), now),
+    ).toBeUndefined();
+    expect(budgetWaitLine(run, now)).toBeUndefined();
+  });
+
+  it("is in drover status and in every frame of drover watch", () => {
+    expect(runSummary(walled, { now }).split("\n")[2]).toMatch(sentence);
+    expect(runSummary(run, { now })).not.toContain("waiting for");
+    const frame = progressBlock(walled, 10_000, new KindClock(() => now));
+    expect(frame[1]).toMatch(sentence);
+    expect(
+      progressBlock(walled, 10_000, new KindClock(() => now), 40).every((l) => visibleLength(l) <= 40),
+    ).toBe(true);
+  });
+
+  it("spells a wait as a person says it", () => {
+    expect([45, 12 * 60, 3 * 3600, 3 * 3600 + 12 * 60 + 30, 2 * 86_400 + 5 * 3600].map(formatWait)).toEqual([
+      "45 s",
+      "12 m",
+      "3 h",
+      "3 h 12 m",
+      "2 d 5 h",
+    ]);
   });
 });

@@ -5,6 +5,7 @@ import {
   RunSchema,
   type RunService,
   RunStatus,
+  timestampFromDate,
   WatchRunResponseSchema,
 } from "@drover/proto";
 import { describe, expect, it } from "vitest";
@@ -64,6 +65,24 @@ describe("drover watch on a terminal", () => {
         for (const line of frame.split("\n")) expect(visibleLength(line)).toBeLessThanOrEqual(columns);
       }
     }
+  });
+
+  it("says while the source account is walled off that the run waits for its budget, and until when", async () => {
+    const walled = {
+      ...base,
+      sourceAccount: "acme-co",
+      budget: {
+        burstCapacity: 80,
+        spent: 1n,
+        blockedUntil: timestampFromDate(new Date(Date.now() + 3 * 3600_000)),
+      },
+    };
+    const { frames } = await watch([walled, { ...walled, status: RunStatus.SUCCEEDED }], 200);
+    expect(frames[0]).toMatch(
+      /\nwaiting for the source's budget \(acme-co\) until \d\d:\d\d \(in (2 h 59 m|3 h)\)\n/,
+    );
+    // The run is over: nothing waits any more.
+    expect(frames[1]).not.toContain("waiting for");
   });
 
   it("exits 3 for a stopped run and 1 for a failed one", async () => {
