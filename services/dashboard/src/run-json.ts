@@ -49,6 +49,11 @@ export interface RunJson {
     /** What the page lists, each fact labelled with its unit and period; what does not apply is left out. */
     facts: BudgetFact[];
   } | null;
+  /**
+   * While the run's source account is walled off (a 429's reset, a spent daily allowance): the
+   * sentence the page shows, finished there with `until` in the reader's time and how long that is.
+   */
+  budgetWait: { text: string; until: string } | null;
   /** The check of the finished run against its source; null until there is one. */
   verification: VerificationJson | null;
   /** The run succeeded or failed and its (automatic) verification is still to come. */
@@ -93,7 +98,7 @@ export interface NoteGroupJson {
 
 const iso = (t: Timestamp | undefined): string | null => (t ? timestampDate(t).toISOString() : null);
 
-export function runJson(run: Run): RunJson {
+export function runJson(run: Run, now = Date.now()): RunJson {
   const progress = run.progress.map((p) => ({
     kind: p.kind,
     imported: Number(p.imported),
@@ -135,6 +140,7 @@ export function runJson(run: Run): RunJson {
           facts: budgetFacts(run),
         }
       : null,
+    budgetWait: budgetWait(run, now),
     verification: run.verification
       ? {
           ok: run.verification.ok,
@@ -166,6 +172,13 @@ export function runJson(run: Run): RunJson {
 // A stopped run is verified only on demand (VerifyRun): it may be resumed.
 const VERIFIED_AUTOMATICALLY = new Set([RunStatus.SUCCEEDED, RunStatus.FAILED]);
 const LIVE = new Set([RunStatus.PENDING, RunStatus.RUNNING, RunStatus.STOPPING]);
+
+/** The same words as `drover status` and `drover watch` say them (packages/cli render.ts). */
+function budgetWait(run: Run, now: number): RunJson["budgetWait"] {
+  const until = run.budget?.blockedUntil;
+  if (!until || !LIVE.has(run.status) || timestampDate(until).getTime() <= now) return null;
+  return { text: `waiting for the source's budget (${run.sourceAccount}) until`, until: iso(until)! };
+}
 
 /**
  * The source account's budget as facts that say what they count: the burst window and a wall only

@@ -78,6 +78,25 @@ function duration(seconds) {
   return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
+/** A wait as a person says it, as the CLI does: "45 s", "12 m", "3 h 12 m", "2 d 5 h". */
+function waitText(seconds) {
+  const s = Math.max(1, Math.ceil(seconds));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} m`;
+  const hours = Math.floor(m / 60);
+  if (hours < 24) return m % 60 ? `${hours} h ${m % 60} m` : `${hours} h`;
+  const days = Math.floor(hours / 24);
+  return hours % 24 ? `${days} d ${hours % 24} h` : `${days} d`;
+}
+
+/** The time of day in the reader's time zone, with the date in front when it is not today's. */
+function localTime(iso) {
+  const at = new Date(iso);
+  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return at.toDateString() === new Date().toDateString() ? time : `${at.toLocaleDateString()} ${time}`;
+}
+
 function phaseText(run) {
   const n = Math.min(run.currentPhase + 1, run.phases.length);
   const kinds = run.phases[run.currentPhase];
@@ -305,6 +324,7 @@ class RunView {
     this.phase = h("p", { id: "phase" });
     this.phaseList = h("ol", { class: "phases", id: "phases" });
     this.error = h("p", { class: "problem", id: "run-error", hidden: true });
+    this.budgetWait = h("p", { class: "notice", id: "budget-wait", hidden: true });
     this.learned = h("dl", { class: "facts", id: "run-facts", hidden: true });
     this.buttons = {
       stop: h(
@@ -362,6 +382,7 @@ class RunView {
         this.phase,
         this.phaseList,
         this.learned,
+        this.budgetWait,
         this.error,
         h("div", { class: "actions" }, this.buttons.stop, this.buttons.resume, this.buttons.retry),
       ),
@@ -460,6 +481,11 @@ class RunView {
         ),
       ),
     );
+    const wait = run.budgetWait;
+    this.budgetWait.textContent = wait
+      ? `${wait.text} ${localTime(wait.until)} (in ${waitText((Date.parse(wait.until) - Date.now()) / 1000)})`
+      : "";
+    this.budgetWait.hidden = !wait;
     this.error.textContent = run.error ? `Error: ${run.error}` : "";
     this.error.hidden = !run.error;
     this.buttons.stop.disabled = !run.can.stop;

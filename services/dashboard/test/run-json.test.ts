@@ -111,6 +111,24 @@ describe("the run as the page draws it", () => {
     ]);
   });
 
+  it("says while the source account is walled off that the run waits for its budget, and until when", () => {
+    const now = Date.parse("2026-11-30T10:00:00Z");
+    const blockedUntil = timestampFromDate(new Date(now + (3 * 3600 + 12 * 60) * 1000));
+    const walled = create(RunSchema, {
+      ...init,
+      status: RunStatus.RUNNING,
+      budget: { burstCapacity: 80, dailyKnown: true, dailyRemaining: 0n, blockedUntil, spent: 400n },
+    });
+    expect(runJson(walled, now).budgetWait).toEqual({
+      text: "waiting for the source's budget (acme-co) until",
+      until: "2026-11-30T13:12:00.000Z",
+    });
+    // The wall is behind, or the run no longer goes: nothing waits.
+    expect(runJson(walled, now + 4 * 3600_000).budgetWait).toBeNull();
+    expect(runJson(create(RunSchema, { ...walled, status: RunStatus.FAILED }), now).budgetWait).toBeNull();
+    expect(runJson(run, now).budgetWait).toBeNull();
+  });
+
   it("carries the finished run's verification, and says when it is still to come", () => {
     expect(runJson(run)).toMatchObject({ verification: null, verificationPending: true });
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).verificationPending).toBe(
