@@ -79,7 +79,7 @@ describe("drover watch on a terminal", () => {
     };
     const { frames } = await watch([walled, { ...walled, status: RunStatus.SUCCEEDED }], 200);
     expect(frames[0]).toMatch(
-      /\nwaiting for the source's budget \(acme-co\) until \d\d:\d\d \(in (2 h 59 m|3 h)\)\n/,
+      /\nwaiting for the source's budget \(acme-co\) until (\d{4}-\d\d-\d\d )?\d\d:\d\d \(in (2 h 59 m|3 h)\)\n/,
     );
     // The run is over: nothing waits any more.
     expect(frames[1]).not.toContain("waiting for");
