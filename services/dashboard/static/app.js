@@ -481,11 +481,18 @@ class RunView {
         ),
       ),
     );
+    // A parked run may not change for hours: the wait is counted down here, not only on an update.
     const wait = run.budgetWait;
-    this.budgetWait.textContent = wait
-      ? `${wait.text} ${localTime(wait.until)} (in ${waitText((Date.parse(wait.until) - Date.now()) / 1000)})`
-      : "";
-    this.budgetWait.hidden = !wait;
+    const showWait = () => {
+      const left = wait ? (Date.parse(wait.until) - Date.now()) / 1000 : 0;
+      this.budgetWait.textContent =
+        left > 0 ? `${wait.text} ${localTime(wait.until)} (in ${waitText(left)})` : "";
+      this.budgetWait.hidden = !(left > 0);
+      if (left <= 0 || shownRun !== this) clearInterval(this.waitTimer);
+    };
+    clearInterval(this.waitTimer);
+    if (wait) this.waitTimer = setInterval(showWait, 30_000);
+    showWait();
     this.error.textContent = run.error ? `Error: ${run.error}` : "";
     this.error.hidden = !run.error;
     this.buttons.stop.disabled = !run.can.stop;
