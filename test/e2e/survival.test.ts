@@ -87,9 +87,20 @@ async function faults(query: string): Promise<void> {
 describe("runs that survive", () => {
   it("SIGKILL a worker mid-task: another resumes from the checkpoint and no row is written twice", async () => {
     const { runId, tenantId, since } = await startRun();
-    const victim = await until("a task past its first window", async () => {
-      const rows = await runningTasks(runId);
-      return rows.find((t) => t.processed_offset > 0);
+    // Freeze the worker first, then make sure its task is still mid-way under its claim before the
+    // kill: a task that finished between the look and the kill would prove nothing.
+    const victim = await until("a task past its first window, frozen mid-way", async () => {
+      const candidate = (await runningTasks(runId)).find((t) => t.processed_offset > 0);
+      if (!candidate) return undefined;
+      const holder = h.cluster.workers.find((w) => w.name === candidate.locked_by.split("/")[0]);
+      if (!holder) return undefined;
+      holder.signal("SIGSTOP");
+      const still = (await runningTasks(runId)).find(
+        (t) => t.id === candidate.id && t.locked_by === candidate.locked_by,
+      );
+      if (still) return candidate;
+      holder.signal("SIGCONT");
+      return undefined;
     });
     const workerId = victim.locked_by.split("/")[0]!;
     const worker = h.cluster.workers.find((w) => w.name === workerId)!;
