@@ -1,15 +1,12 @@
-import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
-import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
-import { openDatabase } from "@drover/db";
-import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import type { Sandbox } from "@drover/crm-sandbox";
 import { claimTask, toRunInfo, writeBatches } from "@drover/engine";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { CATCH_UP } from "../src/crm/lists.js";
 import { crmProvider } from "../src/crm/provider.js";
 import { type Person, parsePerson } from "../src/crm/records.js";
 import { companyKind, independentBatch } from "../src/crm/writers.js";
-import { drainTasks, insertCrmRun } from "./crm-run.js";
+import { crmTestAccount, drainTasks, insertCrmRun } from "./crm-run.js";
 
 /**
  * Ownership in the catch-up pass (invariant 8), against the sandbox and real Postgres: a person the
@@ -17,21 +14,15 @@ import { drainTasks, insertCrmRun } from "./crm-run.js";
  * product already had) and that the customer edits mid-run only fills what is empty on that
  * contact, never overwrites it, and says so in a note; a contact the run created is still updated.
  */
-let testDb: TestDatabase;
-let database: ReturnType<typeof openDatabase>;
 let sandbox: Sandbox;
-const TOKEN = "ownership-token";
-const secrets = new SecretKeyring(parseSecretKeys(generateSecretKey("ownership")));
+const account = crmTestAccount("ownership");
+const { token: TOKEN, secrets } = account;
 const tenantId = "ownership";
 const KINDS = ["organizations", "persons"];
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
-  database = openDatabase(testDb.url, { max: 4 });
   // Seed 7 with 100 persons and 10 edits: person 21 repeats person 18's email, and only 21 is edited.
-  sandbox = await startSandbox({
-    port: 0,
-    tokens: [TOKEN],
+  sandbox = await account.sandbox({
     seed: 7,
     organizations: 20,
     persons: 100,
@@ -42,12 +33,6 @@ beforeAll(async () => {
     mailPerDealMax: 0,
     changeEdits: 10,
   });
-});
-
-afterAll(async () => {
-  await sandbox?.close();
-  await database?.close();
-  await testDb?.drop();
 });
 
 async function sourcePersons(): Promise<Map<string, Person>> {
@@ -66,7 +51,7 @@ type ContactRow = {
 };
 
 async function contactOf(personId: string): Promise<ContactRow & { action: string }> {
-  const [row] = await database.db.execute<ContactRow & { action: string }>(sql`
+  const [row] = await account.db.execute<ContactRow & { action: string }>(sql`
     select c.id::text, c.name, c.email, c.phone, c.company_id::text, c.custom_fields, l.action
       from drover.ledger l join app.contacts c on c.id = l.record_id
      where l.tenant_id = ${tenantId} and l.kind = 'persons' and l.source_id = ${personId}`);
@@ -88,14 +73,14 @@ describe("the catch-up pass and records Drover did not create", () => {
       return p.email !== null && p.phone !== null && emailCount(p.email) === 1;
     })!;
     const theirs = before.get(preexisting)!;
-    const [own] = await database.db.execute<{ id: string }>(sql`
+    const [own] = await account.db.execute<{ id: string }>(sql`
       insert into app.contacts (tenant_id, name, email, phone, custom_fields)
       values (${tenantId}, 'Their own name', ${theirs.email!.toUpperCase()}, null, '{"theirs": "kept"}'::jsonb)
       returning id::text`);
 
     // The run started a moment ago, on a whole second: the change set lands after it.
     const startedAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 2000);
-    const runId = await insertCrmRun(database.db, secrets, {
+    const runId = await insertCrmRun(account.db, secrets, {
       tenantId,
       sourceAccount: "ownership",
       kinds: KINDS,
@@ -105,10 +90,10 @@ describe("the catch-up pass and records Drover did not create", () => {
       startedAt,
     });
     const run = toRunInfo(
-      (await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
+      (await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
     );
     const seeds = await crmProvider.seedPhase({ run, phase: 0, kinds: KINDS, tx: undefined as never });
-    await drainTasks(database.db, secrets, runId, seeds);
+    await drainTasks(account.db, secrets, runId, seeds);
 
     const pair = await contactOf(second);
     expect(pair.action).toBe("matched");
@@ -116,7 +101,7 @@ describe("the catch-up pass and records Drover did not create", () => {
     expect((await contactOf(preexisting)).id).toBe(own!.id);
     expect((await contactOf(preexisting)).action).toBe("matched");
     // The product's user clears the phone of the pair's contact: an empty field the catch-up may fill.
-    await database.db.execute(sql`update app.contacts set phone = null where id = ${pair.id}::bigint`);
+    await account.db.execute(sql`update app.contacts set phone = null where id = ${pair.id}::bigint`);
     const pairBefore = await contactOf(second);
 
     expect(sandbox.applyChanges()).toBe(true);
@@ -126,7 +111,7 @@ describe("the catch-up pass and records Drover did not create", () => {
     expect(edited).not.toContain(first);
     const after = await sourcePersons();
     const catchUp = await crmProvider.seedPhase({ run, phase: 1, kinds: [CATCH_UP], tx: undefined as never });
-    const { summary } = await drainTasks(database.db, secrets, runId, catchUp, 1);
+    const { summary } = await drainTasks(account.db, secrets, runId, catchUp, 1);
     // Each edited row is applied to the record the ledger holds: already here, nothing created.
     expect(summary).toMatchObject({
       created: 0,
@@ -160,7 +145,7 @@ describe("the catch-up pass and records Drover did not create", () => {
     expect(updated.name).toBe(after.get(createdEdited)!.name);
     expect(updated.name).toMatch(/ \(edited\)$/);
 
-    const notes = await database.db.execute<{ subject_id: string; level: string; reason: string }>(sql`
+    const notes = await account.db.execute<{ subject_id: string; level: string; reason: string }>(sql`
       select subject_id, level, reason from drover.notes
        where run_id = ${runId}::uuid and kind = 'persons' and level = 'info' order by subject_id`);
     const noteOf = (id: string) => notes.find((n) => n.subject_id === id)?.reason;
@@ -171,12 +156,12 @@ describe("the catch-up pass and records Drover did not create", () => {
 
   it("on any kind: a matched record's empty columns and missing custom fields are filled, its values kept; a created one is overwritten", async () => {
     const tenant = "ownership-companies";
-    const [theirs, ours] = await database.db.execute<{ id: string }>(sql`
+    const [theirs, ours] = await account.db.execute<{ id: string }>(sql`
       insert into app.companies (tenant_id, name, address, custom_fields)
       values (${tenant}, 'Their name', null, '{"size": "big", "blank": ""}'::jsonb),
              (${tenant}, 'Our old name', 'Old street', '{"size": "small"}'::jsonb)
       returning id::text`);
-    const runId = await insertCrmRun(database.db, secrets, {
+    const runId = await insertCrmRun(account.db, secrets, {
       tenantId: tenant,
       sourceAccount: "companies",
       kinds: ["organizations"],
@@ -186,14 +171,14 @@ describe("the catch-up pass and records Drover did not create", () => {
     const slot = (sourceId: string, action: string, recordId: string) => sql`
       insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id)
       values (${tenant}, 'crm', 'companies', 'organizations', ${sourceId}, ${action}, 'company', ${recordId}::bigint, ${runId}::uuid)`;
-    await database.db.execute(slot("o1", "matched", theirs!.id));
-    await database.db.execute(slot("o2", "created", ours!.id));
-    const [task] = await database.db.execute<{ id: string }>(sql`
+    await account.db.execute(slot("o1", "matched", theirs!.id));
+    await account.db.execute(slot("o2", "created", ours!.id));
+    const [task] = await account.db.execute<{ id: string }>(sql`
       insert into drover.tasks (run_id, kind, phase, seed_key, cursor)
       values (${runId}::uuid, 'organizations', 0, 'o', '{}'::jsonb) returning id::text`);
-    const claimed = (await claimTask(database.db, Number(task!.id), "w/ownership"))!;
+    const claimed = (await claimTask(account.db, Number(task!.id), "w/ownership"))!;
     const run = toRunInfo(
-      (await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
+      (await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
     );
     const source = {
       name: "Source name",
@@ -202,7 +187,7 @@ describe("the catch-up pass and records Drover did not create", () => {
     };
     const summary = await writeBatches(
       {
-        db: database.db,
+        db: account.db,
         run,
         task: {
           id: claimed.id,
@@ -224,7 +209,7 @@ describe("the catch-up pass and records Drover did not create", () => {
       { reapply: () => true },
     );
     expect(summary).toMatchObject({ alreadyHere: 2, created: 0, failed: 0 });
-    const rows = await database.db.execute<{
+    const rows = await account.db.execute<{
       id: string;
       name: string;
       address: string;
@@ -241,7 +226,7 @@ describe("the catch-up pass and records Drover did not create", () => {
       },
       { id: ours!.id, name: "Source name", address: "1 Source St", custom_fields: source.customFields },
     ]);
-    const notes = await database.db.execute<{ subject_id: string; reason: string }>(
+    const notes = await account.db.execute<{ subject_id: string; reason: string }>(
       sql`select subject_id, reason from drover.notes where run_id = ${runId}::uuid`,
     );
     expect(notes).toEqual([

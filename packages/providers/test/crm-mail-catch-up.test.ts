@@ -1,13 +1,10 @@
-import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
-import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
-import { openDatabase } from "@drover/db";
-import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import type { Sandbox } from "@drover/crm-sandbox";
 import { toRunInfo } from "@drover/engine";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { CATCH_UP } from "../src/crm/lists.js";
 import { crmProvider } from "../src/crm/provider.js";
-import { drainTasks, insertCrmRun } from "./crm-run.js";
+import { crmTestAccount, drainTasks, insertCrmRun } from "./crm-run.js";
 
 /**
  * The catch-up on an account whose per-deal mail list ignores include_body (bodies come one GET per
@@ -15,20 +12,14 @@ import { drainTasks, insertCrmRun } from "./crm-run.js";
  * does not hold yet has its body fetched; the messages already imported unchanged are not
  * downloaded again. Counted by the sandbox's own request stats.
  */
-let testDb: TestDatabase;
-let database: ReturnType<typeof openDatabase>;
 let sandbox: Sandbox;
-const TOKEN = "mail-catch-up-token";
-const secrets = new SecretKeyring(parseSecretKeys(generateSecretKey("mail-catch-up")));
+const account = crmTestAccount("mail-catch-up");
+const { token: TOKEN, secrets } = account;
 const tenantId = "mail-catch-up";
 const KINDS = ["deals", "mail"];
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
-  database = openDatabase(testDb.url, { max: 4 });
-  sandbox = await startSandbox({
-    port: 0,
-    tokens: [TOKEN],
+  sandbox = await account.sandbox({
     seed: 3,
     organizations: 0,
     persons: 0,
@@ -43,16 +34,10 @@ beforeAll(async () => {
   });
 });
 
-afterAll(async () => {
-  await sandbox?.close();
-  await database?.close();
-  await testDb?.drop();
-});
-
 async function mailLedger(): Promise<
   Map<string, { recordId: string; body: string | null; dealSourceId: string }>
 > {
-  const rows = await database.db.execute<{
+  const rows = await account.db.execute<{
     source_id: string;
     record_id: string;
     body: string | null;
@@ -77,7 +62,7 @@ async function sourceBody(id: string): Promise<string | null> {
 
 /** The deals and mail phases of a new run of `tenant`, in process; the sandbox's stats cover the mail phase. */
 async function importDealsAndMail(tenant: string, startedAt = new Date()) {
-  const runId = await insertCrmRun(database.db, secrets, {
+  const runId = await insertCrmRun(account.db, secrets, {
     tenantId: tenant,
     sourceAccount: "mail-catch-up",
     kinds: KINDS,
@@ -85,14 +70,14 @@ async function importDealsAndMail(tenant: string, startedAt = new Date()) {
     token: TOKEN,
     startedAt,
   });
-  const run = toRunInfo((await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
+  const run = toRunInfo((await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
   const deals = await crmProvider.seedPhase({ run, phase: 0, kinds: ["deals"], tx: undefined as never });
-  await drainTasks(database.db, secrets, runId, deals);
-  const mailSeeds = await database.db.transaction((tx) =>
+  await drainTasks(account.db, secrets, runId, deals);
+  const mailSeeds = await account.db.transaction((tx) =>
     crmProvider.seedPhase({ run, phase: 1, kinds: ["mail"], tx }),
   );
   sandbox.resetStats();
-  const { summary } = await drainTasks(database.db, secrets, runId, mailSeeds, 1);
+  const { summary } = await drainTasks(account.db, secrets, runId, mailSeeds, 1);
   return { run, runId, summary };
 }
 
@@ -112,16 +97,14 @@ describe("the mail catch-up in fetch mode", () => {
     expect(ofEdited.length).toBeGreaterThan(2);
     // One message of an edited deal is new to the ledger (as one that arrived after the mail phase).
     const [fresh] = ofEdited.find(([, m]) => m.body !== null)!;
-    await database.db.execute(
-      sql`delete from app.emails where id = ${imported.get(fresh)!.recordId}::bigint`,
-    );
-    await database.db.execute(
+    await account.db.execute(sql`delete from app.emails where id = ${imported.get(fresh)!.recordId}::bigint`);
+    await account.db.execute(
       sql`delete from drover.ledger where tenant_id = ${tenantId} and kind = 'mail' and source_id = ${fresh}`,
     );
 
     sandbox.resetStats();
     const catchUp = await crmProvider.seedPhase({ run, phase: 2, kinds: [CATCH_UP], tx: undefined as never });
-    const { summary } = await drainTasks(database.db, secrets, runId, catchUp, 2);
+    const { summary } = await drainTasks(account.db, secrets, runId, catchUp, 2);
     const stats = sandbox.stats();
     // The edited deals' mail was listed again, and exactly one body was fetched: the new message's.
     expect(stats.byCallType.get).toBe(1);
@@ -143,7 +126,7 @@ describe("the mail catch-up in fetch mode", () => {
     const first = await importDealsAndMail("mail-rerun");
     const total = sandbox.truth(["mail"]).kinds.mail.count;
     expect(first.summary.created).toBe(total);
-    await database.db.execute(
+    await account.db.execute(
       sql`update drover.runs set status = 'succeeded' where id = ${first.runId}::uuid`,
     );
     const again = await importDealsAndMail("mail-rerun");

@@ -1,13 +1,11 @@
-import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
-import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
+import type { Sandbox } from "@drover/crm-sandbox";
 import { type Db, openDatabase } from "@drover/db";
-import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { toRunInfo } from "@drover/engine";
 import type { WriteSummary } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { crmProvider } from "../src/crm/provider.js";
-import { drainTasks, insertCrmRun } from "./crm-run.js";
+import { crmTestAccount, drainTasks, insertCrmRun } from "./crm-run.js";
 
 /**
  * A re-run of a tenant already imported (a new run, same tenant and account, nothing changed at the
@@ -15,11 +13,9 @@ import { drainTasks, insertCrmRun } from "./crm-run.js";
  * It creates nothing, advances none of the product's id sequences, sends a bounded number of
  * statements per window, and counts every held row "already here".
  */
-let testDb: TestDatabase;
-let database: ReturnType<typeof openDatabase>;
 let sandbox: Sandbox;
-const TOKEN = "rerun-token";
-const secrets = new SecretKeyring(parseSecretKeys(generateSecretKey("rerun")));
+const account = crmTestAccount("rerun");
+const { token: TOKEN, secrets } = account;
 const tenantId = "rerun";
 const PHASES = [
   ["organizations", "persons"],
@@ -29,11 +25,7 @@ const PHASES = [
 const TABLES = ["companies", "contacts", "deals", "leads", "activities", "notes"];
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
-  database = openDatabase(testDb.url, { max: 4 });
-  sandbox = await startSandbox({
-    port: 0,
-    tokens: [TOKEN],
+  sandbox = await account.sandbox({
     seed: 5,
     organizations: 120,
     persons: 400,
@@ -45,16 +37,10 @@ beforeAll(async () => {
   });
 });
 
-afterAll(async () => {
-  await sandbox?.close();
-  await database?.close();
-  await testDb?.drop();
-});
-
 /** Every phase of an import of the six row kinds, run in process on `db`; the run then succeeds. */
 async function importOnce(db: Db): Promise<WriteSummary> {
   const kinds = PHASES.flat();
-  const runId = await insertCrmRun(database.db, secrets, {
+  const runId = await insertCrmRun(account.db, secrets, {
     tenantId,
     sourceAccount: "rerun",
     kinds,
@@ -62,7 +48,7 @@ async function importOnce(db: Db): Promise<WriteSummary> {
     token: TOKEN,
     settings: { pageSize: "100", windowSize: "50" },
   });
-  const run = toRunInfo((await database.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
+  const run = toRunInfo((await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
   const total: WriteSummary = { attempted: 0, created: 0, matched: 0, alreadyHere: 0, skipped: 0, failed: 0 };
   for (const [phase, phaseKinds] of PHASES.entries()) {
     const seeds = await crmProvider.seedPhase({ run, phase, kinds: phaseKinds, tx: undefined as never });
@@ -70,14 +56,14 @@ async function importOnce(db: Db): Promise<WriteSummary> {
     expect(new Set(statuses)).toEqual(new Set(["succeeded"]));
     for (const k of Object.keys(total) as (keyof WriteSummary)[]) total[k] += summary[k];
   }
-  await database.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${runId}::uuid`);
+  await account.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${runId}::uuid`);
   return total;
 }
 
 async function sequences(): Promise<Record<string, number | null>> {
   const out: Record<string, number | null> = {};
   for (const table of TABLES) {
-    const [row] = await database.db.execute<{ v: string | null }>(
+    const [row] = await account.db.execute<{ v: string | null }>(
       sql`select pg_sequence_last_value(${`app.${table}_id_seq`}::regclass)::text as v`,
     );
     out[table] = row!.v === null ? null : Number(row!.v);
@@ -87,18 +73,18 @@ async function sequences(): Promise<Record<string, number | null>> {
 
 describe("re-running an imported tenant", () => {
   it("creates nothing, burns no id sequence value, sends a few statements per window and counts every row already here", async () => {
-    const first = await importOnce(database.db);
+    const first = await importOnce(account.db);
     expect(first.created).toBeGreaterThan(1000);
     expect(first.matched).toBeGreaterThan(0);
     const seqBefore = await sequences();
-    const ledgerBefore = await database.db.execute<{ n: number }>(
+    const ledgerBefore = await account.db.execute<{ n: number }>(
       sql`select count(*)::int as n from drover.ledger where tenant_id = ${tenantId}`,
     );
 
     // One connection, so each transaction's statements arrive in order between its BEGIN and COMMIT.
     const transactions: string[][] = [];
     let open: string[] | undefined;
-    const watched = openDatabase(testDb.url, {
+    const watched = openDatabase(account.url, {
       max: 1,
       debug: (query) => {
         const q = query.trim().toLowerCase();
@@ -127,7 +113,7 @@ describe("re-running an imported tenant", () => {
     });
     expect(await sequences()).toEqual(seqBefore);
     expect(
-      await database.db.execute<{ n: number }>(
+      await account.db.execute<{ n: number }>(
         sql`select count(*)::int as n from drover.ledger where tenant_id = ${tenantId}`,
       ),
     ).toEqual(ledgerBefore);

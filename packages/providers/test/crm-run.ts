@@ -1,9 +1,49 @@
-import type { SecretKeyring } from "@drover/auth";
-import type { Db } from "@drover/db";
+import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
+import { type Sandbox, type SandboxOptions, startSandbox } from "@drover/crm-sandbox";
+import { type Db, openDatabase } from "@drover/db";
+import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { addSummary, emptySummary, runAssignment, sourceSecretContext } from "@drover/engine";
 import type { WriteSummary } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
+import { afterAll, beforeAll } from "vitest";
 import { providers } from "../src/index.js";
+
+/**
+ * A test file's crm account: a fresh database and a keyring of its own, and sandboxes that accept
+ * `token`, opened before the file's tests and closed after them.
+ */
+export function crmTestAccount(name: string) {
+  const token = `${name}-token`;
+  const secrets = new SecretKeyring(parseSecretKeys(generateSecretKey(name)));
+  const sandboxes: Sandbox[] = [];
+  let testDb: TestDatabase | undefined;
+  let database: ReturnType<typeof openDatabase> | undefined;
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    database = openDatabase(testDb.url, { max: 4 });
+  });
+  afterAll(async () => {
+    await Promise.all(sandboxes.map((s) => s.close()));
+    await database?.close();
+    await testDb?.drop();
+  });
+  return {
+    token,
+    secrets,
+    get db(): Db {
+      return database!.db;
+    },
+    /** The test database's URL, for a second connection of the test's own. */
+    get url(): string {
+      return testDb!.url;
+    },
+    async sandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+      const s = await startSandbox({ port: 0, tokens: [token], ...options });
+      sandboxes.push(s);
+      return s;
+    },
+  };
+}
 
 /**
  * A running crm run of one phase holding `kinds`, its API token sealed for this run as the

@@ -1,44 +1,25 @@
-import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
-import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
-import { openDatabase } from "@drover/db";
-import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import type { Sandbox, SandboxOptions } from "@drover/crm-sandbox";
 import { readRunFact } from "@drover/engine";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { CUSTOM_FIELD_KEY } from "../src/crm/fields.js";
 import { BODY_SOURCE_FACT } from "../src/crm/mail.js";
 import { drainKinds, runOneTask, verifyCrmRun } from "./crm-drain.js";
-import { insertCrmRun } from "./crm-run.js";
+import { crmTestAccount, insertCrmRun } from "./crm-run.js";
 
 /**
  * The crm provider against the sandbox serving Pipedrive's documented shapes (see
  * test/fixtures/pipedrive and crm-sandbox's contract-shapes test): what a real account's answers
  * ask of the import and of its verification.
  */
-let testDb: TestDatabase;
-let database: ReturnType<typeof openDatabase>;
-const sandboxes: Sandbox[] = [];
-const TOKEN = "sandbox-account-token";
-const secrets = new SecretKeyring(parseSecretKeys(generateSecretKey("sandbox-account")));
+const account = crmTestAccount("sandbox-account");
+const { token: TOKEN, secrets } = account;
 type Json = Record<string, unknown>;
-
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-  database = openDatabase(testDb.url, { max: 4 });
-});
-
-afterAll(async () => {
-  await Promise.all(sandboxes.map((s) => s.close()));
-  await database?.close();
-  await testDb?.drop();
-});
 
 const SMALL = { organizations: 20, persons: 40, activities: 5, notes: 5 };
 
-async function sandbox(options: Parameters<typeof startSandbox>[0]): Promise<Sandbox> {
-  const s = await startSandbox({ port: 0, tokens: [TOKEN], ...SMALL, ...options });
-  sandboxes.push(s);
-  return s;
+function sandbox(options: SandboxOptions): Promise<Sandbox> {
+  return account.sandbox({ ...SMALL, ...options });
 }
 
 async function get(s: Sandbox, path: string): Promise<Json> {
@@ -50,7 +31,7 @@ let tenants = 0;
 
 async function newRun(s: Sandbox, kinds: string[], settings: Record<string, string> = {}) {
   const tenantId = `sandbox-account-${++tenants}`;
-  const runId = await insertCrmRun(database.db, secrets, {
+  const runId = await insertCrmRun(account.db, secrets, {
     tenantId,
     sourceAccount: tenantId,
     kinds,
@@ -62,7 +43,7 @@ async function newRun(s: Sandbox, kinds: string[], settings: Record<string, stri
 }
 
 async function ledger(tenantId: string, kind: string): Promise<Map<string, string>> {
-  const rows = await database.db.execute<{ source_id: string; record_id: string }>(sql`
+  const rows = await account.db.execute<{ source_id: string; record_id: string }>(sql`
     select source_id, record_id::text as record_id from drover.ledger where tenant_id = ${tenantId} and kind = ${kind}`);
   return new Map(rows.map((r) => [r.source_id, r.record_id]));
 }
@@ -73,13 +54,13 @@ describe("leads", () => {
     const page = await get(s, "/v1/leads?limit=50");
     expect(page.additional_data).toMatchObject({ more_items_in_collection: true, next_start: 50 });
     const { runId, tenantId } = await newRun(s, ["leads"], { pageSize: "50", stripes: "1" });
-    const tasks = await drainKinds(database.db, secrets, runId, [["leads"]]);
+    const tasks = await drainKinds(account.db, secrets, runId, [["leads"]]);
     expect(tasks.filter((t) => t.status !== "succeeded")).toEqual([]);
     const imported = await ledger(tenantId, "leads");
     expect([...imported.keys()].sort()).toEqual([...s.truth(["leads"]).kinds.leads.ids].sort());
 
     // A lead's custom fields are every root key of a field, a monetary one's currency among them.
-    const stored = await database.db.execute<{ id: string; custom_fields: Json | null }>(sql`
+    const stored = await account.db.execute<{ id: string; custom_fields: Json | null }>(sql`
       select id::text as id, custom_fields from app.leads where tenant_id = ${tenantId}`);
     const byRecord = new Map(stored.map((r) => [r.id, r.custom_fields]));
     let withCurrency = 0;
@@ -93,7 +74,7 @@ describe("leads", () => {
     }
     expect(withCurrency).toBeGreaterThan(10);
 
-    const verification = await verifyCrmRun(database.db, runId, TOKEN, 250);
+    const verification = await verifyCrmRun(account.db, runId, TOKEN, 250);
     expect(verification.kinds.map((k) => [k.kind, k.mismatches])).toEqual([["leads", []]]);
     expect(verification.kinds[0]!.sampled).toBeGreaterThan(200);
   });
@@ -105,9 +86,9 @@ describe("a run with mail", () => {
     const one = (await get(s, `/v1/mailbox/mailMessages/1?include_body=1`)).data as Json;
     expect(one).not.toHaveProperty("deal_id");
     const { runId } = await newRun(s, ["deals", "mail"]);
-    const tasks = await drainKinds(database.db, secrets, runId, [["deals"], ["mail"]]);
+    const tasks = await drainKinds(account.db, secrets, runId, [["deals"], ["mail"]]);
     expect(tasks.filter((t) => t.status !== "succeeded")).toEqual([]);
-    const verification = await verifyCrmRun(database.db, runId, TOKEN, 60);
+    const verification = await verifyCrmRun(account.db, runId, TOKEN, 60);
     expect(verification.kinds.map((k) => [k.kind, k.mismatches])).toEqual([
       ["deals", []],
       ["mail", []],
@@ -138,19 +119,19 @@ describe("the mail body mode", () => {
   /** Imports the account's deals, then runs one mail task over `deals`; returns the run's finding. */
   async function mailTask(s: Sandbox, deals: number[]) {
     const { runId, tenantId } = await newRun(s, ["deals", "mail"]);
-    await drainKinds(database.db, secrets, runId, [["deals"]]);
-    const task = await runOneTask(database.db, secrets, runId, {
+    await drainKinds(account.db, secrets, runId, [["deals"]]);
+    const task = await runOneTask(account.db, secrets, runId, {
       kind: "mail",
       seedKey: `mail:${deals[0]}`,
       cursor: { deals: deals.map(String), index: 0 },
       phase: 1,
     });
     expect(task.status).toBe("succeeded");
-    const bodies = await database.db.execute<{ id: string; body: string | null }>(sql`
+    const bodies = await account.db.execute<{ id: string; body: string | null }>(sql`
       select l.source_id as id, e.body from drover.ledger l join app.emails e on e.id = l.record_id
        where l.tenant_id = ${tenantId} and l.kind = 'mail'`);
     return {
-      fact: await readRunFact(database.db, runId, BODY_SOURCE_FACT),
+      fact: await readRunFact(account.db, runId, BODY_SOURCE_FACT),
       bodies: new Map(bodies.map((b) => [b.id, b.body])),
     };
   }
