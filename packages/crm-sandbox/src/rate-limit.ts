@@ -59,11 +59,11 @@ export class RateLimiter {
     if (s.burstLimit > 0 && state.times.length >= s.burstLimit) {
       const leavesAt = (state.times[0] as number) + s.burstWindowMs;
       state.penaltyUntil = Math.max(state.penaltyUntil, leavesAt);
-      return { outcome: "burst", headers: this.headers(state, now, leavesAt) };
+      return { outcome: "burst", headers: this.refusal(state, now, leavesAt) };
     }
     if (s.dailyBudget > 0 && this.spent + cost > s.dailyBudget) {
       state.penaltyUntil = Math.max(state.penaltyUntil, this.dailyResetAt);
-      return { outcome: "daily", headers: this.headers(state, now, this.dailyResetAt) };
+      return { outcome: "daily", headers: this.refusal(state, now, this.dailyResetAt) };
     }
     if (s.burstLimit > 0) state.times.push(now);
     this.spent += cost;
@@ -96,6 +96,14 @@ export class RateLimiter {
     const periodMs = this.settings.dailyResetSeconds * 1000;
     this.dailyResetAt += Math.ceil((now - this.dailyResetAt + 1) / periodMs) * periodMs;
     this.spent = 0;
+  }
+
+  /** A 429's headers: the usual ones, and Retry-After (seconds), which Pipedrive documents on a 429. */
+  private refusal(state: TokenState, now: number, resetAt: number): Record<string, string> {
+    return {
+      ...this.headers(state, now, resetAt),
+      "retry-after": String(Math.max(1, Math.ceil((resetAt - now) / 1000))),
+    };
   }
 
   private headers(state: TokenState, now: number, resetAt?: number): Record<string, string> {

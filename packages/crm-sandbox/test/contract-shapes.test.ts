@@ -188,6 +188,8 @@ describe("the sandbox against the recorded Pipedrive fixtures", () => {
       await res.arrayBuffer();
       statuses.push(res.status);
       const names = [...res.headers.keys()];
+      // Retry-After comes with a 429 and only there (the fixtures' overLimit headers).
+      expect(names.includes("retry-after"), `${path} ${res.status}`).toBe(res.status === 429);
       expect(
         names.filter((n) => !DOCUMENTED_HEADERS.has(n)),
         `${path} ${res.status}`,
