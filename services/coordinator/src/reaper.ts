@@ -3,7 +3,7 @@ import { pruneFinishedRuns, redispatchLostTasks, releaseStaleTasks } from "@drov
 import { sql } from "drizzle-orm";
 import type { CoordinatorContext } from "./context.js";
 import { advanceRun } from "./run-advance.js";
-import { kindOutcomes } from "./run-outcomes.js";
+import { kindOutcomes, type Sources } from "./run-outcomes.js";
 
 export interface ReaperReport {
   released: number;
@@ -48,7 +48,7 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
 export function pruneRunsPastRetention(ctx: CoordinatorContext): Promise<number> {
   return pruneFinishedRuns(ctx.db, {
     retentionDays: ctx.config.DROVER_RETENTION_DAYS,
-    summarize: frozenCounts,
+    summarize: (q, run) => frozenCounts(q, ctx.providers, run),
   });
 }
 
@@ -56,8 +56,8 @@ export function pruneRunsPastRetention(ctx: CoordinatorContext): Promise<number>
  * What a pruned run keeps of its tasks and notes: the counts GetRun showed (kindOutcomes, which
  * needs the notes about to go) and its tasks by kind and status.
  */
-async function frozenCounts(q: Queryable, run: RunRow): Promise<RunSummary> {
-  const outcomes = await kindOutcomes(q, run);
+async function frozenCounts(q: Queryable, sources: Sources, run: RunRow): Promise<RunSummary> {
+  const outcomes = await kindOutcomes(q, sources, run);
   const kindTasks = await q.execute<{ kind: string; total: string; done: string }>(sql`
     select kind, count(*) as total,
            count(*) filter (where status = any(${sql.param([...ENDED_TASK_STATUSES])}::text[])) as done

@@ -42,7 +42,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
   /** Advances the run, then answers with it. */
   const advanced = async (runId: string): Promise<{ run: Run }> => {
     await advanceRun(ctx, runId);
-    return { run: await runView(db, (await loadRun(db, runId))!) };
+    return { run: await runView(db, ctx.providers, (await loadRun(db, runId))!) };
   };
 
   /**

@@ -1,6 +1,5 @@
 import type { Queryable, RunRow } from "@drover/db";
 import type { Provider } from "@drover/provider-sdk";
-import { providers } from "@drover/providers";
 import { type SQL, sql } from "drizzle-orm";
 
 /** What one kind's source rows came to in a run, each row counted once, in its final outcome. */
@@ -18,13 +17,10 @@ type RunScope = Pick<
 >;
 
 /** What the counts need to know of a run's source: whether it keeps a ledger, which passes revisit. */
-type SourceTraits = Pick<Provider, "ledger" | "closingKinds">;
+export type SourceTraits = Pick<Provider, "ledger" | "closingKinds">;
 
-/**
- * The coordinator's providers are these same ones (nothing registers another); the counts read only
- * these two facts of them.
- */
-const TRAITS: ReadonlyMap<string, SourceTraits> = providers;
+/** The coordinator's sources by name (its `providers`), for what the counts read of them. */
+export type Sources = ReadonlyMap<string, SourceTraits>;
 
 /**
  * Whether a note of the run can have stopped holding: only once a pass wrote its row again, which
@@ -33,9 +29,9 @@ const TRAITS: ReadonlyMap<string, SourceTraits> = providers;
  * note is probed, so a live run's counts and reasons cost no ledger lookup per note (measured: ~9 µs
  * a probe on a loaded two-core machine, 0.45 s for 50,000 failed rows, every WatchRun poll).
  */
-function notesMayBeStale(run: RunScope): boolean {
+function notesMayBeStale(sources: Sources, run: RunScope): boolean {
   if (run.status === "stopped" || run.status === "succeeded" || run.status === "failed") return true;
-  const closing = TRAITS.get(run.source)?.closingKinds ?? [];
+  const closing = sources.get(run.source)?.closingKinds ?? [];
   const revisit = run.plan.findIndex((group) => group.some((k) => closing.includes(k)));
   return revisit >= 0 && run.currentPhase >= revisit;
 }
@@ -47,8 +43,8 @@ function notesMayBeStale(run: RunScope): boolean {
  * link kept as a source reference, a row of an earlier run that failed now), still holds.
  * `n` is the note's alias; one probe of the ledger's unique index per note.
  */
-export function noteHolds(run: RunScope, n: SQL): SQL {
-  if (!notesMayBeStale(run)) return sql`true`;
+export function noteHolds(sources: Sources, run: RunScope, n: SQL): SQL {
+  if (!notesMayBeStale(sources, run)) return sql`true`;
   return sql`(${n}.subject_id is null or not exists (
     select 1 from drover.ledger l
      where l.tenant_id = ${run.tenantId} and l.source = ${run.source} and l.source_account = ${run.sourceAccount}
@@ -75,8 +71,12 @@ export function noteHolds(run: RunScope, n: SQL): SQL {
  * (run_id, kind, action) index for skipped slots only, the run's error notes with one unique-index
  * probe each.
  */
-export async function kindOutcomes(q: Queryable, run: RunScope): Promise<Map<string, KindOutcome>> {
-  const ledger = TRAITS.get(run.source)?.ledger ?? "per-row";
+export async function kindOutcomes(
+  q: Queryable,
+  sources: Sources,
+  run: RunScope,
+): Promise<Map<string, KindOutcome>> {
+  const ledger = sources.get(run.source)?.ledger ?? "per-row";
   const kinds = [...new Set(run.plan.flat())];
   const rows = await q.execute<{
     kind: string;
@@ -102,7 +102,7 @@ export async function kindOutcomes(q: Queryable, run: RunScope): Promise<Map<str
     failed_rows as (
       select n.kind, count(distinct n.subject_id) as n from drover.notes n
        where n.run_id = ${run.id}::uuid and n.level = 'error' and n.subject_id is not null
-         and ${noteHolds(run, sql`n`)}
+         and ${noteHolds(sources, run, sql`n`)}
        group by n.kind)
     select k.kind,
            coalesce(t.created, 0) as created, coalesce(t.matched, 0) as matched,
@@ -149,6 +149,7 @@ export interface CurrentNoteGroup {
  */
 export async function currentNoteGroups(
   q: Queryable,
+  sources: Sources,
   run: RunScope,
   filter: NoteGroupFilter,
 ): Promise<CurrentNoteGroup[]> {
@@ -166,7 +167,7 @@ export async function currentNoteGroups(
      where n.run_id = ${run.id}::uuid
        ${filter.kind ? sql`and n.kind = ${filter.kind}` : sql``}
        ${filter.level ? sql`and n.level = ${filter.level}` : sql``}
-       and ${noteHolds(run, sql`n`)}
+       and ${noteHolds(sources, run, sql`n`)}
      group by n.level, n.kind, n.reason
      order by count desc, n.level, n.kind, n.reason
      limit 500`);

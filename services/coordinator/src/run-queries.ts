@@ -23,7 +23,7 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
   return {
     async getRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
-      return { run: await runView(db, run) };
+      return { run: await runView(db, ctx.providers, run) };
     },
 
     async listRuns(req, call) {
@@ -55,7 +55,7 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
       const page = rows.slice(0, pageSize);
       const last = page[page.length - 1];
       return {
-        runs: await Promise.all(page.map((r) => runView(db, r))),
+        runs: await Promise.all(page.map((r) => runView(db, ctx.providers, r))),
         nextPageToken: rows.length > pageSize && last ? encodePageToken(last) : "",
       };
     },
@@ -65,7 +65,7 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
       let previous = "";
       let run: RunRow | undefined = first;
       while (run && !call.signal.aborted) {
-        const view = await runView(db, run);
+        const view = await runView(db, ctx.providers, run);
         const digest = JSON.stringify(
           [view.status, view.currentPhase, view.progress, view.tasks, view.budget],
           (_k, v) => (typeof v === "bigint" ? v.toString() : v),
@@ -88,7 +88,7 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
         throw invalid('level must be "error", "warn" or "info"');
       optionalText("kind", req.kind, 64);
       return {
-        groups: await currentNoteGroups(db, run, {
+        groups: await currentNoteGroups(db, ctx.providers, run, {
           kind: req.kind,
           level: (req.level || undefined) as NoteGroupFilter["level"],
           samples,

@@ -9,7 +9,7 @@ import {
   toProtoRunStatus,
 } from "@drover/proto";
 import { and, eq, sql } from "drizzle-orm";
-import { type KindOutcome, kindOutcomes } from "./run-outcomes.js";
+import { type KindOutcome, kindOutcomes, type Sources } from "./run-outcomes.js";
 import { storedVerification } from "./verification-dispatch.js";
 
 /** Counts a pruned run froze on itself (run.summary.kinds), in the view's terms. */
@@ -37,10 +37,10 @@ export function fromProtoStatus(status: RunStatus): RunRow["status"] | undefined
  * A run as the API shows it. Each source row is counted once, in its final outcome (run-outcomes.ts),
  * from what each window committed: what is shown was committed, once.
  */
-export async function runView(q: Queryable, run: RunRow): Promise<Run> {
+export async function runView(q: Queryable, sources: Sources, run: RunRow): Promise<Run> {
   const [outcomes, taskCounts, kindTasks, [budget], facts] = await Promise.all([
     // A pruned run's counts were frozen on it with its tasks and notes deleted: nothing to count.
-    run.summary ? new Map<string, KindOutcome>() : kindOutcomes(q, run),
+    run.summary ? new Map<string, KindOutcome>() : kindOutcomes(q, sources, run),
     q.execute<{ status: string; n: string }>(sql`
       select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`),
     q.execute<{ kind: string; total: string; done: string; running: string }>(sql`

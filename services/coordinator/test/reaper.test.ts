@@ -131,7 +131,7 @@ describe("reaper pass", () => {
           insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, reason, run_id)
           values (${r.tenantId}, 'crm', 'a', 'organizations', ${id}, 'skipped', 'not linked', ${r.id})`);
     }
-    const before = await runView(database.db, old);
+    const before = await runView(database.db, providers, old);
     expect((await reaperPass(ctx)).pruned).toBe(1);
     const count = async (table: string, runId: string) =>
       Number(
@@ -145,7 +145,7 @@ describe("reaper pass", () => {
     expect(await count("drover.notes", old.id)).toBe(0);
     expect(await count("drover.tasks", recent.id)).toBe(2);
     const [pruned] = await database.db.select().from(runs).where(sql`id = ${old.id}`);
-    const after = await runView(database.db, pruned!);
+    const after = await runView(database.db, providers, pruned!);
     expect(after.progress).toEqual(before.progress);
     expect(after.tasks).toEqual(before.tasks);
     expect(after.progress[0]).toMatchObject({ imported: 25n, failed: 1n, skipped: 2n });

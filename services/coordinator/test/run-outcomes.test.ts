@@ -115,7 +115,7 @@ const countsOf = (run: Awaited<ReturnType<typeof runView>>) =>
 describe("a run's counts and reasons", () => {
   it("count each source row once, in what it finally became, though the catch-up touched it again", async () => {
     const run = await runWithCatchUp();
-    expect(countsOf(await runView(database.db, run))).toEqual({
+    expect(countsOf(await runView(database.db, providers, run))).toEqual({
       organizations: { imported: 3n, matched: 0n, alreadyHere: 1n, skipped: 0n, failed: 0n },
       // 10 and 11 and 13 imported (11 once skipped, 13 once failed), 12 skipped (twice, one row).
       notes: { imported: 3n, matched: 0n, alreadyHere: 0n, skipped: 1n, failed: 0n },
@@ -125,7 +125,7 @@ describe("a run's counts and reasons", () => {
 
   it("leave out reasons that no longer hold: a skipped or failed row the catch-up imported", async () => {
     const run = await runWithCatchUp();
-    expect(await currentNoteGroups(database.db, run, { samples: 5 })).toEqual([
+    expect(await currentNoteGroups(database.db, providers, run, { samples: 5 })).toEqual([
       {
         level: "warn",
         kind: "notes",
@@ -146,16 +146,16 @@ describe("a run's counts and reasons", () => {
     await database.db.execute(sql`
       insert into drover.notes (run_id, level, kind, subject_id, reason)
       values (${run.id}, 'error', 'organizations', '4', 'name is not a string')`);
-    const reasons = (await currentNoteGroups(database.db, run, { samples: 5, kind: "organizations" })).map(
-      (g) => [g.level, g.reason, g.count],
-    );
+    const reasons = (
+      await currentNoteGroups(database.db, providers, run, { samples: 5, kind: "organizations" })
+    ).map((g) => [g.level, g.reason, g.count]);
     expect(reasons).toEqual(
       expect.arrayContaining([
         ["warn", "parent 99 is not in the destination", 1n],
         ["error", "name is not a string", 1n],
       ]),
     );
-    expect(countsOf(await runView(database.db, run)).organizations!.failed).toBe(1n);
+    expect(countsOf(await runView(database.db, providers, run)).organizations!.failed).toBe(1n);
   });
 
   it("follow a later run that took over a stopped run's skipped row", async () => {
@@ -164,19 +164,19 @@ describe("a run's counts and reasons", () => {
       sql`update drover.runs set status = 'stopped', current_phase = 1 where id = ${run.id}`,
     );
     const [stopped] = await database.db.select().from(runs).where(sql`id = ${run.id}`);
-    expect(countsOf(await runView(database.db, stopped!)).notes!.skipped).toBe(1n);
+    expect(countsOf(await runView(database.db, providers, stopped!)).notes!.skipped).toBe(1n);
     // The next run of the tenant finds note 12's deal and creates it: the slot is that run's now.
     await database.db.execute(sql`
       update drover.ledger set action = 'created', record_type = 'note', record_id = 12, reason = null,
              run_id = ${randomUUID()}, updated_at = now()
        where tenant_id = ${run.tenantId} and kind = 'notes' and source_id = '12'`);
-    expect(countsOf(await runView(database.db, stopped!)).notes!.skipped).toBe(0n);
-    expect(await currentNoteGroups(database.db, stopped!, { samples: 5 })).toEqual([]);
+    expect(countsOf(await runView(database.db, providers, stopped!)).notes!.skipped).toBe(0n);
+    expect(await currentNoteGroups(database.db, providers, stopped!, { samples: 5 })).toEqual([]);
   });
 
   it("are what a pruned run freezes", async () => {
     const run = await runWithCatchUp("succeeded");
-    const before = await runView(database.db, run);
+    const before = await runView(database.db, providers, run);
     const ctx = {
       budgets: new BudgetKeeper(database.db),
       isLeader: () => true,
@@ -189,7 +189,7 @@ describe("a run's counts and reasons", () => {
     expect(await pruneRunsPastRetention(ctx)).toBeGreaterThanOrEqual(1);
     const [pruned] = await database.db.select().from(runs).where(sql`id = ${run.id}`);
     expect(pruned!.summary).not.toBeNull();
-    const after = await runView(database.db, pruned!);
+    const after = await runView(database.db, providers, pruned!);
     expect(after.progress).toEqual(before.progress);
     expect(countsOf(after).notes).toMatchObject({ imported: 3n, skipped: 1n, failed: 0n });
   });
