@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { checkServices, REPO_ROOT } from "@drover/local-cluster";
 import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
 import { closeOpenClusters, DATABASE_URL, NATS_URL } from "./harness.js";
+import { ledgerGrowthScenario } from "./ledger-growth.js";
 import { parallelFetchScenario } from "./parallel-fetch.js";
 import { rerunScenario } from "./rerun.js";
 import type { Scenario, ScenarioResult } from "./scenario.js";
@@ -26,6 +27,7 @@ const SCENARIOS: readonly Scenario[] = [
   writeEfficiencyScenario,
   rerunScenario,
   tableCopyScenario,
+  ledgerGrowthScenario,
 ];
 
 /** Names that select several scenarios at once. */
@@ -47,9 +49,16 @@ const FIGURE_ORDER = [
   "table_vs_insert_select",
   "table_streamed_rows_per_s",
   "table_streamed_vs_naive",
+  "ledger_claim_growth",
+  "ledger_bytes_per_row",
 ];
 
-const COUNTS = new Set(["forbidden_403_count", "table_rows_per_s", "table_streamed_rows_per_s"]);
+const COUNTS = new Set([
+  "forbidden_403_count",
+  "table_rows_per_s",
+  "table_streamed_rows_per_s",
+  "ledger_bytes_per_row",
+]);
 
 interface Goal {
   figure: string;
@@ -67,6 +76,7 @@ const GOALS: readonly Goal[] = [
   { figure: "write_efficiency", op: ">=", target: 0.6 },
   { figure: "rerun_vs_first", op: "<=", target: 0.25 },
   { figure: "table_vs_naive", op: ">=", target: 3 },
+  { figure: "ledger_claim_growth", op: "<=", target: 1.3 },
 ];
 
 /** Figures printed without a goal, on purpose. */
@@ -75,13 +85,14 @@ const REPORT_ONLY = new Set([
   "table_vs_insert_select",
   "table_streamed_rows_per_s",
   "table_streamed_vs_naive",
+  "ledger_bytes_per_row",
 ]);
 
 const USAGE = `usage: pnpm bench [-- --only name[,name...]]
 
 Scenarios (in order): ${SCENARIOS.map((s) => s.name).join(", ")}; "budget" names the three budget runs.
 A figure's name selects the scenarios behind it, e.g. --only budget_utilization_w2,parallel_fetch_speedup.
-Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000).
+Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000), BENCH_LEDGER_ROWS=small,large for ledger_growth (200000,20000000).
 Figures go to stdout, progress to stderr, everything to .artifacts/bench/latest.json.`;
 
 function parseArgs(argv: readonly string[]): Scenario[] {

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { formatApiKey, issueApiKey } from "@drover/auth";
 import { REPO_ROOT, type ServiceProcess, spawnService } from "./service-process.js";
+import { COORDINATOR, DASHBOARD, type ServiceSpec, serviceEnv, WORKER } from "./service-spec.js";
 
 /**
  * Sandbox flags for a cluster whose runs never call the CRM (the pg-table demo, bench and tests):
@@ -78,28 +79,55 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   // (.artifacts/dev-secret-keys), so runs left by an earlier cluster on the same database still open.
   const admin = issueApiKey([{ kind: "admin" }], "cluster-admin");
   const worker = issueApiKey([{ kind: "worker" }], "cluster-worker");
-  const common = {
-    DROVER_API_KEYS: [admin.key, worker.key].map(formatApiKey).join(","),
-    DROVER_API_KEYS_FILE: "",
-    DATABASE_URL: options.databaseUrl,
+  const settings = {
     NATS_URL: options.natsUrl,
     DROVER_QUEUE_PREFIX: options.queuePrefix,
     DROVER_LANE_WIDTH: String(options.laneWidth),
     LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
-    // Several services on one machine: each takes a free metrics port and names it in its ready line.
-    DROVER_METRICS_PORT: "0",
-    ...options.env,
   };
+  const apiKeys = [admin.key, worker.key].map(formatApiKey).join(",");
+  /**
+   * Every process is started from its service spec (service-spec.ts), as the manifests are rendered
+   * from it: its entry point, its ready line, its settings and secrets, and its ports on loopback,
+   * each 0 so that several services share this machine (the ready line names the port taken).
+   */
+  const spawnFromSpec = (
+    spec: ServiceSpec,
+    name: string,
+    given: {
+      secrets?: Record<string, string>;
+      links?: Record<string, string>;
+      /** What only this launcher sets (a worker's id, a restarted coordinator's old address). */
+      extra?: Record<string, string>;
+    },
+  ) =>
+    spawnService({
+      name,
+      entry: spec.entry,
+      env: {
+        ...serviceEnv(spec, {
+          settings: Object.fromEntries(Object.entries(settings).filter(([k]) => spec.settings.includes(k))),
+          secrets: given.secrets ?? {},
+          links: given.links ?? {},
+          host: "127.0.0.1",
+          portNumber: () => 0,
+        }),
+        ...given.extra,
+        ...(spec === DASHBOARD ? {} : options.env),
+      },
+      readyEvent: spec.readyEvent,
+      logDir,
+    });
+  // The keys come from DROVER_API_KEYS alone, not from a file the caller's environment may name.
+  const coordinatorSecrets = { secrets: { DATABASE_URL: options.databaseUrl, DROVER_API_KEYS: apiKeys } };
+  const coordinatorExtra = { DROVER_API_KEYS_FILE: "" };
   const coordinators: ServiceProcess[] = [];
   try {
     for (let i = 0; i < (options.coordinators ?? 1); i++) {
       coordinators.push(
-        await spawnService({
-          name: `coordinator-${i + 1}`,
-          entry: "services/coordinator/src/main.ts",
-          env: { ...common, DROVER_GRPC_ADDRESS: "127.0.0.1:0" },
-          readyEvent: "listening",
-          logDir,
+        await spawnFromSpec(COORDINATOR, `coordinator-${i + 1}`, {
+          ...coordinatorSecrets,
+          extra: coordinatorExtra,
         }),
       );
     }
@@ -111,17 +139,12 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   let workerCount = 0;
   const addWorker = () => {
     workerCount++;
-    return spawnService({
-      name: `worker-${workerCount}`,
-      entry: "services/worker/src/main.ts",
-      env: {
-        DROVER_WORKER_TOKEN: worker.token,
-        ...common,
-        DROVER_WORKER_ID: `worker-${workerCount}`,
+    return spawnFromSpec(WORKER, `worker-${workerCount}`, {
+      secrets: { DATABASE_URL: options.databaseUrl, DROVER_WORKER_TOKEN: worker.token },
+      links: {
         DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[(workerCount - 1) % coordinatorAddresses.length]!,
       },
-      readyEvent: "pulling",
-      logDir,
+      extra: { DROVER_WORKER_ID: `worker-${workerCount}` },
     });
   };
   const started = await Promise.allSettled(Array.from({ length: options.workers }, () => addWorker()));
@@ -136,17 +159,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   let dashboard: ServiceProcess | undefined;
   if (options.dashboard) {
     try {
-      dashboard = await spawnService({
-        name: "dashboard",
-        entry: "services/dashboard/src/main.ts",
-        env: {
-          DROVER_DASHBOARD_ADDRESS: "127.0.0.1:0",
-          DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[0]!,
-          DROVER_METRICS_PORT: "0",
-          LOG_LEVEL: common.LOG_LEVEL,
-        },
-        readyEvent: "listening",
-        logDir,
+      dashboard = await spawnFromSpec(DASHBOARD, "dashboard", {
+        links: { DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[0]! },
       });
     } catch (err) {
       await Promise.all([...workers, ...coordinators, sandbox].map((p) => p.stop()));
@@ -176,12 +190,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       // The port was just freed by the exit: retry briefly if the kernel has not released it yet.
       for (let attempt = 1; ; attempt++) {
         try {
-          const next = await spawnService({
-            name: previous.name,
-            entry: "services/coordinator/src/main.ts",
-            env: { ...common, DROVER_GRPC_ADDRESS: coordinatorAddresses[index]! },
-            readyEvent: "listening",
-            logDir,
+          const next = await spawnFromSpec(COORDINATOR, previous.name, {
+            ...coordinatorSecrets,
+            extra: { ...coordinatorExtra, DROVER_GRPC_ADDRESS: coordinatorAddresses[index]! },
           });
           coordinators[index] = next;
           return next;

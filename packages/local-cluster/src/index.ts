@@ -14,4 +14,19 @@ export {
   type SourceDatabase,
 } from "./room-events.js";
 export { REPO_ROOT, type ServiceProcess, type SpawnOptions, spawnService } from "./service-process.js";
+export {
+  COORDINATOR,
+  DASHBOARD,
+  NODE_ARGS,
+  SERVICES,
+  type ServiceName,
+  type ServicePort,
+  type ServiceProbe,
+  type ServiceSpec,
+  serviceEnv,
+  servicePort,
+  startCommand,
+  terminationGraceSeconds,
+  WORKER,
+} from "./service-spec.js";
 export { checkServices } from "./services-check.js";

@@ -3,6 +3,7 @@ import { createWriteStream, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { NODE_ARGS } from "./service-spec.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -67,13 +68,8 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
   const log = createWriteStream(logPath, { flags: "a" });
   const child: ChildProcess = spawn(
     process.execPath,
-    [
-      "--import",
-      "tsx",
-      "--conditions=@drover/source",
-      join(REPO_ROOT, options.entry),
-      ...(options.args ?? []),
-    ],
+    // The start command of service-spec.ts (the images' too), with this Node's own binary.
+    [...NODE_ARGS, join(REPO_ROOT, options.entry), ...(options.args ?? [])],
     {
       cwd: REPO_ROOT,
       env: { ...process.env, ...options.env },
