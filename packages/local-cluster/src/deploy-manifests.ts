@@ -220,7 +220,11 @@ function composeHealthcheck(spec: ServiceSpec) {
 
 // ---------------------------------------------------------------- Kubernetes
 
-type K8sObject = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string } };
+type K8sObject = Record<string, unknown> & {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string> };
+};
 
 const labels = (service: string) => ({
   "app.kubernetes.io/name": service,
