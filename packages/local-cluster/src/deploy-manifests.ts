@@ -504,6 +504,26 @@ service:
       exporters: [debug]
 `;
 
+/**
+ * The secrets every service needs, for compose's deploy/secrets.env; Kubernetes reads the same
+ * names from the Secret `drover-secrets`.
+ */
+function secretsExample(): string {
+  const names = [...new Set(Object.values(SERVICES).flatMap((s) => s.secrets))];
+  const lines = names.map((name) => {
+    const users = Object.values(SERVICES)
+      .filter((s) => s.secrets.includes(name))
+      .map((s) => s.name);
+    const value = name === "DATABASE_URL" ? "postgres://postgres:CHANGE-ME@postgres:5432/drover" : "";
+    return `# ${users.join(", ")} (README, "Keys and secrets")\n${name}=${value}`;
+  });
+  return `${HEADER.trimEnd()}
+# Copy to deploy/secrets.env (git ignores it), fill in, and put the Postgres password in
+# deploy/postgres-password.txt. In Kubernetes the same names are the keys of the Secret drover-secrets.
+${lines.join("\n")}
+`;
+}
+
 /** Every generated file under deploy/, by path relative to deploy/. */
 export function renderDeployFiles(): Record<string, string> {
   const base = kubernetesBase();
@@ -517,6 +537,7 @@ export function renderDeployFiles(): Record<string, string> {
     ),
   );
   files["otel-collector.yaml"] = OTEL_COLLECTOR_CONFIG;
+  files["secrets.env.example"] = secretsExample();
   for (const [name, objects] of Object.entries(base)) files[`k8s/base/${name}`] = yamlDocuments(objects);
   files["k8s/base/kustomization.yaml"] =
     HEADER +
