@@ -372,6 +372,8 @@ function natsObjects(): K8sObject[] {
                 name: "nats",
                 image: PRODUCTION.natsImage,
                 args: ["-c", "/etc/nats/nats-server.conf"],
+                // The node's name is its pod's: its DNS name under the headless service, where KEDA's
+                // scaler asks a clustered consumer's leader (<server name>.<monitoring endpoint>).
                 env: [{ name: "SERVER_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
                 ports: [
                   { name: "client", containerPort: NATS_CLIENT_PORT },
