@@ -91,5 +91,5 @@ describe("the services started from their specs", () => {
     const worker = cluster.workers[0]!;
     // stop() SIGKILLs after the timeout, as the kubelet would: an exit code of 0 means it drained in time.
     expect(await worker.stop("SIGTERM", terminationGraceSeconds(WORKER) * 1000)).toBe(0);
-  });
+  }, 60_000);
 });
