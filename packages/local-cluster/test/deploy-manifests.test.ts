@@ -6,7 +6,7 @@ import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { ConfigMap, Service } from "kubernetes-models/v1";
 import { describe, expect, it } from "vitest";
-import { parseAllDocuments } from "yaml";
+import { parse, parseAllDocuments } from "yaml";
 import { PRODUCTION, renderDeployFiles } from "../src/deploy-manifests.js";
 import { REPO_ROOT } from "../src/service-process.js";
 import { COORDINATOR, SERVICES, terminationGraceSeconds, WORKER } from "../src/service-spec.js";
@@ -150,5 +150,32 @@ describe("deploy/", () => {
     expect(settings.DROVER_STREAM_REPLICAS).toBe("3");
     expect(settings.NATS_URL.split(",")).toHaveLength(3);
     expect(find("PodDisruptionBudget", "drover-nats").spec.maxUnavailable).toBe(1);
+  });
+
+  it("composes the whole stack: three NATS nodes that fsync every write, Postgres, two coordinators, workers, the run page, a collector", () => {
+    const compose = parse(readFileSync(join(REPO_ROOT, "deploy/compose.yaml"), "utf8")) as {
+      services: Record<string, { command?: string[]; environment?: Record<string, string>; image: string }>;
+    };
+    expect(Object.keys(compose.services).sort()).toEqual(
+      [
+        "coordinator-1",
+        "coordinator-2",
+        "dashboard",
+        "nats-1",
+        "nats-2",
+        "nats-3",
+        "otel-collector",
+        "postgres",
+        "worker",
+      ].sort(),
+    );
+    const nats = readFileSync(join(REPO_ROOT, "deploy/nats/nats-server.conf"), "utf8");
+    expect(nats).toMatch(/jetstream \{[^}]*sync_interval: always/);
+    for (const node of ["nats-1", "nats-2", "nats-3"]) expect(nats).toContain(`nats-route://${node}:6222`);
+    for (const spec of Object.values(SERVICES)) {
+      const service = compose.services[spec.name === "coordinator" ? "coordinator-1" : spec.name]!;
+      expect(service.command).toEqual(["node", "--import", "tsx", "--conditions=@drover/source", spec.entry]);
+    }
+    expect(compose.services.worker!.environment!.DROVER_STREAM_REPLICAS).toBe("3");
   });
 });
