@@ -1,5 +1,5 @@
 import { openBenchCluster } from "./harness.js";
-import type { Scenario, ScenarioResult } from "./scenario.js";
+import { type Scenario, type ScenarioContext, type ScenarioResult, scaled } from "./scenario.js";
 
 /**
  * parallel_fetch_speedup: the mail phase's wall time with one body fetch in flight per task ÷ with
@@ -12,25 +12,34 @@ import type { Scenario, ScenarioResult } from "./scenario.js";
 const LANE_WIDTH = 4;
 const WORKERS = 2;
 
-export const PARALLEL_SANDBOX = {
-  seed: 42,
-  organizations: 0,
-  persons: 0,
-  deals: 64,
-  leads: 0,
-  activities: 0,
-  notes: 0,
-  "mail-per-deal-max": 12,
-  "heavy-mail-deal-rate": 1,
-  // An account whose mail list does not take include_body: one GET per message, the path measured here.
-  "list-include-body": 0,
-  "latency-ms": 150,
-  "burst-limit": 0,
-};
+/** One mail task per lane of the two workers, whatever the number of deals. */
+const MAIL_TASKS = 8;
+
+/** 64 deals; under --quick 8, one per mail task. */
+export function parallelSandbox(ctx: ScenarioContext) {
+  return {
+    seed: 42,
+    organizations: 0,
+    persons: 0,
+    deals: scaled(ctx, 64, MAIL_TASKS),
+    leads: 0,
+    activities: 0,
+    notes: 0,
+    "mail-per-deal-max": 12,
+    "heavy-mail-deal-rate": 1,
+    // An account whose mail list does not take include_body: one GET per message, the path measured here.
+    "list-include-body": 0,
+    "latency-ms": 150,
+    "burst-limit": 0,
+  };
+}
 
 const KINDS = ["deals", "mail"];
 /** 64 deals, 8 per mail task: 8 mail tasks, one per lane of the two workers. */
-const BASE_SETTINGS = { pageSize: "100", stripes: "1", dealsPerMailTask: "8" };
+function baseSettings(ctx: ScenarioContext) {
+  const deals = parallelSandbox(ctx).deals;
+  return { pageSize: "100", stripes: "1", dealsPerMailTask: String(Math.ceil(deals / MAIL_TASKS)) };
+}
 
 interface MailPhase {
   seconds: number;
@@ -39,12 +48,12 @@ interface MailPhase {
   bodyRequests: number;
 }
 
-async function mailPhase(bodyConcurrency: number): Promise<MailPhase> {
+async function mailPhase(ctx: ScenarioContext, bodyConcurrency: number): Promise<MailPhase> {
   const bench = await openBenchCluster({
     name: `fetch-c${bodyConcurrency}`,
     workers: WORKERS,
     laneWidth: LANE_WIDTH,
-    sandbox: PARALLEL_SANDBOX,
+    sandbox: parallelSandbox(ctx),
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
   });
   try {
@@ -53,7 +62,7 @@ async function mailPhase(bodyConcurrency: number): Promise<MailPhase> {
         tenantId: "bench",
         sourceAccount: `bench-fetch-c${bodyConcurrency}`,
         kinds: KINDS,
-        settings: { ...BASE_SETTINGS, bodyConcurrency: String(bodyConcurrency) },
+        settings: { ...baseSettings(ctx), bodyConcurrency: String(bodyConcurrency) },
       },
       240_000,
     );
@@ -77,9 +86,9 @@ async function mailPhase(bodyConcurrency: number): Promise<MailPhase> {
 export const parallelFetchScenario: Scenario = {
   name: "parallel_fetch",
   selects: ["parallel_fetch_speedup"],
-  async run(): Promise<ScenarioResult> {
-    const serial = await mailPhase(1);
-    const parallel = await mailPhase(4);
+  async run(ctx): Promise<ScenarioResult> {
+    const serial = await mailPhase(ctx, 1);
+    const parallel = await mailPhase(ctx, 4);
     if (serial.messages === 0 || parallel.messages === 0)
       throw new Error("the mail phase imported no messages");
     return {
@@ -88,9 +97,9 @@ export const parallelFetchScenario: Scenario = {
         workers: WORKERS,
         laneWidth: LANE_WIDTH,
         kinds: KINDS,
-        crmSettings: BASE_SETTINGS,
+        crmSettings: baseSettings(ctx),
         bodyConcurrency: [1, 4],
-        sandbox: PARALLEL_SANDBOX,
+        sandbox: parallelSandbox(ctx),
       },
       details: { serial, parallel },
     };

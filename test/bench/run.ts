@@ -8,15 +8,18 @@ import { closeOpenClusters, DATABASE_URL, NATS_URL } from "./harness.js";
 import { ledgerGrowthScenario } from "./ledger-growth.js";
 import { parallelFetchScenario } from "./parallel-fetch.js";
 import { rerunScenario } from "./rerun.js";
-import type { Scenario, ScenarioResult } from "./scenario.js";
+import { QUICK_SCALE, type Scenario, type ScenarioResult, scenarioContext } from "./scenario.js";
 import { tableCopyScenario } from "./table-copy.js";
 import { writeEfficiencyScenario } from "./write-efficiency.js";
 
 /**
- * `pnpm bench [-- --only name,name]`: runs the scenarios one after the other, prints every figure
- * as `name: value` (with its goal, if it has one, after a `#`), and writes them with the settings
- * used to .artifacts/bench/bench-<timestamp>.json and .artifacts/bench/latest.json. A missed goal
- * does not fail the command; a scenario that crashed does (exit 1).
+ * `pnpm bench [-- --quick] [-- --only name,name]`: runs the scenarios one after the other, prints
+ * every figure as `name: value` with, after a `#`, its goal and PASS/MISS or "report-only", and
+ * writes them with the settings used to .artifacts/bench/bench-<timestamp>.json and
+ * .artifacts/bench/latest.json (under --quick: bench-quick-<timestamp>.json and latest-quick.json,
+ * so a quick run never stands in for the reference). A missed goal does not fail the command; a
+ * scenario that crashed does (exit 1), and so does a figure declared neither in GOALS nor in
+ * REPORT_ONLY, or one a scenario names in `selects` but did not produce.
  */
 
 const SCENARIOS: readonly Scenario[] = [
@@ -81,6 +84,8 @@ const GOALS: readonly Goal[] = [
 
 /** Figures printed without a goal, on purpose. */
 const REPORT_ONLY = new Set([
+  // Issue 3's goal is for several workers sharing one budget; one worker is the baseline.
+  "budget_utilization_w1",
   "table_rows_per_s",
   "table_vs_insert_select",
   "table_streamed_rows_per_s",
@@ -88,21 +93,34 @@ const REPORT_ONLY = new Set([
   "ledger_bytes_per_row",
 ]);
 
-const USAGE = `usage: pnpm bench [-- --only name[,name...]]
+const USAGE = `usage: pnpm bench [-- --quick] [-- --only name[,name...]]
+
+--quick runs every scenario at a tenth of its size (indicative figures for a developer's loop; the
+full bench is the reference) and writes .artifacts/bench/latest-quick.json instead of latest.json.
 
 Scenarios (in order): ${SCENARIOS.map((s) => s.name).join(", ")}; "budget" names the three budget runs.
 A figure's name selects the scenarios behind it, e.g. --only budget_utilization_w2,parallel_fetch_speedup.
 Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000), BENCH_LEDGER_ROWS=small,large for ledger_growth (200000,20000000).
 Figures go to stdout, progress to stderr, everything to .artifacts/bench/latest.json.`;
 
-function parseArgs(argv: readonly string[]): Scenario[] {
+interface Args {
+  scenarios: Scenario[];
+  quick: boolean;
+}
+
+function parseArgs(argv: readonly string[]): Args {
   const args = argv.filter((a) => a !== "--");
   let only: string[] | undefined;
+  let quick = false;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--help" || arg === "-h") {
       process.stdout.write(`${USAGE}\n`);
       process.exit(0);
+    }
+    if (arg === "--quick") {
+      quick = true;
+      continue;
     }
     if (arg === "--only" || arg.startsWith("--only=")) {
       const value = arg.startsWith("--only=") ? arg.slice("--only=".length) : args[++i];
@@ -118,7 +136,7 @@ function parseArgs(argv: readonly string[]): Scenario[] {
     }
     throw new Error(`unknown argument "${arg}"`);
   }
-  if (!only) return [...SCENARIOS];
+  if (!only) return { scenarios: [...SCENARIOS], quick };
   const wanted = new Set<string>();
   for (const name of only) {
     const matches = SCENARIOS.filter(
@@ -130,7 +148,43 @@ function parseArgs(argv: readonly string[]): Scenario[] {
     }
     for (const m of matches) wanted.add(m.name);
   }
-  return SCENARIOS.filter((s) => wanted.has(s.name));
+  return { scenarios: SCENARIOS.filter((s) => wanted.has(s.name)), quick };
+}
+
+/**
+ * Declaration mistakes in the tables above, found before anything runs: a goal or report-only
+ * figure no scenario produces (a typo), a figure both with a goal and report-only.
+ */
+function declarationProblems(): string[] {
+  const produced = new Set(SCENARIOS.flatMap((s) => s.selects));
+  const problems: string[] = [];
+  for (const g of GOALS)
+    if (!produced.has(g.figure)) problems.push(`GOALS names "${g.figure}", which no scenario selects`);
+  for (const f of REPORT_ONLY) {
+    if (!produced.has(f)) problems.push(`REPORT_ONLY names "${f}", which no scenario selects`);
+    if (GOALS.some((g) => g.figure === f)) problems.push(`"${f}" has a goal and is report-only`);
+  }
+  return problems;
+}
+
+/**
+ * After the run: every figure printed has a goal or is report-only (so none is printed bare), and
+ * every scenario that finished produced each figure it names in `selects`.
+ */
+function resultProblems(
+  ran: readonly Scenario[],
+  figures: Record<string, number>,
+  finished: ReadonlySet<string>,
+): string[] {
+  const problems: string[] = [];
+  for (const name of Object.keys(figures))
+    if (!REPORT_ONLY.has(name) && !GOALS.some((g) => g.figure === name))
+      problems.push(`figure "${name}" has neither a goal (GOALS) nor a REPORT_ONLY entry in run.ts`);
+  for (const s of ran)
+    if (finished.has(s.name))
+      for (const f of s.selects)
+        if (!(f in figures)) problems.push(`scenario ${s.name} finished without its figure "${f}"`);
+  return problems;
 }
 
 function format(name: string, value: number): string {
@@ -154,27 +208,38 @@ function gitCommit(): string | undefined {
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
 async function main(): Promise<number> {
-  let selected: Scenario[];
+  let args: Args;
   try {
-    selected = parseArgs(process.argv.slice(2));
+    args = parseArgs(process.argv.slice(2));
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n\n${USAGE}\n`);
     return 2;
   }
-  const problems = await checkServices(DATABASE_URL, NATS_URL);
-  if (problems.length > 0) {
-    process.stderr.write(`The bench needs Postgres and NATS JetStream:\n  - ${problems.join("\n  - ")}\n`);
+  const declared = declarationProblems();
+  if (declared.length > 0) {
+    process.stderr.write(`run.ts declares figures wrongly:\n  - ${declared.join("\n  - ")}\n`);
+    return 2;
+  }
+  const selected = args.scenarios;
+  const ctx = scenarioContext(args.quick);
+  const missing = await checkServices(DATABASE_URL, NATS_URL);
+  if (missing.length > 0) {
+    process.stderr.write(`The bench needs Postgres and NATS JetStream:\n  - ${missing.join("\n  - ")}\n`);
     return 1;
   }
 
+  if (ctx.quick)
+    process.stdout.write(
+      `# quick: every scenario at ${QUICK_SCALE} of its size; indicative figures, the full bench is the reference\n`,
+    );
   const started = new Date();
   const results = new Map<string, ScenarioResult & { seconds: number }>();
   const errors: Record<string, string> = {};
   for (const scenario of selected) {
     const t0 = performance.now();
-    log(`[bench] ${scenario.name}: running`);
+    log(`[bench] ${scenario.name}: running${ctx.quick ? " (quick)" : ""}`);
     try {
-      const result = await scenario.run();
+      const result = await scenario.run(ctx);
       const seconds = (performance.now() - t0) / 1000;
       results.set(scenario.name, { ...result, seconds });
       const shown = Object.entries(result.figures)
@@ -213,6 +278,7 @@ async function main(): Promise<number> {
         : "";
     process.stdout.write(`${name}: ${format(name, figures[name]!)}${note}\n`);
   }
+  const problems = resultProblems(selected, figures, new Set(results.keys()));
   const finished = new Date();
   const durationSeconds = (finished.getTime() - started.getTime()) / 1000;
   process.stdout.write(`bench_duration_seconds: ${durationSeconds.toFixed(1)}\n`);
@@ -230,9 +296,12 @@ async function main(): Promise<number> {
         : ""
     }`,
     commit: gitCommit(),
+    quick: ctx.quick,
+    scale: ctx.scale,
     machine: { cpus: availableParallelism(), node: process.version, platform: process.platform },
     figures,
     goals,
+    problems,
     scenarios: Object.fromEntries(
       selected.map((s) => [s.name, results.get(s.name) ?? { error: errors[s.name] ?? "not run" }]),
     ),
@@ -241,14 +310,22 @@ async function main(): Promise<number> {
   mkdirSync(dir, { recursive: true });
   const stamp = started.toISOString().replace(/[:.]/g, "-");
   const text = `${JSON.stringify(report, null, 2)}\n`;
-  writeFileSync(join(dir, `bench-${stamp}.json`), text);
-  writeFileSync(join(dir, "latest.json"), text);
-  log(`[bench] wrote .artifacts/bench/bench-${stamp}.json and .artifacts/bench/latest.json`);
+  const [file, latest] = ctx.quick
+    ? [`bench-quick-${stamp}.json`, "latest-quick.json"]
+    : [`bench-${stamp}.json`, "latest.json"];
+  writeFileSync(join(dir, file), text);
+  writeFileSync(join(dir, latest), text);
+  log(`[bench] wrote .artifacts/bench/${file} and .artifacts/bench/${latest}`);
+  let code = 0;
+  if (problems.length > 0) {
+    log(`[bench] figures declared wrongly:\n  - ${problems.join("\n  - ")}`);
+    code = 1;
+  }
   if (Object.keys(errors).length > 0) {
     log(`[bench] crashed: ${Object.keys(errors).join(", ")}`);
-    return 1;
+    code = 1;
   }
-  return 0;
+  return code;
 }
 
 process.once("SIGINT", () => {

@@ -1,7 +1,7 @@
 import type { Database } from "@drover/db";
 import { EMPTY_CRM_SANDBOX, generateRoomEvents } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
-import type { Scenario, ScenarioResult } from "./scenario.js";
+import { type Scenario, type ScenarioContext, type ScenarioResult, scaled } from "./scenario.js";
 
 /**
  * table_rows_per_s, table_vs_naive, table_vs_insert_select: one source table of room events
@@ -31,8 +31,9 @@ const NAIVE_BATCH = 25;
 
 type Sql = Database["sql"];
 
-export function tableRows(): number {
-  const n = Number(process.env.BENCH_TABLE_ROWS ?? 1_000_000);
+/** BENCH_TABLE_ROWS if set, else 1,000,000 rows (100,000 under --quick). */
+export function tableRows(ctx: ScenarioContext): number {
+  const n = Number(process.env.BENCH_TABLE_ROWS ?? scaled(ctx, 1_000_000));
   if (!Number.isInteger(n) || n < 1) throw new Error("BENCH_TABLE_ROWS must be a positive integer");
   return n;
 }
@@ -48,8 +49,8 @@ export const tableCopyScenario: Scenario = {
     "table_streamed_rows_per_s",
     "table_streamed_vs_naive",
   ],
-  async run(): Promise<ScenarioResult> {
-    const rows = tableRows();
+  async run(ctx): Promise<ScenarioResult> {
+    const rows = tableRows(ctx);
     const bench = await openBenchCluster({
       name: "table",
       workers: WORKERS,

@@ -1,6 +1,6 @@
 import { API_TOKEN, openBenchCluster, SOURCE } from "./harness.js";
 import { plainWrite } from "./plain-writer.js";
-import type { Scenario, ScenarioResult } from "./scenario.js";
+import { type Scenario, type ScenarioContext, type ScenarioResult, scaled } from "./scenario.js";
 
 /**
  * write_efficiency (report-only): engine rows/s ÷ plain-script rows/s, for the same 20,000 source
@@ -15,18 +15,21 @@ import type { Scenario, ScenarioResult } from "./scenario.js";
 const WORKERS = 2;
 const LANE_WIDTH = 4;
 
-export const WRITE_SANDBOX = {
-  seed: 42,
-  organizations: 8_000,
-  persons: 12_000,
-  deals: 0,
-  leads: 0,
-  activities: 0,
-  notes: 0,
-  "mail-per-deal-max": 0,
-  "latency-ms": 0,
-  "burst-limit": 0,
-};
+/** 8,000 organizations and 12,000 persons; under --quick 800 and 1,200. */
+export function writeSandbox(ctx: ScenarioContext) {
+  return {
+    seed: 42,
+    organizations: scaled(ctx, 8_000),
+    persons: scaled(ctx, 12_000),
+    deals: 0,
+    leads: 0,
+    activities: 0,
+    notes: 0,
+    "mail-per-deal-max": 0,
+    "latency-ms": 0,
+    "burst-limit": 0,
+  };
+}
 
 const KINDS = ["organizations", "persons"];
 const SETTINGS = { pageSize: "500", stripes: "4" };
@@ -34,12 +37,13 @@ const SETTINGS = { pageSize: "500", stripes: "4" };
 export const writeEfficiencyScenario: Scenario = {
   name: "write_efficiency",
   selects: ["write_efficiency"],
-  async run(): Promise<ScenarioResult> {
+  async run(ctx): Promise<ScenarioResult> {
+    const sandbox = writeSandbox(ctx);
     const bench = await openBenchCluster({
       name: "write",
       workers: WORKERS,
       laneWidth: LANE_WIDTH,
-      sandbox: WRITE_SANDBOX,
+      sandbox,
       env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
     });
     try {
@@ -63,7 +67,7 @@ export const writeEfficiencyScenario: Scenario = {
         source: SOURCE,
         sourceAccount: "bench-write",
       });
-      const expected = WRITE_SANDBOX.organizations + WRITE_SANDBOX.persons;
+      const expected = sandbox.organizations + sandbox.persons;
       if (engineRows !== expected || plain.rows !== expected)
         throw new Error(
           `expected ${expected} rows each; the engine accounted for ${engineRows}, the plain writer ${plain.rows}`,
@@ -81,7 +85,7 @@ export const writeEfficiencyScenario: Scenario = {
           laneWidth: LANE_WIDTH,
           kinds: KINDS,
           crmSettings: SETTINGS,
-          sandbox: WRITE_SANDBOX,
+          sandbox,
         },
         details: {
           engine: {
