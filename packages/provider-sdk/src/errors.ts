@@ -23,6 +23,15 @@ export abstract class DroverError extends Error {
 
 export class TransientError extends DroverError {
   readonly class = "transient" as const;
+  /**
+   * Set where a source call failed in a way the same request may well get past a moment later
+   * (a 5xx, a dropped connection, a garbled body): see `repeatsInPlace`.
+   */
+  readonly repeatable: boolean;
+  constructor(message: string, options?: { cause?: unknown; repeatable?: boolean }) {
+    super(message, options);
+    this.repeatable = options?.repeatable ?? false;
+  }
 }
 
 export class RateLimitedError extends DroverError {
@@ -43,6 +52,19 @@ export class PermanentError extends DroverError {
 
 export class RowError extends DroverError {
   readonly class = "row" as const;
+}
+
+/**
+ * Whether an idempotent source request that failed with `err` is repeated at once by the source
+ * client, within the task's attempt, instead of the task giving its attempt back (and, for a mail
+ * task, listing its deals again: with 2 % 5xx, 21 % longer imports and ~500 more requests). Only a
+ * transient failure marked repeatable where it was thrown: a 5xx or 408, a connection that dropped,
+ * a body cut short or garbled. Not a timeout (the call already spent its whole time; the task's
+ * own backoff is kinder to a source that slow), not the task's own abort, never a rate limit (the
+ * task parks until the reset without spending an attempt), a permanent or a row error.
+ */
+export function repeatsInPlace(err: unknown): boolean {
+  return err instanceof TransientError && err.repeatable;
 }
 
 /** SQLSTATEs after which the transaction is gone: no savepoint can contain them, the task retries. */

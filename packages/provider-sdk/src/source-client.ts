@@ -1,6 +1,6 @@
-import { type Span, SpanKind, withSpan } from "@drover/telemetry";
+import { metrics, type Span, SpanKind, withSpan } from "@drover/telemetry";
 import { type BudgetPacer, HeaderBudgetPacer } from "./budget-pacer.js";
-import { PermanentError, RateLimitedError, TransientError } from "./errors.js";
+import { PermanentError, RateLimitedError, repeatsInPlace, TransientError } from "./errors.js";
 import { redactSecret } from "./secret-text.js";
 import { sleep } from "./sleep.js";
 import type { CallType, SourceAdapter } from "./source-adapter.js";
@@ -15,7 +15,23 @@ export interface SourceClientOptions {
   /** Responses larger than this are refused: the source is untrusted. */
   maxResponseBytes?: number;
   fetch?: typeof fetch;
+  /**
+   * How many times an idempotent request that failed in a way `repeatsInPlace` allows is sent again
+   * before its failure reaches the task (default 2: three tries in all).
+   */
+  resends?: number;
+  /** The first resend waits 50-100 % of this, each next one twice as long (default 200 ms). */
+  resendBackoffMs?: number;
 }
+
+const DEFAULT_RESENDS = 2;
+const DEFAULT_RESEND_BACKOFF_MS = 200;
+
+const resent = metrics.counter(
+  "drover_source_resends_total",
+  "Idempotent source requests sent again after a transient failure, within the task's attempt",
+  [],
+);
 
 const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 /** A 429 whose answer says no reset: a short pause, after which the pacer learns more. */
@@ -67,6 +83,14 @@ export class SourceClient {
     }
   }
 
+  /**
+   * A GET is idempotent, so a failure the same request may get past (`repeatsInPlace`: a 5xx, a
+   * dropped connection, a garbled body) is sent again here, after a short jittered backoff, up to
+   * `resends` times: one 5xx costs one more request, not the task's attempt and the work it redoes.
+   * Each resend takes a slot of its own from the pacer, like any call, so it is paced on the
+   * account's budget and never goes out before a wall (a 429's reset); the leased pacer parks the
+   * task rather than wait out a long wall. A rate limit is never resent: it parks the task.
+   */
   async getJson<T = unknown>(
     path: string,
     params: Record<string, string | number | undefined> = {},
@@ -76,15 +100,40 @@ export class SourceClient {
   ): Promise<T> {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, String(v));
-    await this.awaitSlot(options.slot, type, signal);
-    // The span starts after the slot's wait, so its length is the source's; the path without its
-    // query (which may carry cursors and ids) names it, and the token travels in a header only.
-    return withSpan(
-      `GET ${path}`,
-      { "http.request.method": "GET", "url.path": url.pathname, "drover.call_type": type },
-      (span) => this.send<T>(url, path, type, signal, span),
-      { kind: SpanKind.CLIENT },
-    );
+    const resends = this.options.resends ?? DEFAULT_RESENDS;
+    for (let resend = 0; ; resend++) {
+      // A slot reserved by the caller serves the first try only; a resend takes a fresh one.
+      await this.awaitSlot(resend === 0 ? options.slot : undefined, type, signal);
+      try {
+        // The span starts after the slot's wait, so its length is the source's; the path without its
+        // query (which may carry cursors and ids) names it, and the token travels in a header only.
+        return await withSpan(
+          `GET ${path}`,
+          {
+            "http.request.method": "GET",
+            "url.path": url.pathname,
+            "drover.call_type": type,
+            ...(resend > 0 ? { "http.request.resend_count": resend } : {}),
+          },
+          (span) => this.send<T>(url, path, type, signal, span),
+          { kind: SpanKind.CLIENT },
+        );
+      } catch (err) {
+        if (resend >= resends || signal?.aborted || !repeatsInPlace(err)) throw err;
+        resent.inc({});
+        await sleep(this.resendBackoff(resend), signal);
+      }
+    }
+  }
+
+  /**
+   * Short and jittered: tasks that met the same hiccup do not come back at the same instant. At
+   * the defaults 100-200 ms, then 200-400 ms: well inside any task's time, far less than the task
+   * releasing its attempt and redoing its work.
+   */
+  private resendBackoff(resend: number): number {
+    const ceiling = (this.options.resendBackoffMs ?? DEFAULT_RESEND_BACKOFF_MS) * 2 ** resend;
+    return ceiling / 2 + Math.random() * (ceiling / 2);
   }
 
   private async send<T>(
@@ -96,6 +145,9 @@ export class SourceClient {
   ): Promise<T> {
     const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
     const cost = this.adapter.cost(type);
+    // A timeout already took the call's whole time, and the task's own abort means stop: neither
+    // is resent. A connection refused, reset or cut mid-body is.
+    const stopped = () => timeout.aborted || signal?.aborted === true;
     let response: Response;
     try {
       response = await this.fetchImpl(url, {
@@ -104,14 +156,14 @@ export class SourceClient {
       });
     } catch (err) {
       this.pacer.absorb({ status: 0, cost, reading: {} });
-      throw new TransientError(`${path}: ${(err as Error).message}`, { cause: err });
+      throw new TransientError(`${path}: ${(err as Error).message}`, { cause: err, repeatable: !stopped() });
     }
     span.setAttribute("http.response.status_code", response.status);
     const reading = this.adapter.readBudget(response, cost, Date.now());
     let body: string;
     try {
       // A source may echo the token it was sent (a 401 quoting it, a note a user pasted it into).
-      body = redactSecret(await this.readBody(response, path), this.options.apiToken);
+      body = redactSecret(await this.readBody(response, path, stopped), this.options.apiToken);
     } catch (err) {
       this.pacer.absorb({ status: response.status, cost, reading });
       throw err;
@@ -132,7 +184,7 @@ export class SourceClient {
       );
     }
     if (response.status >= 500 || response.status === 408) {
-      throw new TransientError(`${path}: the source answered ${response.status}`);
+      throw new TransientError(`${path}: the source answered ${response.status}`, { repeatable: true });
     }
     if (response.status >= 400) {
       throw new PermanentError(`${path}: the source answered ${response.status}: ${body.slice(0, 200)}`);
@@ -141,7 +193,9 @@ export class SourceClient {
       return JSON.parse(body) as T;
     } catch {
       // A truncated or garbled page is usually a proxy hiccup: retry the page, fail after the attempts.
-      throw new TransientError(`${path}: the source sent a body that is not JSON (${body.length} bytes)`);
+      throw new TransientError(`${path}: the source sent a body that is not JSON (${body.length} bytes)`, {
+        repeatable: true,
+      });
     }
   }
 
@@ -160,7 +214,7 @@ export class SourceClient {
     return wall > now ? wall : fallback;
   }
 
-  private async readBody(response: Response, path: string): Promise<string> {
+  private async readBody(response: Response, path: string, stopped: () => boolean): Promise<string> {
     const limit = this.options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     const declared = Number(response.headers.get("content-length") ?? "0");
     if (declared > limit) {
@@ -188,6 +242,7 @@ export class SourceClient {
       if (err instanceof PermanentError) throw err;
       throw new TransientError(`${path}: reading the response failed: ${(err as Error).message}`, {
         cause: err,
+        repeatable: !stopped(),
       });
     }
   }

@@ -5,6 +5,7 @@ import {
   PermanentError,
   RateLimitedError,
   RowError,
+  repeatsInPlace,
   TransientError,
 } from "../src/index.js";
 
@@ -44,6 +45,16 @@ describe("error taxonomy", () => {
         new TypeError("fetch failed", { cause: Object.assign(new Error(), { code: "ECONNREFUSED" }) }),
       ),
     ).toBe("transient");
+  });
+
+  it("lets the source client repeat in place only a transient failure marked repeatable where it was thrown", () => {
+    expect(repeatsInPlace(new TransientError("503", { repeatable: true }))).toBe(true);
+    // A transient error says nothing of a resend unless its thrower did: a timeout, a database error.
+    expect(repeatsInPlace(new TransientError("timed out"))).toBe(false);
+    expect(repeatsInPlace(new RateLimitedError("429", new Date()))).toBe(false);
+    expect(repeatsInPlace(new PermanentError("404"))).toBe(false);
+    expect(repeatsInPlace(new RowError("bad row"))).toBe(false);
+    expect(repeatsInPlace(pgError("40P01"))).toBe(false);
   });
 
   it("treats an unknown error as permanent rather than retrying it forever", () => {
