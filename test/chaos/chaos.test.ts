@@ -33,7 +33,8 @@ const FULL: Omit<ChaosOptions, "seed"> = {
   workers: 3,
   laneWidth: 6,
   // Counts are multiples of the page size. Six deals per mail task: each message body is a
-  // request, and one 5xx among them sends the whole task back (an attempt spent, then a backoff).
+  // request; a 5xx among them is sent again by the source client, and only three in a row send
+  // the whole task back (an attempt spent, then a backoff).
   settings: { pageSize: "100", stripes: "4", dealsPerMailTask: "6" },
   env: {
     DROVER_SWEEP_INTERVAL_MS: "1000",
