@@ -14,7 +14,7 @@ import { tableCopyScenario } from "./table-copy.js";
 import { writeEfficiencyScenario } from "./write-efficiency.js";
 
 /**
- * `pnpm bench [-- --quick] [-- --only name,name]`: runs the scenarios one after the other, prints
+ * `pnpm bench [-- [--quick] [--only name,name]]`: runs the scenarios one after the other, prints
  * every figure as `name: value` with, after a `#`, its goal and PASS/MISS or "report-only", and
  * writes them with the settings used to .artifacts/bench/bench-<timestamp>.json and
  * .artifacts/bench/latest.json (under --quick: bench-quick-<timestamp>.json and latest-quick.json,
@@ -97,14 +97,14 @@ const REPORT_ONLY = new Set([
   "ledger_bytes_per_row",
 ]);
 
-const USAGE = `usage: pnpm bench [-- --quick] [-- --only name[,name...]]
+const USAGE = `usage: pnpm bench [-- [--quick] [--only name[,name...]]]
 
 --quick runs every scenario at a tenth of its size (indicative figures for a developer's loop; the
 full bench is the reference) and writes .artifacts/bench/latest-quick.json instead of latest.json.
 
 Scenarios (in order): ${SCENARIOS.map((s) => s.name).join(", ")}; "budget" names the three budget runs.
 A figure's name selects the scenarios behind it, e.g. --only budget_utilization_w2,parallel_fetch_speedup.
-Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000), BENCH_LEDGER_ROWS=small,large for ledger_growth (200000,20000000).
+Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000; 100000 under --quick), BENCH_LEDGER_ROWS=small,large for ledger_growth (200000,20000000; a tenth under --quick).
 Figures go to stdout, progress to stderr, everything to .artifacts/bench/latest.json.`;
 
 interface Args {
