@@ -279,9 +279,17 @@ async function main(): Promise<number> {
       ? `  # goal ${goal.op} ${format(name, goal.target)}: ${goal.met ? "PASS" : "MISS"}`
       : REPORT_ONLY.has(name)
         ? "  # report-only"
-        : "";
+        : "  # neither a goal nor report-only: declare it in run.ts";
     process.stdout.write(`${name}: ${format(name, figures[name]!)}${note}\n`);
   }
+  // A goal whose scenario crashed is said to be unmeasured rather than left out of the list.
+  const unmeasured = GOALS.filter(
+    (g) => !(g.figure in figures) && selected.some((s) => s.name in errors && s.selects.includes(g.figure)),
+  );
+  for (const g of unmeasured)
+    process.stdout.write(
+      `# ${g.figure}: not measured (its scenario crashed); goal ${g.op} ${format(g.figure, g.target)}\n`,
+    );
   const problems = resultProblems(selected, figures, new Set(results.keys()));
   const finished = new Date();
   const durationSeconds = (finished.getTime() - started.getTime()) / 1000;
@@ -305,6 +313,7 @@ async function main(): Promise<number> {
     machine: { cpus: availableParallelism(), node: process.version, platform: process.platform },
     figures,
     goals,
+    unmeasured: unmeasured.map((g) => g.figure),
     problems,
     scenarios: Object.fromEntries(
       selected.map((s) => [s.name, results.get(s.name) ?? { error: errors[s.name] ?? "not run" }]),
