@@ -11,6 +11,7 @@ import { rerunScenario } from "./rerun.js";
 import { rework5xxScenario } from "./rework-5xx.js";
 import { QUICK_SCALE, type Scenario, type ScenarioResult, scenarioContext } from "./scenario.js";
 import { tableCopyScenario } from "./table-copy.js";
+import { verifyCostScenario } from "./verify-cost.js";
 import { writeEfficiencyScenario } from "./write-efficiency.js";
 
 /**
@@ -31,6 +32,7 @@ const SCENARIOS: readonly Scenario[] = [
   writeEfficiencyScenario,
   rerunScenario,
   rework5xxScenario,
+  verifyCostScenario,
   tableCopyScenario,
   ledgerGrowthScenario,
 ];
@@ -50,6 +52,7 @@ const FIGURE_ORDER = [
   "write_efficiency",
   "rerun_vs_first",
   "rework_under_5xx",
+  "verify_cost_share",
   "table_rows_per_s",
   "table_vs_naive",
   "table_vs_insert_select",
@@ -82,6 +85,7 @@ const GOALS: readonly Goal[] = [
   { figure: "write_efficiency", op: ">=", target: 0.6 },
   { figure: "rerun_vs_first", op: "<=", target: 0.25 },
   { figure: "rework_under_5xx", op: "<=", target: 1.03 },
+  { figure: "verify_cost_share", op: "<=", target: 0.1 },
   { figure: "table_vs_naive", op: ">=", target: 3 },
   { figure: "ledger_claim_growth", op: "<=", target: 1.3 },
 ];

@@ -72,7 +72,14 @@ describe("verification", { timeout: 60_000 }, () => {
 
   it("VerifyRun verifies on demand, stores the result and answers it", async () => {
     const before = run.verification!.verifiedAt!;
+    c.sandbox.resetStats();
     const { verification } = await c.client.verifyRun({ runId: run.id });
+    // Not a second import: no list is walked again. The source is asked for a count probe per v1
+    // list (3), the v2 kinds' samples by ids (a request per kind here), and mail's sample through
+    // its deals' lists (at most one per sampled message, 40); leads and notes by id (40 each).
+    const cost = c.sandbox.stats().byCallType;
+    expect(cost.list ?? 0).toBeLessThanOrEqual(3 + 4 + 40);
+    expect(cost.get ?? 0).toBeLessThanOrEqual(40 + 40 + 10);
     expect(verification!.ok).toBe(true);
     expect(verification!.kinds.map((k) => [k.kind, k.sourceCount, k.sampled])).toEqual(
       run.verification!.kinds.map((k) => [k.kind, k.sourceCount, k.sampled]),

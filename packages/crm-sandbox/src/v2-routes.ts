@@ -75,7 +75,11 @@ interface ListQuery {
   sortBy: SortBy;
   desc: boolean;
   statuses: Set<string>;
+  /** `ids`: only these rows, "up to 100 entity ids" (Pipedrive's v2 list reference). */
+  ids: number[] | null;
 }
+
+const MAX_IDS = 100;
 
 function parseQuery(query: URLSearchParams, kind: V2Kind): ListQuery | string {
   const limitRaw = query.get("limit");
@@ -108,7 +112,15 @@ function parseQuery(query: URLSearchParams, kind: V2Kind): ListQuery | string {
       statuses.add(s);
     }
   }
-  return { limit, cursor, sinceMs, untilMs, sortBy, desc, statuses };
+  let ids: number[] | null = null;
+  const idsRaw = query.get("ids");
+  if (idsRaw !== null && idsRaw !== "") {
+    const parts = idsRaw.split(",");
+    if (parts.length > MAX_IDS || parts.some((p) => !/^[1-9]\d{0,15}$/.test(p)))
+      return `ids must be a comma separated list of up to ${MAX_IDS} entity ids`;
+    ids = [...new Set(parts.map(Number))].sort((a, b) => a - b);
+  }
+  return { limit, cursor, sinceMs, untilMs, sortBy, desc, statuses, ids };
 }
 
 /** The row as this list shows it, or undefined when the list's filters leave it out. */
@@ -144,9 +156,13 @@ function listV2(ds: Dataset, kind: V2Kind, query: URLSearchParams, archived: boo
   const total = ds.count(kind);
   // A recent updated_since can only match the change set: look at those ids alone.
   const onlyChanged = q.sinceMs !== null && q.sinceMs > GENERATED_UNTIL_MS;
-  const candidates = onlyChanged
-    ? [...new Set([...ds.editedIds(kind), ...ds.addedIds(kind)])].sort((a, b) => a - b).map((id) => id - 1)
-    : null;
+  // Ids the list does not hold (or hides from this list) are left out, as Pipedrive documents:
+  // "If any of the requested entities do not exist or are not visible, they are not included".
+  const candidates = q.ids
+    ? q.ids.filter((id) => id <= total).map((id) => id - 1)
+    : onlyChanged
+      ? [...new Set([...ds.editedIds(kind), ...ds.addedIds(kind)])].sort((a, b) => a - b).map((id) => id - 1)
+      : null;
   const data: Row[] = [];
   let position = q.cursor.p;
   const end = candidates ? candidates.length : total;

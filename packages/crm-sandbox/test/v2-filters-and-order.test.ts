@@ -118,3 +118,20 @@ describe("v2 sort_by / sort_direction", () => {
     }
   });
 });
+
+describe("v2 ids", () => {
+  it("serve exactly the requested rows the list holds, leave out the rest, and refuse more than 100", async () => {
+    const s = await sandbox({ seed: 5, ...SIZES });
+    const all = ids(await walkCursor(s, "/api/v2/deals?status=open,won,lost,deleted", 500));
+    const archived = ids(await walkCursor(s, "/api/v2/deals/archived", 500));
+    const wanted = [all[3]!, all[0]!, all[all.length - 1]!, archived[0]!, "99999"];
+    const res = await get(s, `/api/v2/deals?status=open,won,lost,deleted&ids=${wanted.join(",")}`);
+    expect(res.status).toBe(200);
+    // An archived deal is not in the normal list, and an unknown id is in no list: both left out.
+    expect(ids(res.body.data as Json[])).toEqual(byId([all[0]!, all[3]!, all[all.length - 1]!]));
+    expect((res.body.additional_data as Json).next_cursor).toBeNull();
+    const tooMany = Array.from({ length: 101 }, (_, i) => i + 1).join(",");
+    expect((await get(s, `/api/v2/persons?ids=${tooMany}`)).status).toBe(400);
+    expect((await get(s, "/api/v2/persons?ids=1,x")).status).toBe(400);
+  });
+});

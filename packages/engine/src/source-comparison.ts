@@ -47,9 +47,11 @@ export interface VerifyRunOptions {
 
 /**
  * Checks a finished run against its source, kind by kind:
- * - the source's rows (the provider lists them, spending source budget) against the ledger plus the
- *   rows this run noted as failed: every source id is in one of them (nothing lost), every ledger
- *   row's id is in the source (nothing unexpected), and the counts agree;
+ * - the source's rows against the ledger plus the rows this run noted as failed: every source id
+ *   is in one of them (nothing lost), every ledger row's id is in the source (nothing unexpected),
+ *   and the counts agree. The source's rows are what the import listed, checked against the
+ *   source's cheap count where it has one; the source is listed again only where that cannot
+ *   answer (sourceIdsOf), so verifying costs a fraction of an import, not a second one;
  * - a sample of the ledger's created and matched rows, fetched from the source again and compared
  *   field by field with the destination record the ledger points to.
  * Every mismatch is listed, with its ids. Throws when the source cannot be read (the caller decides
@@ -102,7 +104,7 @@ async function verifyKinds(
       kinds.push(await verifyLedgerlessKind(db, provider, run, kind, ctx, options.sampleSize));
       continue;
     }
-    const sourceIds = new Set(await verifier.sourceIds(ctx, kind));
+    const { sourceIds, notes } = await sourceIdsOf(db, provider, run, kind, ctx);
     const ledger = await db.execute<{
       source_id: string;
       action: string;
@@ -121,7 +123,7 @@ async function verifyKinds(
                             and l.source_id = n.subject_id)`);
     const inLedger = new Set(ledger.map((l) => l.source_id));
     const failedIds = new Set(failed.map((f) => f.subject_id));
-    const mismatches: string[] = [];
+    const mismatches: string[] = [...notes];
     const accounted = ledger.length + failedIds.size;
     if (sourceIds.size !== accounted) {
       mismatches.push(
@@ -154,7 +156,7 @@ async function verifyKinds(
          where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
            and kind = ${kind} and action in ('created', 'matched') and record_id is not null
          order by md5(${run.id} || source_id)
-         limit ${options.sampleSize}`);
+         limit ${Math.max(0, Math.min(options.sampleSize, verifier.sampleLimit?.(kind, options.sampleSize) ?? options.sampleSize))}`);
       const entries: SampleEntry[] = sample.map((s) => ({
         sourceId: s.source_id,
         action: s.action,
@@ -175,6 +177,47 @@ async function verifyKinds(
     });
   }
   return { ok: kinds.every((k) => k.mismatches.length === 0), verifiedAt: new Date(), kinds };
+}
+
+/**
+ * The source's ids of `kind`, as cheaply as they can be known honestly:
+ * - what the import listed (every task's `listed_ids`, committed with the windows that wrote those
+ *   rows), when every task of the kind succeeded under a version that records it. That proves
+ *   every row the import saw is in the ledger or failed with a reason, and every ledger row was
+ *   seen; it cannot see a row the import's walk never reached (a page the source skipped, a row
+ *   added after the walk and the catch-up passed). So,
+ * - where the source offers a cheap count (`sourceCount`), it is checked against that listing;
+ *   when they differ the source is listed again (`sourceIds`) to name the rows that differ;
+ * - without a complete listing (no task of the kind, a run from before it was kept, a task that
+ *   failed or was cancelled mid-listing), the source is listed again.
+ * `notes` are mismatch lines the caller reports (a count that disagreed).
+ */
+async function sourceIdsOf(
+  db: Queryable,
+  provider: Provider,
+  run: RunRow,
+  kind: string,
+  ctx: VerifyContext,
+): Promise<{ sourceIds: Set<string>; notes: string[] }> {
+  const verifier = provider.verifier!;
+  const [tasks] = await db.execute<{ total: number; unlisted: number }>(sql`
+    select count(*)::int as total,
+           (count(*) filter (where status <> 'succeeded' or listed_ids is null))::int as unlisted
+      from drover.tasks where run_id = ${run.id}::uuid and kind = ${kind}`);
+  if (!tasks || tasks.total === 0 || tasks.unlisted > 0)
+    return { sourceIds: new Set(await verifier.sourceIds(ctx, kind)), notes: [] };
+  const listed = await db.execute<{ id: string }>(sql`
+    select distinct x.id from drover.tasks t, unnest(t.listed_ids) as x(id)
+     where t.run_id = ${run.id}::uuid and t.kind = ${kind}`);
+  const sourceIds = new Set(listed.map((r) => r.id));
+  const count = await verifier.sourceCount?.(ctx, kind);
+  if (count === undefined || count === sourceIds.size) return { sourceIds, notes: [] };
+  return {
+    sourceIds: new Set(await verifier.sourceIds(ctx, kind)),
+    notes: [
+      `the source counts ${count} ${kind} now, the import listed ${sourceIds.size}: listed again to name the rows that differ`,
+    ],
+  };
 }
 
 /**

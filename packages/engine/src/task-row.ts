@@ -21,6 +21,7 @@ export function toTaskRow(r: Record<string, unknown>): TaskRow {
     stats: (r.stats ?? {}) as Record<string, number>,
     rowsRead: Number(r.rows_read ?? 0),
     rowsWritten: Number(r.rows_written ?? 0),
+    listedIds: (r.listed_ids as string[] | null) ?? null,
     lastError: (r.last_error as string | null) ?? null,
     startedAt: date(r.started_at),
     finishedAt: date(r.finished_at),

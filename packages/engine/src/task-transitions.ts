@@ -135,6 +135,11 @@ export interface Checkpoint {
   /** Added to the task's rows_read / rows_written (per-slot accounting without a ledger). */
   rowsRead?: number;
   rowsWritten?: number;
+  /**
+   * The source ids of a listing (a page, a deal's messages) whose last window this is: appended to
+   * the task's listed_ids, so what the import listed commits with the rows it names.
+   */
+  listed?: readonly string[];
 }
 
 /**
@@ -164,6 +169,9 @@ export async function writeCheckpoint(
                         from (select ${JSON.stringify(c.statsDelta)}::jsonb as delta) d,
                              jsonb_object_keys(t.stats || d.delta) as k),
              rows_read = t.rows_read + ${c.rowsRead ?? 0}, rows_written = t.rows_written + ${c.rowsWritten ?? 0},
+             listed_ids = case when ${c.listed ? 1 : 0}::int = 1
+                               then coalesce(t.listed_ids, '{}') || ${sql.param(c.listed ? [...c.listed] : [])}::text[]
+                               else t.listed_ids end,
              locked_at = now(), updated_at = now()
        where t.id = ${taskId} and t.status = 'running' and t.locked_by = ${claimToken}
       returning t.id, t.run_id),
@@ -174,7 +182,11 @@ export async function writeCheckpoint(
   if (rows.length !== 1) throw new LostClaimError(taskId);
 }
 
-/** Success, together with the successors the task seeds (the next page of its stripe). */
+/**
+ * Success, together with the successors the task seeds (the next page of its stripe). A task that
+ * listed nothing (an empty page, deals without mail) ends with an empty listing rather than none,
+ * so verification can tell "listed nothing" from a task of a version that kept no listing.
+ */
 export async function finishTaskSucceeded(
   q: Queryable,
   task: { id: number; runId: string; phase: number },
@@ -183,7 +195,8 @@ export async function finishTaskSucceeded(
 ): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = 'succeeded', finished_at = now(), locked_by = null, last_error = null, updated_at = now()
+       set status = 'succeeded', finished_at = now(), locked_by = null, last_error = null, updated_at = now(),
+           listed_ids = coalesce(listed_ids, '{}')
      where id = ${task.id} and status = 'running' and locked_by = ${claimToken}
     returning id`);
   if (rows.length !== 1) return false;

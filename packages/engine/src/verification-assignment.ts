@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { runs } from "@drover/db";
-import { classifyError, describeError, PermanentError } from "@drover/provider-sdk";
+import { classifyError, describeError, PermanentError, RateLimitedError } from "@drover/provider-sdk";
 import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
@@ -10,6 +10,7 @@ import {
   claimVerification,
   deferVerification,
   handBackVerification,
+  parkVerification,
   storeVerification,
   touchVerification,
   VERIFICATION_MAX_ATTEMPTS,
@@ -19,7 +20,7 @@ import {
 export type VerificationOutcome =
   | { status: "dropped"; runId: string; reason: string }
   | {
-      status: "verified" | "deferred" | "handed_back" | "lost";
+      status: "verified" | "deferred" | "parked" | "handed_back" | "lost";
       runId: string;
       attempt: number;
       ok?: boolean;
@@ -35,8 +36,9 @@ class LostVerificationClaim extends Error {}
 /**
  * Runs one verification request on this worker: claim it, open the run's source credential (here,
  * and only on workers), walk the source with the account's shared budget, and store the result.
- * A transient failure (the source unreachable, the budget walled off) is deferred with backoff and
- * stored as the result only after VERIFICATION_MAX_ATTEMPTS; a permanent one is stored at once.
+ * A transient failure (the source unreachable) is deferred with backoff and stored as the result
+ * only after VERIFICATION_MAX_ATTEMPTS; a rate limit parks the request until the wall it states,
+ * without counting the attempt (as a task parks); a permanent failure is stored at once.
  * Never throws for the verification's own failure.
  */
 export async function runVerification(
@@ -83,6 +85,12 @@ export async function runVerification(
       if (abort.signal.aborted) return await interrupted(deps, claim, abort.signal.reason);
       const cls = classifyError(err);
       const reason = describeError(err);
+      if (cls === "rate_limited") {
+        // The account is walled off: wait for the wall like a task, without spending an attempt.
+        const until = err instanceof RateLimitedError ? err.retryAt : new Date(Date.now() + 60_000);
+        await parkVerification(db, claim, reason, until);
+        return { status: "parked", runId, attempt: claim.attempts, error: reason };
+      }
       if ((cls === "transient" || cls === "rate_limited") && claim.attempts < VERIFICATION_MAX_ATTEMPTS) {
         await deferVerification(db, claim, reason, retryDelayMs(claim.attempts));
         return { status: "deferred", runId, attempt: claim.attempts, error: reason };

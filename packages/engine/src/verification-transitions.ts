@@ -184,6 +184,25 @@ export async function deferVerification(
      where run_id = ${claim.runId}::uuid and claim_token = ${claim.token}::uuid`);
 }
 
+/**
+ * The source's budget is walled off: the request waits for the wall (`until`, the reset the
+ * refusal stated) like a parked task, and the attempt is not counted, so a verification waiting
+ * for a daily budget is never stored as failed for having waited. Fenced on the claim.
+ */
+export async function parkVerification(
+  q: Queryable,
+  claim: VerificationClaim,
+  reason: string,
+  until: Date,
+): Promise<void> {
+  await q.execute(sql`
+    update drover.verification_requests
+       set status = 'pending', claim_token = null, claimed_by = null, heartbeat_at = null,
+           not_before = greatest(${until.toISOString()}::timestamptz, now()), published_at = null,
+           attempts = greatest(attempts - 1, 0), last_error = ${reason}, updated_at = now()
+     where run_id = ${claim.runId}::uuid and claim_token = ${claim.token}::uuid`);
+}
+
 /** The worker is shutting down: the request goes back as it was, the attempt not counted. */
 export async function handBackVerification(q: Queryable, claim: VerificationClaim): Promise<void> {
   await q.execute(sql`
@@ -198,6 +217,8 @@ export interface VerificationRequestState {
   generation: number;
   attempts: number;
   lastError: string | null;
+  /** When a pending request is due again (a deferral's backoff, a parked request's wall). */
+  notBefore: Date;
 }
 
 export async function verificationRequestState(
@@ -209,11 +230,18 @@ export async function verificationRequestState(
     generation: number;
     attempts: number;
     last_error: string | null;
+    not_before: string;
   }>(sql`
-    select status, generation, attempts, last_error from drover.verification_requests
+    select status, generation, attempts, last_error, not_before::text from drover.verification_requests
      where run_id = ${runId}::uuid`);
   return row
-    ? { status: row.status, generation: row.generation, attempts: row.attempts, lastError: row.last_error }
+    ? {
+        status: row.status,
+        generation: row.generation,
+        attempts: row.attempts,
+        lastError: row.last_error,
+        notBefore: new Date(row.not_before),
+      }
     : undefined;
 }
 

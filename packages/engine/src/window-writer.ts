@@ -233,23 +233,31 @@ function positionAfter<T>(
   end: number,
   last: boolean,
   options: WriteOptions<T>,
-): Pick<Checkpoint, "processedOffset" | "cursor"> {
-  if (last && options.nextCursor) return { processedOffset: 0, cursor: options.nextCursor };
-  if (options.cursorAfter) return { processedOffset: 0, cursor: options.cursorAfter(rows[end - 1]!) };
-  return { processedOffset: end };
+): WindowPosition {
+  // The listing's last window records every id of it (verification's account of what was listed).
+  const listed = last ? { listed: rows.map((r) => r.sourceId) } : {};
+  if (last && options.nextCursor) return { processedOffset: 0, cursor: options.nextCursor, ...listed };
+  if (options.cursorAfter)
+    return { processedOffset: 0, cursor: options.cursorAfter(rows[end - 1]!), ...listed };
+  return { processedOffset: end, ...listed };
 }
+
+type WindowPosition = Pick<Checkpoint, "processedOffset" | "cursor" | "listed">;
 
 /** Notes and checkpoint of a window, in its transaction: they commit with its rows or not at all. */
 async function commitWindow(
   tx: Tx,
   deps: WindowWriterDeps,
   tally: WindowTally,
-  position: Pick<Checkpoint, "processedOffset" | "cursor">,
+  position: WindowPosition,
 ): Promise<void> {
   await appendNotes(tx, deps.run.id, deps.task.id, tally.notes, deps.notesCap);
   const s = tally.summary;
+  // Only a ledgered source's listing is verified against it; a ledgerless one is compared per slot.
+  const { listed, ...at } = position;
   await writeCheckpoint(tx, deps.task.id, deps.claimToken, {
-    ...position,
+    ...at,
+    ...(listed && (deps.ledger ?? "per-row") === "per-row" ? { listed } : {}),
     statsDelta: {
       created: s.created,
       matched: s.matched,
@@ -263,7 +271,7 @@ async function commitWindow(
 }
 
 /** After the commit: the live task view moves to the checkpoint just written. */
-function advance(deps: WindowWriterDeps, position: Pick<Checkpoint, "processedOffset" | "cursor">): void {
+function advance(deps: WindowWriterDeps, position: WindowPosition): void {
   if (position.cursor) deps.task.cursor = position.cursor;
   deps.task.processedOffset = position.processedOffset;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth";
 import { openDatabase } from "@drover/db";
-import { type Provider, TransientError } from "@drover/provider-sdk";
+import { type Provider, RateLimitedError, TransientError } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -190,6 +190,31 @@ describe("runVerification on a worker", () => {
     const last = await runVerification(deps(failing), run.id, noControls());
     expect(last).toMatchObject({ status: "verified", ok: false });
     expect(await verificationOf(run.id)).toMatchObject({ ok: false, error: expect.stringContaining("503") });
+  });
+
+  it("a rate-limited verification parks until the wall the refusal states, without counting the attempt", async () => {
+    const run = await sealedRun();
+    await requestVerificationNow(h.db, run.id, 10);
+    const wall = new Date(Date.now() + 3_600_000);
+    const limited = provider(async () => {
+      throw new RateLimitedError("the daily budget is spent", wall);
+    });
+    for (let i = 0; i < VERIFICATION_MAX_ATTEMPTS + 1; i++) {
+      const outcome = await runVerification(deps(limited), run.id, noControls());
+      expect(outcome).toMatchObject({ status: "parked", error: expect.stringContaining("daily budget") });
+      const state = await verificationRequestState(h.db, run.id);
+      expect(state).toMatchObject({ status: "pending", attempts: 0 });
+      expect(Math.abs(state!.notBefore.getTime() - wall.getTime())).toBeLessThan(1_000);
+      // Not due before the wall: a duplicate message is dropped.
+      expect((await runVerification(deps(limited), run.id, noControls())).status).toBe("dropped");
+      await h.db.execute(
+        sql`update drover.verification_requests set not_before = now() where run_id = ${run.id}::uuid`,
+      );
+    }
+    // More walls than attempts allowed, and still nothing stored: waiting is not failing.
+    expect(await verificationOf(run.id)).toBeNull();
+    const ok = await runVerification(deps(provider(async () => [])), run.id, noControls());
+    expect(ok).toMatchObject({ status: "verified", ok: true });
   });
 
   it("a worker shutting down hands the request back without counting the attempt", async () => {

@@ -73,9 +73,23 @@ export interface ProviderVerifier {
   /**
    * Every id the source lists for `kind` now, in the form the ledger keys it. A row without a
    * usable id is named the way the import notes it, so the two can be compared. Costs source calls
-   * like an import does (a source without a count endpoint is counted by walking its lists).
+   * like an import does: verification calls it only where the import's own listing cannot answer
+   * (a run whose tasks kept no listing, or one that did not finish every listing), or where the
+   * source's cheap count disagrees with that listing, to name the rows that differ.
    */
   sourceIds(ctx: VerifyContext, kind: string): Promise<string[]>;
+  /**
+   * How many rows the source holds for `kind` now, where the source can say so cheaply (a call or
+   * two, not a walk of its lists); undefined where it cannot. Checked against what the import
+   * listed: it is what catches a row the source has and the import never listed.
+   */
+  sourceCount?(ctx: VerifyContext, kind: string): Promise<number | undefined>;
+  /**
+   * How many of `sampleSize` sampled rows of `kind` to compare: a source that fetches a sample
+   * row with a request of its own may compare fewer than one that fetches many rows per request.
+   * All of them when absent.
+   */
+  sampleLimit?(kind: string, sampleSize: number): number;
   /**
    * Fetches each entry's row from the source again and compares every field the destination keeps
    * (and the parent links) with the record the ledger points to. Returns one mismatch per field

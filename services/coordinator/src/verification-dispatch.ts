@@ -98,7 +98,10 @@ export class Verifications {
             `run ${run.id} was resumed or retried while it was being verified; verify it when it finishes again`,
           );
         }
-        if (state.status === "pending" && state.attempts > asked.attempts && state.lastError) {
+        // Deferred after a failure (an attempt counted), or parked behind the source's wall (not
+        // counted, but due only after the wall): either way not now.
+        const parked = state.notBefore.getTime() > Date.now();
+        if (state.status === "pending" && (state.attempts > asked.attempts || parked) && state.lastError) {
           throw new RpcError(
             Code.UNAVAILABLE,
             `run ${run.id} could not be verified now: ${state.lastError}; it is tried again automatically, and GetRun shows the result`,

@@ -174,6 +174,8 @@ async function verify(deps: TaskMessageDeps, msg: TaskMessage, assignment: Verif
   if (outcome.status === "dropped") return;
   const log = { run_id: outcome.runId, outcome: outcome.status, attempt: outcome.attempt };
   if (outcome.status === "deferred") logger.warn({ ...log, error: outcome.error }, "verification deferred");
+  else if (outcome.status === "parked")
+    logger.info({ ...log, error: outcome.error }, "verification parked until the source's budget resets");
   else if (outcome.status === "verified")
     logger.info(
       { ...log, ok: outcome.ok, mismatches: outcome.mismatches, error: outcome.error },

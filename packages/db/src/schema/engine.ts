@@ -117,6 +117,13 @@ export const tasks = drover.table(
      */
     rowsRead: bigint("rows_read", { mode: "number" }).notNull().default(0),
     rowsWritten: bigint("rows_written", { mode: "number" }).notNull().default(0),
+    /**
+     * The source ids this task listed and handed to the writer (a ledgered source's page, a mail
+     * task's deals), appended by the checkpoint of each listing's last window, so they commit with
+     * the rows they name. Verification compares them with the ledger instead of listing the source
+     * again. Null on a task that committed no listing (and on tasks of versions before this record).
+     */
+    listedIds: text("listed_ids").array(),
     lastError: text("last_error"),
     startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),

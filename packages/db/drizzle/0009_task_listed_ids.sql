@@ -1,0 +1,1 @@
+ALTER TABLE "drover"."tasks" ADD COLUMN "listed_ids" text[];
