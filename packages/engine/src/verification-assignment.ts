@@ -91,7 +91,7 @@ export async function runVerification(
         await parkVerification(db, claim, reason, until);
         return { status: "parked", runId, attempt: claim.attempts, error: reason };
       }
-      if ((cls === "transient" || cls === "rate_limited") && claim.attempts < VERIFICATION_MAX_ATTEMPTS) {
+      if (cls === "transient" && claim.attempts < VERIFICATION_MAX_ATTEMPTS) {
         await deferVerification(db, claim, reason, retryDelayMs(claim.attempts));
         return { status: "deferred", runId, attempt: claim.attempts, error: reason };
       }
