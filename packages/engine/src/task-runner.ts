@@ -33,6 +33,7 @@ import {
   releaseTask,
   touchTask,
   undispatchTasks,
+  writeCheckpoint,
 } from "./task-transitions.js";
 import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 import {
@@ -205,6 +206,16 @@ export async function runAssignment(
       );
       addSummary(total, summary);
       return summary;
+    },
+    async keepCursor(cursor) {
+      await windowTransaction(db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, (tx) =>
+        writeCheckpoint(tx, info.id, claimToken, {
+          processedOffset: info.processedOffset,
+          cursor,
+          statsDelta: {},
+        }),
+      );
+      info.cursor = cursor;
     },
     resolveParents: (wanted) => resolveParents(db, runInfo, wanted),
     runFact: (key) => readRunFact(db, run.id, key),

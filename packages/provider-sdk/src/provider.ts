@@ -198,6 +198,12 @@ export interface TaskContext {
   settleRunFact(key: string, value: unknown): Promise<unknown>;
   /** Source id -> local record id for created or matched rows of the given kinds; one query. */
   resolveParents(wanted: Readonly<Record<string, readonly string[]>>): Promise<ParentMap>;
+  /**
+   * Moves the task's cursor without writing rows (its processed offset stays), fenced by the claim
+   * like a window's checkpoint. For what a task fetched and could not write before a rate limit
+   * parks it: kept in the cursor, the next attempt starts from it instead of asking again.
+   */
+  keepCursor(cursor: Record<string, unknown>): Promise<void>;
   /** Tells JetStream the task is alive; call during long fetches. */
   working(): void;
   /**

@@ -1,4 +1,5 @@
 import {
+  classifyError,
   type ParentMap,
   PermanentError,
   type SourceClient,
@@ -31,6 +32,19 @@ export interface MailCursor {
   bodies?: BodySource;
   /** Set by the catch-up pass (the run's start): a message the listing shows updated since then is applied again. */
   since?: string;
+  /**
+   * What an attempt had fetched and not yet written when a rate limit (or a transient failure)
+   * ended it: the message lists of deals from `index` on, and bodies by message id. The next
+   * attempt starts from them and asks the source only for the rest; its first checkpoint drops
+   * them from the cursor (the attempt holds them in memory from then on, and keeps them again if
+   * it is ended the same way).
+   */
+  fetched?: FetchedMail;
+}
+
+export interface FetchedMail {
+  lists: Record<string, unknown[]>;
+  bodies: Record<string, string | null>;
 }
 
 /** Bodies held in memory at once: deals are written in groups of about this many messages. */
@@ -40,7 +54,9 @@ const MESSAGES_PER_GROUP = 200;
  * A mail task walks its deals in order. It fetches first: the message lists of its remaining deals,
  * then every body not yet committed, with `bodyConcurrency` requests in flight across deals, holding
  * no database connection. Only then does it write, deal by deal, each deal's last window moving the
- * cursor to the next deal in the same transaction.
+ * cursor to the next deal in the same transaction. When a rate limit parks it (or a transient
+ * failure releases it) what it fetched and has not written is kept in its cursor (`fetched`), so
+ * the next attempt sends no request twice.
  */
 export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const { baseUrl, settings } = runSettings(ctx.run);
@@ -48,16 +64,25 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const cursor = ctx.task.cursor as unknown as MailCursor;
   const tenantId = ctx.run.tenantId;
   const deals = cursor.deals.slice(cursor.index);
+  const lists = new Map<string, unknown[]>(Object.entries(cursor.fetched?.lists ?? {}));
+  const bodies = new Map<string, string | null>(Object.entries(cursor.fetched?.bodies ?? {}));
+  const keepFetched = (err: unknown) => keepUnwritten(ctx, lists, bodies, err);
   const known = cursor.bodies ?? ((await ctx.runFact(BODY_SOURCE_FACT)) as BodySource | undefined);
   const askBodies = known !== "fetch";
-  const lists = await pooled(deals, settings.bodyConcurrency, (deal) =>
-    listMessages(client, deal, settings.pageSize, ctx.signal, askBodies),
-  );
+  await pooled(
+    deals.filter((deal) => !lists.has(deal)),
+    settings.bodyConcurrency,
+    async (deal) => {
+      lists.set(deal, await listMessages(client, deal, settings.pageSize, ctx.signal, askBodies));
+    },
+  ).catch(keepFetched);
+  const listOf = (k: number) => lists.get(deals[k]!)!;
   ctx.working();
+  const all = deals.map((deal) => lists.get(deal)!);
   // One ledger query for the deals the messages link to and for the messages already imported.
-  const listed = lists.flat().flatMap((raw) => sourceId(raw) ?? []);
+  const listed = all.flat().flatMap((raw) => sourceId(raw) ?? []);
   const parents = await ctx.resolveParents({ deals: cursor.deals, mail: listed });
-  const reapplied = changedMessages(lists.flat(), parents, cursor.since);
+  const reapplied = changedMessages(all.flat(), parents, cursor.since);
   /**
    * A message the ledger already holds is written as nothing by the window (already here), unless
    * the catch-up applies it again because the listing shows it changed: its body would be thrown
@@ -68,7 +93,7 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const needsBody = (id: string) => parents.get("mail", id) === undefined || reapplied.has(id);
   let bodySource = known;
   if (!bodySource) {
-    const found = detectBodySource(lists);
+    const found = detectBodySource(all);
     // Once per run: the first task whose lists carry messages decides for every task after it.
     if (found) bodySource = (await ctx.settleRunFact(BODY_SOURCE_FACT, found)) as BodySource;
   }
@@ -76,32 +101,31 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   for (let g = 0; g < deals.length; ) {
     // A group of deals whose messages fit in memory together (always at least one deal).
     let end = g + 1;
-    let size = lists[g]!.length;
-    while (end < deals.length && size + lists[end]!.length <= MESSAGES_PER_GROUP)
-      size += lists[end++]!.length;
+    let size = listOf(g).length;
+    while (end < deals.length && size + listOf(end).length <= MESSAGES_PER_GROUP) size += listOf(end++).length;
 
     const wanted: string[] = [];
     for (let k = g; k < end; k++) {
       const committed = k === 0 ? ctx.task.processedOffset : 0;
-      for (const raw of lists[k]!.slice(committed)) {
+      for (const raw of listOf(k).slice(committed)) {
         const id = sourceId(raw);
-        if (id !== null && needsBody(id)) wanted.push(id);
+        if (id !== null && needsBody(id) && !bodies.has(id)) wanted.push(id);
       }
     }
-    const bodies =
+    const groupBodies =
       bodySource === "list"
-        ? listedBodies(lists.slice(g, end).flat())
-        : await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal);
+        ? listedBodies(deals.slice(g, end).flatMap((deal) => lists.get(deal)!))
+        : await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal, bodies).catch(keepFetched);
     ctx.working();
 
     for (let k = g; k < end; k++) {
       const deal = deals[k]!;
-      const rows: SourceRow<unknown>[] = lists[k]!.map((raw, j) => {
+      const rows: SourceRow<unknown>[] = listOf(k).map((raw, j) => {
         const id = sourceId(raw);
         if (id === null)
           return { sourceId: `mail@deal${deal}#${j}`, data: { rowError: "the message has no usable id" } };
         try {
-          return { sourceId: id, data: parseEmail(raw, deal, bodies.get(id) ?? null) };
+          return { sourceId: id, data: parseEmail(raw, deal, groupBodies.get(id) ?? null) };
         } catch (err) {
           return { sourceId: id, data: { rowError: (err as Error).message } };
         }
@@ -114,12 +138,44 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
           deals: cursor.deals,
           index: cursor.index + k + 1,
           ...(bodySource ? { bodies: bodySource } : {}),
+          ...(cursor.since ? { since: cursor.since } : {}),
         },
       });
     }
     g = end;
   }
   return {};
+}
+
+/**
+ * Before a rate limit parks the task (or a transient failure releases it), what it fetched for the
+ * deals it has not written yet goes into its cursor, so the next attempt does not ask for it again.
+ * Keeping it is best effort: an attempt whose claim is gone keeps nothing, and the error it ends
+ * with is the one that stopped it either way.
+ */
+async function keepUnwritten(
+  ctx: TaskContext,
+  lists: ReadonlyMap<string, unknown[]>,
+  bodies: ReadonlyMap<string, string | null>,
+  err: unknown,
+): Promise<never> {
+  const cls = classifyError(err);
+  if ((cls === "rate_limited" || cls === "transient") && !ctx.signal.aborted) {
+    const { fetched: _, ...at } = ctx.task.cursor as unknown as MailCursor;
+    const kept: FetchedMail = { lists: {}, bodies: {} };
+    for (const deal of at.deals.slice(at.index)) {
+      const messages = lists.get(deal);
+      if (!messages) continue;
+      kept.lists[deal] = messages;
+      for (const raw of messages) {
+        const id = sourceId(raw);
+        if (id !== null && bodies.has(id)) kept.bodies[id] = bodies.get(id)!;
+      }
+    }
+    if (Object.keys(kept.lists).length > 0)
+      await ctx.keepCursor({ ...at, fetched: kept } as unknown as Record<string, unknown>).catch(() => {});
+  }
+  throw err;
 }
 
 /**
@@ -236,8 +292,10 @@ export async function fetchBodies(
   ids: readonly string[],
   concurrency: number,
   signal: AbortSignal,
+  /** Filled as each body arrives, so what came before a failure is still there after it. */
+  into: Map<string, string | null> = new Map(),
 ): Promise<Map<string, string | null>> {
-  const fetched = await pooled(ids, concurrency, async (id) => {
+  await pooled(ids, concurrency, async (id) => {
     try {
       const res = await client.getJson<{ data?: { body?: unknown } | null }>(
         `/v1/mailbox/mailMessages/${encodeURIComponent(id)}`,
@@ -246,11 +304,11 @@ export async function fetchBodies(
         signal,
       );
       const body = res?.data?.body;
-      return [id, typeof body === "string" && body !== "" ? body : null] as const;
+      into.set(id, typeof body === "string" && body !== "" ? body : null);
     } catch (err) {
-      if (err instanceof PermanentError) return [id, null] as const;
-      throw err;
+      if (err instanceof PermanentError) into.set(id, null);
+      else throw err;
     }
   });
-  return new Map(fetched);
+  return into;
 }
