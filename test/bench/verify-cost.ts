@@ -1,4 +1,4 @@
-import { untilVerified, openBenchCluster } from "./harness.js";
+import { openBenchCluster, untilVerified } from "./harness.js";
 import type { Scenario, ScenarioResult } from "./scenario.js";
 
 /**
@@ -40,7 +40,12 @@ export const verifyCostScenario: Scenario = {
   selects: ["verify_cost_share"],
   async run(ctx?: { quick?: boolean }): Promise<ScenarioResult> {
     const sandbox = account(ctx?.quick === true);
-    const bench = await openBenchCluster({ name: "verify-cost", workers: WORKERS, laneWidth: LANE_WIDTH, sandbox });
+    const bench = await openBenchCluster({
+      name: "verify-cost",
+      workers: WORKERS,
+      laneWidth: LANE_WIDTH,
+      sandbox,
+    });
     try {
       await bench.resetSandboxStats();
       const done = await bench.runToEnd(

@@ -102,7 +102,8 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
     // A group of deals whose messages fit in memory together (always at least one deal).
     let end = g + 1;
     let size = listOf(g).length;
-    while (end < deals.length && size + listOf(end).length <= MESSAGES_PER_GROUP) size += listOf(end++).length;
+    while (end < deals.length && size + listOf(end).length <= MESSAGES_PER_GROUP)
+      size += listOf(end++).length;
 
     const wanted: string[] = [];
     for (let k = g; k < end; k++) {
