@@ -1,4 +1,4 @@
-import type { Tx } from "@drover/db";
+import type { Queryable, Tx } from "@drover/db";
 import type { BudgetPacer } from "./budget-pacer.js";
 import type { ProviderVerifier } from "./verifier.js";
 
@@ -252,4 +252,26 @@ export interface Provider {
   runTask(ctx: TaskContext): Promise<TaskResult>;
   /** Checks a finished run against the source (counts and a sample); VerifyRun needs it. */
   readonly verifier?: ProviderVerifier;
+  /**
+   * The source calls a live run still needs, per kind, from what it has learned so far (rows per
+   * page, messages per deal, the cost of each call type); the coordinator sets them against the
+   * account's budget for the run's ETA. Reads only (the run's tasks, ledger and facts).
+   */
+  estimateWork?(q: Queryable, run: RunInfo): Promise<WorkEstimate>;
+}
+
+/** What one kind of a live run still needs from the source. */
+export interface CallsLeft {
+  kind: string;
+  requests: number;
+  /** What those requests cost against the source's daily allowance. */
+  tokens: number;
+  /** The run cannot know more yet (a list whose end is not reached, a phase not begun): a floor. */
+  atLeast: boolean;
+}
+
+export interface WorkEstimate {
+  kinds: CallsLeft[];
+  /** The account's daily allowance in tokens, where the run's settings state it. */
+  dailyTokens?: number;
 }

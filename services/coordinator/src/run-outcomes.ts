@@ -16,8 +16,11 @@ type RunScope = Pick<
   "id" | "tenantId" | "source" | "sourceAccount" | "plan" | "currentPhase" | "status"
 >;
 
-/** What the counts need to know of a run's source: whether it keeps a ledger, which passes revisit. */
-export type SourceTraits = Pick<Provider, "ledger" | "closingKinds">;
+/**
+ * What the run view needs to know of a run's source: whether it keeps a ledger, which passes
+ * revisit (the counts), and what work is left (the ETA).
+ */
+export type SourceTraits = Pick<Provider, "ledger" | "closingKinds" | "estimateWork">;
 
 /** The coordinator's sources by name (its `providers`), for what the counts read of them. */
 export type Sources = ReadonlyMap<string, SourceTraits>;

@@ -1,4 +1,5 @@
 import { budgets, FINISHED_RUN_STATUSES, type Queryable, type RunRow, runs } from "@drover/db";
+import { toRunInfo } from "@drover/engine";
 import {
   create,
   fromProtoRunStatus,
@@ -9,6 +10,8 @@ import {
   toProtoRunStatus,
 } from "@drover/proto";
 import { and, eq, sql } from "drizzle-orm";
+import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
+import { type Eta, estimateEta } from "./run-eta.js";
 import { type KindOutcome, kindOutcomes, type Sources } from "./run-outcomes.js";
 import { storedVerification } from "./verification-dispatch.js";
 
@@ -78,6 +81,7 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
       ? Object.entries(frozen.tasks).map(([s, n]) => [s, BigInt(n)])
       : taskCounts.map((t) => [t.status, BigInt(t.n)]),
   );
+  const eta = run.status === "running" ? await liveEta(q, sources, run, budget) : undefined;
   return create(RunSchema, {
     id: run.id,
     tenantId: run.tenantId,
@@ -116,6 +120,18 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
     ...(run.finishedAt ? { finishedAt: timestampFromDate(run.finishedAt) } : {}),
     // Only a finished run's verification describes it; a re-armed run is verified when it ends again.
     ...(TERMINAL_STATUSES.includes(run.status) && verification ? { verification } : {}),
+    ...(eta
+      ? {
+          eta: {
+            seconds: BigInt(eta.seconds),
+            text: eta.text,
+            atLeast: eta.atLeast,
+            requestsLeft: BigInt(eta.requests),
+            tokensLeft: BigInt(eta.tokens),
+            dailyResets: eta.dailyResets,
+          },
+        }
+      : {}),
     ...(budget
       ? {
           budget: {
@@ -132,6 +148,44 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
         }
       : {}),
   });
+}
+
+/**
+ * A running run's ETA against its account's budget (run-eta.ts), from its source's estimate of the
+ * work left; none for a source that cannot estimate. Before the first lease the account is paced
+ * as the keeper would pace a new one.
+ */
+async function liveEta(
+  q: Queryable,
+  sources: Sources,
+  run: RunRow,
+  budget: typeof budgets.$inferSelect | undefined,
+): Promise<Eta | undefined> {
+  const estimate = sources.get(run.source)?.estimateWork;
+  if (!estimate) return undefined;
+  const work = await estimate(q, toRunInfo(run));
+  const capacity = budget?.burstCapacity ?? DEFAULT_BUDGET_OPTIONS.defaultCapacity;
+  const now = new Date();
+  return estimateEta(
+    work,
+    {
+      slotIntervalMs: slotInterval(capacity),
+      dailyRemaining: budget?.dailyRemaining ?? undefined,
+      dailyResetAt: budget?.dailyResetAt ?? undefined,
+      dailyTokens: work.dailyTokens,
+      blockedUntil:
+        budget?.burstResetAt && budget.burstResetAt.getTime() > now.getTime()
+          ? budget.burstResetAt
+          : undefined,
+    },
+    now,
+  );
+}
+
+/** The keeper's schedule on an account of this capacity (budget-keeper.ts intervalMs). */
+function slotInterval(capacity: number): number {
+  const { windowMs, graceMs } = DEFAULT_BUDGET_OPTIONS;
+  return capacity > 1 ? (windowMs + graceMs) / (capacity - 1) : windowMs + graceMs;
 }
 
 export async function loadRun(q: Queryable, runId: string): Promise<RunRow | undefined> {

@@ -19,6 +19,11 @@ export interface CrmSettings {
    * Smaller windows bound what a killed worker redoes; larger ones commit less often.
    */
   windowSize: number;
+  /**
+   * The account's daily token allowance (Pipedrive: 30,000 × the plan's multiplier × seats), for the
+   * run's ETA only; 0 when not given (the ETA then counts only what the source reports left today).
+   */
+  dailyTokens: number;
 }
 
 export const DEFAULT_SETTINGS: CrmSettings = {
@@ -28,6 +33,7 @@ export const DEFAULT_SETTINGS: CrmSettings = {
   dealsPerMailTask: 10,
   bodyConcurrency: 4,
   windowSize: 250,
+  dailyTokens: 0,
 };
 
 const LIMITS: Record<keyof CrmSettings, [number, number]> = {
@@ -37,6 +43,7 @@ const LIMITS: Record<keyof CrmSettings, [number, number]> = {
   dealsPerMailTask: [1, 100],
   bodyConcurrency: [1, 16],
   windowSize: [1, 1000],
+  dailyTokens: [0, 1_000_000_000],
 };
 
 /** Returns what to fix, or the settings. */

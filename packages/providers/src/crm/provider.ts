@@ -30,6 +30,7 @@ import {
   parsePerson,
 } from "./records.js";
 import { crmVerifier } from "./verifier.js";
+import { estimateCrmWork } from "./work-estimate.js";
 import {
   activityKind,
   companyKind,
@@ -91,6 +92,7 @@ export const crmProvider: Provider = {
   closingKinds: [CATCH_UP],
   deferredLinks: [{ kind: "persons", ref: "organizations", table: "app.contacts", column: "company_id" }],
   verifier: crmVerifier,
+  estimateWork: estimateCrmWork,
 
   validateConfig({ baseUrl, apiToken, settings }) {
     const urlProblem = validateBaseUrl(baseUrl);

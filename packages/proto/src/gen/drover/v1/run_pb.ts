@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/run.proto.
  */
 export const file_drover_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJIrYBCgxLaW5kUHJvZ3Jlc3MSDAoEa2luZBgBIAEoCRIQCghpbXBvcnRlZBgCIAEoAxIPCgdtYXRjaGVkGAMgASgDEhQKDGFscmVhZHlfaGVyZRgEIAEoAxIPCgdza2lwcGVkGAUgASgDEg4KBmZhaWxlZBgGIAEoAxITCgt0YXNrc190b3RhbBgHIAEoAxISCgp0YXNrc19kb25lGAggASgDEhUKDXRhc2tzX3J1bm5pbmcYCSABKAMiZAoKVGFza0NvdW50cxIPCgdwZW5kaW5nGAEgASgDEg8KB3J1bm5pbmcYAiABKAMSEQoJc3VjY2VlZGVkGAMgASgDEg4KBmZhaWxlZBgEIAEoAxIRCgljYW5jZWxsZWQYBSABKAMiiwUKA1J1bhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDgoGc291cmNlGAMgASgJEhYKDnNvdXJjZV9hY2NvdW50GAQgASgJEg0KBWtpbmRzGAUgAygJEiQKBnN0YXR1cxgGIAEoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSIAoGcGhhc2VzGAcgAygLMhAuZHJvdmVyLnYxLlBoYXNlEhUKDWN1cnJlbnRfcGhhc2UYCCABKAUSKQoIcHJvZ3Jlc3MYCSADKAsyFy5kcm92ZXIudjEuS2luZFByb2dyZXNzEiQKBXRhc2tzGAogASgLMhUuZHJvdmVyLnYxLlRhc2tDb3VudHMSDQoFZXJyb3IYCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KDHZlcmlmaWNhdGlvbhgQIAEoCzIXLmRyb3Zlci52MS5WZXJpZmljYXRpb24SJwoGYnVkZ2V0GBEgASgLMhcuZHJvdmVyLnYxLlNvdXJjZUJ1ZGdldBIoCgVmYWN0cxgSIAMoCzIZLmRyb3Zlci52MS5SdW4uRmFjdHNFbnRyeRosCgpGYWN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi3gEKDFNvdXJjZUJ1ZGdldBIWCg5idXJzdF9jYXBhY2l0eRgBIAEoBRISCgpidXJzdF91c2VkGAIgASgFEhMKC2RhaWx5X2tub3duGAMgASgIEhcKD2RhaWx5X3JlbWFpbmluZxgEIAEoAxIyCg5kYWlseV9yZXNldF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNYmxvY2tlZF91bnRpbBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFc3BlbnQYByABKAMiYwoJTm90ZUdyb3VwEg0KBWxldmVsGAEgASgJEgwKBGtpbmQYAiABKAkSDgoGcmVhc29uGAMgASgJEg0KBWNvdW50GAQgASgDEhoKEnNhbXBsZV9zdWJqZWN0X2lkcxgFIAMoCSLIAQoLTGVkZ2VyRW50cnkSDAoEa2luZBgBIAEoCRIRCglzb3VyY2VfaWQYAiABKAkSDgoGYWN0aW9uGAMgASgJEhMKC3JlY29yZF90eXBlGAQgASgJEhEKCXJlY29yZF9pZBgFIAEoCRIOCgZydW5faWQYBiABKAkSDwoHdGFza19pZBgHIAEoCRIOCgZyZWFzb24YCCABKAkSLwoLcmVjb3JkZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpgBCgROb3RlEg0KBWxldmVsGAEgASgJEgwKBGtpbmQYAiABKAkSEgoKc3ViamVjdF9pZBgDIAEoCRIOCgZyZWFzb24YBCABKAkSDgoGcnVuX2lkGAUgASgJEg8KB3Rhc2tfaWQYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihwEKEEtpbmRWZXJpZmljYXRpb24SDAoEa2luZBgBIAEoCRIUCgxzb3VyY2VfY291bnQYAiABKAMSFAoMbGVkZ2VyX2NvdW50GAMgASgDEhQKDGZhaWxlZF9jb3VudBgEIAEoAxIPCgdzYW1wbGVkGAUgASgDEhIKCm1pc21hdGNoZXMYBiADKAkihgEKDFZlcmlmaWNhdGlvbhIKCgJvaxgBIAEoCBIqCgVraW5kcxgCIAMoCzIbLmRyb3Zlci52MS5LaW5kVmVyaWZpY2F0aW9uEi8KC3ZlcmlmaWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgEIAEoCSq5AQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1BFTkRJTkcQARIWChJSVU5fU1RBVFVTX1JVTk5JTkcQAhIXChNSVU5fU1RBVFVTX1NUT1BQSU5HEAMSFgoSUlVOX1NUQVRVU19TVE9QUEVEEAQSGAoUUlVOX1NUQVRVU19TVUNDRUVERUQQBRIVChFSVU5fU1RBVFVTX0ZBSUxFRBAGYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJIrYBCgxLaW5kUHJvZ3Jlc3MSDAoEa2luZBgBIAEoCRIQCghpbXBvcnRlZBgCIAEoAxIPCgdtYXRjaGVkGAMgASgDEhQKDGFscmVhZHlfaGVyZRgEIAEoAxIPCgdza2lwcGVkGAUgASgDEg4KBmZhaWxlZBgGIAEoAxITCgt0YXNrc190b3RhbBgHIAEoAxISCgp0YXNrc19kb25lGAggASgDEhUKDXRhc2tzX3J1bm5pbmcYCSABKAMiZAoKVGFza0NvdW50cxIPCgdwZW5kaW5nGAEgASgDEg8KB3J1bm5pbmcYAiABKAMSEQoJc3VjY2VlZGVkGAMgASgDEg4KBmZhaWxlZBgEIAEoAxIRCgljYW5jZWxsZWQYBSABKAMiqwUKA1J1bhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDgoGc291cmNlGAMgASgJEhYKDnNvdXJjZV9hY2NvdW50GAQgASgJEg0KBWtpbmRzGAUgAygJEiQKBnN0YXR1cxgGIAEoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSIAoGcGhhc2VzGAcgAygLMhAuZHJvdmVyLnYxLlBoYXNlEhUKDWN1cnJlbnRfcGhhc2UYCCABKAUSKQoIcHJvZ3Jlc3MYCSADKAsyFy5kcm92ZXIudjEuS2luZFByb2dyZXNzEiQKBXRhc2tzGAogASgLMhUuZHJvdmVyLnYxLlRhc2tDb3VudHMSDQoFZXJyb3IYCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KDHZlcmlmaWNhdGlvbhgQIAEoCzIXLmRyb3Zlci52MS5WZXJpZmljYXRpb24SJwoGYnVkZ2V0GBEgASgLMhcuZHJvdmVyLnYxLlNvdXJjZUJ1ZGdldBIoCgVmYWN0cxgSIAMoCzIZLmRyb3Zlci52MS5SdW4uRmFjdHNFbnRyeRIeCgNldGEYEyABKAsyES5kcm92ZXIudjEuUnVuRXRhGiwKCkZhY3RzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ7CgZSdW5FdGESDwoHc2Vjb25kcxgBIAEoAxIMCgR0ZXh0GAIgASgJEhAKCGF0X2xlYXN0GAMgASgIEhUKDXJlcXVlc3RzX2xlZnQYBCABKAMSEwoLdG9rZW5zX2xlZnQYBSABKAMSFAoMZGFpbHlfcmVzZXRzGAYgASgFIt4BCgxTb3VyY2VCdWRnZXQSFgoOYnVyc3RfY2FwYWNpdHkYASABKAUSEgoKYnVyc3RfdXNlZBgCIAEoBRITCgtkYWlseV9rbm93bhgDIAEoCBIXCg9kYWlseV9yZW1haW5pbmcYBCABKAMSMgoOZGFpbHlfcmVzZXRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWJsb2NrZWRfdW50aWwYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBXNwZW50GAcgASgDImMKCU5vdGVHcm91cBINCgVsZXZlbBgBIAEoCRIMCgRraW5kGAIgASgJEg4KBnJlYXNvbhgDIAEoCRINCgVjb3VudBgEIAEoAxIaChJzYW1wbGVfc3ViamVjdF9pZHMYBSADKAkiyAEKC0xlZGdlckVudHJ5EgwKBGtpbmQYASABKAkSEQoJc291cmNlX2lkGAIgASgJEg4KBmFjdGlvbhgDIAEoCRITCgtyZWNvcmRfdHlwZRgEIAEoCRIRCglyZWNvcmRfaWQYBSABKAkSDgoGcnVuX2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSDgoGcmVhc29uGAggASgJEi8KC3JlY29yZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKYAQoETm90ZRINCgVsZXZlbBgBIAEoCRIMCgRraW5kGAIgASgJEhIKCnN1YmplY3RfaWQYAyABKAkSDgoGcmVhc29uGAQgASgJEg4KBnJ1bl9pZBgFIAEoCRIPCgd0YXNrX2lkGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIocBChBLaW5kVmVyaWZpY2F0aW9uEgwKBGtpbmQYASABKAkSFAoMc291cmNlX2NvdW50GAIgASgDEhQKDGxlZGdlcl9jb3VudBgDIAEoAxIUCgxmYWlsZWRfY291bnQYBCABKAMSDwoHc2FtcGxlZBgFIAEoAxISCgptaXNtYXRjaGVzGAYgAygJIoYBCgxWZXJpZmljYXRpb24SCgoCb2sYASABKAgSKgoFa2luZHMYAiADKAsyGy5kcm92ZXIudjEuS2luZFZlcmlmaWNhdGlvbhIvCgt2ZXJpZmllZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZXJyb3IYBCABKAkquQEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19QRU5ESU5HEAESFgoSUlVOX1NUQVRVU19SVU5OSU5HEAISFwoTUlVOX1NUQVRVU19TVE9QUElORxADEhYKElJVTl9TVEFUVVNfU1RPUFBFRBAEEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAUSFQoRUlVOX1NUQVRVU19GQUlMRUQQBmIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * How the source is reached. The api_token is write-only: no response ever carries it.
@@ -274,6 +274,14 @@ export type Run = Message<"drover.v1.Run"> & {
    * @generated from field: map<string, string> facts = 18;
    */
   facts: { [key: string]: string };
+
+  /**
+   * How long the live run still needs against its source account's budget; absent once it has
+   * finished, and for a source that cannot estimate its work.
+   *
+   * @generated from field: drover.v1.RunEta eta = 19;
+   */
+  eta?: RunEta | undefined;
 };
 
 /**
@@ -282,6 +290,58 @@ export type Run = Message<"drover.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_drover_v1_run, 4);
+
+/**
+ * A live run's ETA: the source calls it still needs (estimated from what it has learned: rows per
+ * page, messages per deal, the cost of each call) paced by the account's burst window and, when
+ * they do not fit in today's allowance, waiting for the daily resets they need.
+ *
+ * @generated from message drover.v1.RunEta
+ */
+export type RunEta = Message<"drover.v1.RunEta"> & {
+  /**
+   * @generated from field: int64 seconds = 1;
+   */
+  seconds: bigint;
+
+  /**
+   * For people: "about 2 days 5 hours", "at least about 3 minutes".
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * Part of the work is not known yet (a list whose end is not reached): a floor.
+   *
+   * @generated from field: bool at_least = 3;
+   */
+  atLeast: boolean;
+
+  /**
+   * @generated from field: int64 requests_left = 4;
+   */
+  requestsLeft: bigint;
+
+  /**
+   * @generated from field: int64 tokens_left = 5;
+   */
+  tokensLeft: bigint;
+
+  /**
+   * Daily resets the rest of the run waits for.
+   *
+   * @generated from field: int32 daily_resets = 6;
+   */
+  dailyResets: number;
+};
+
+/**
+ * Describes the message drover.v1.RunEta.
+ * Use `create(RunEtaSchema)` to create a new message.
+ */
+export const RunEtaSchema: GenMessage<RunEta> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run, 5);
 
 /**
  * One source account's request budget (shared by every run that reads the account).
@@ -338,7 +398,7 @@ export type SourceBudget = Message<"drover.v1.SourceBudget"> & {
  * Use `create(SourceBudgetSchema)` to create a new message.
  */
 export const SourceBudgetSchema: GenMessage<SourceBudget> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 5);
+  messageDesc(file_drover_v1_run, 6);
 
 /**
  * @generated from message drover.v1.NoteGroup
@@ -375,7 +435,7 @@ export type NoteGroup = Message<"drover.v1.NoteGroup"> & {
  * Use `create(NoteGroupSchema)` to create a new message.
  */
 export const NoteGroupSchema: GenMessage<NoteGroup> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 6);
+  messageDesc(file_drover_v1_run, 7);
 
 /**
  * @generated from message drover.v1.LedgerEntry
@@ -432,7 +492,7 @@ export type LedgerEntry = Message<"drover.v1.LedgerEntry"> & {
  * Use `create(LedgerEntrySchema)` to create a new message.
  */
 export const LedgerEntrySchema: GenMessage<LedgerEntry> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 7);
+  messageDesc(file_drover_v1_run, 8);
 
 /**
  * @generated from message drover.v1.Note
@@ -479,7 +539,7 @@ export type Note = Message<"drover.v1.Note"> & {
  * Use `create(NoteSchema)` to create a new message.
  */
 export const NoteSchema: GenMessage<Note> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 8);
+  messageDesc(file_drover_v1_run, 9);
 
 /**
  * One kind of a verified run: the source's rows against the ledger, and a sample compared field by field.
@@ -533,7 +593,7 @@ export type KindVerification = Message<"drover.v1.KindVerification"> & {
  * Use `create(KindVerificationSchema)` to create a new message.
  */
 export const KindVerificationSchema: GenMessage<KindVerification> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 9);
+  messageDesc(file_drover_v1_run, 10);
 
 /**
  * @generated from message drover.v1.Verification
@@ -569,7 +629,7 @@ export type Verification = Message<"drover.v1.Verification"> & {
  * Use `create(VerificationSchema)` to create a new message.
  */
 export const VerificationSchema: GenMessage<Verification> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 10);
+  messageDesc(file_drover_v1_run, 11);
 
 /**
  * The lifecycle of a run. pending -> running -> succeeded | failed;

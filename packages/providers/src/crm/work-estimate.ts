@@ -1,0 +1,88 @@
+import type { Queryable } from "@drover/db";
+import type { CallsLeft, RunInfo, WorkEstimate } from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
+import { TOKEN_COSTS } from "./client.js";
+import { runSettings } from "./config.js";
+import { CATCH_UP, KIND_LISTS } from "./lists.js";
+import { BODY_SOURCE_FACT, type MailCursor } from "./mail.js";
+
+/**
+ * What a live crm run still needs from Pipedrive, from what it has learned:
+ * - a list kind: a list call per page task still to run (pending or running). Pipedrive does not
+ *   say how long a list is, so while a chain or stripe goes on this is a floor; a kind whose phase
+ *   has not begun needs at least one page per list;
+ * - mail: per deal still to walk, one list call and, where bodies are fetched one by one (the run's
+ *   fact), one get per message, at the messages per deal the run has met so far. Before the mail
+ *   phase the deals are those the ledger holds;
+ * each call at its token cost (list 20, get 2).
+ */
+export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkEstimate> {
+  const { settings } = runSettings(run);
+  const tasks = await q.execute<{
+    kind: string;
+    status: string;
+    cursor: Record<string, unknown>;
+    n: number;
+  }>(sql`
+    select kind, status, cursor, count(*)::int as n from drover.tasks
+     where run_id = ${run.id}::uuid and status in ('pending', 'running', 'succeeded')
+     group by kind, status, cursor`);
+  const [facts] = await q.execute<{ bodies: string | null }>(sql`
+    select (select value #>> '{}' from drover.run_facts where run_id = ${run.id}::uuid and key = ${BODY_SOURCE_FACT}) as bodies`);
+  const kinds: CallsLeft[] = [];
+  const seeded = new Set(tasks.map((t) => t.kind));
+  for (const kind of run.plan.flat()) {
+    if (kind === CATCH_UP) continue;
+    if (kind === "mail") {
+      kinds.push(await mailLeft(q, run, tasks, facts?.bodies ?? null, seeded.has("mail")));
+      continue;
+    }
+    const open = tasks.filter((t) => t.kind === kind && t.status !== "succeeded");
+    const pages = seeded.has(kind) ? open.reduce((n, t) => n + t.n, 0) : (KIND_LISTS[kind]?.length ?? 1);
+    kinds.push({
+      kind,
+      requests: pages,
+      tokens: pages * TOKEN_COSTS.list,
+      atLeast: !seeded.has(kind) || pages > 0,
+    });
+  }
+  return { kinds, ...(settings.dailyTokens > 0 ? { dailyTokens: settings.dailyTokens } : {}) };
+}
+
+async function mailLeft(
+  q: Queryable,
+  run: RunInfo,
+  tasks: readonly { kind: string; status: string; cursor: Record<string, unknown>; n: number }[],
+  bodies: string | null,
+  seeded: boolean,
+): Promise<CallsLeft> {
+  let dealsLeft = 0;
+  let dealsWalked = 0;
+  for (const t of tasks) {
+    if (t.kind !== "mail") continue;
+    const c = t.cursor as unknown as MailCursor;
+    const deals = Array.isArray(c.deals) ? c.deals.length : 0;
+    const done = t.status === "succeeded" ? deals : Math.min(deals, Number(c.index) || 0);
+    dealsWalked += done * t.n;
+    dealsLeft += (deals - done) * t.n;
+  }
+  if (!seeded) {
+    const [deals] = await q.execute<{ n: number }>(sql`
+      select count(*)::int as n from drover.ledger
+       where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
+         and kind = 'deals' and action in ('created', 'matched')`);
+    dealsLeft = deals?.n ?? 0;
+  }
+  const [mail] = await q.execute<{ n: number }>(sql`
+    select count(*)::int as n from drover.ledger where run_id = ${run.id}::uuid and kind = 'mail'`);
+  // Messages met per deal walked; before any deal is walked, a deal is counted as one message.
+  const perDeal = dealsWalked > 0 ? (mail?.n ?? 0) / dealsWalked : 1;
+  const gets = bodies === "list" ? 0 : Math.round(dealsLeft * perDeal);
+  return {
+    kind: "mail",
+    requests: dealsLeft + gets,
+    tokens: dealsLeft * TOKEN_COSTS.list + gets * TOKEN_COSTS.get,
+    // Until the deals phase is over, or the body source is known, more may come.
+    atLeast: !seeded || bodies === null,
+  };
+}
