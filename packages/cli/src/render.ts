@@ -157,6 +157,17 @@ export function formatWait(seconds: number): string {
   return h % 24 ? `${Math.floor(h / 24)} d ${h % 24} h` : `${Math.floor(h / 24)} d`;
 }
 
+/**
+ * The run's ETA against its source account's budget (GetRun's eta): when it should end, and what
+ * it still needs, e.g. `ETA: about 2 days 5 hours (budget: 91,200 requests, 182,400 tokens, 2 daily resets)`.
+ */
+export function etaLine(eta: NonNullable<Run["eta"]>): string {
+  const resets =
+    eta.dailyResets > 0 ? `, ${eta.dailyResets} daily reset${eta.dailyResets === 1 ? "" : "s"}` : "";
+  const n = (v: bigint) => Number(v).toLocaleString("en-US");
+  return `ETA: ${eta.text} (budget: ${n(eta.requestsLeft)} requests, ${n(eta.tokensLeft)} tokens${resets})`;
+}
+
 export function runSummary(run: Run, options: { width?: number; now?: number } = {}): string {
   const t = run.tasks;
   const waiting = budgetWaitLine(run, options.now ?? Date.now());
@@ -164,6 +175,7 @@ export function runSummary(run: Run, options: { width?: number; now?: number } =
     `run ${run.id}  ${statusName(run.status)}  tenant ${run.tenantId}  ${run.source}:${run.sourceAccount}`,
     `${phaseLabel(run)}  tasks: ${t?.running ?? 0} running, ${t?.pending ?? 0} pending, ${t?.succeeded ?? 0} done, ${t?.failed ?? 0} failed, ${t?.cancelled ?? 0} cancelled`,
     ...(waiting ? [waiting] : []),
+    ...(run.eta && !isTerminal(run.status) ? [etaLine(run.eta)] : []),
     ...(Object.keys(run.facts).length > 0 ? [`learned: ${factsLine(run)}`] : []),
     ...(run.error ? [`error: ${run.error}`] : []),
     "",
@@ -249,7 +261,8 @@ export function countsLine(p: Run["progress"][number]): string {
  * Progress of a live run. The source does not say how many rows it holds, so a kind's bar is its
  * tasks done of the tasks known (page-walking kinds seed their next page as they go, so it is rough
  * early), its rate is rows over the time it has been going, and its ETA is that time × tasks left ÷
- * tasks done. The run's ETA counts phases not begun as one more of what is left.
+ * tasks done. The run's ETA is GetRun's (the work left against the account's budget) where the
+ * source estimates it; otherwise it counts phases not begun as one more of what is left.
  *
  * Given a `width` (the terminal's), no line is wider: a kind's counts move to a line of their own,
  * then its tasks, rate and bar are left out, narrowest terminal last, and what still does not fit
@@ -272,9 +285,14 @@ export function progressBlock(
     isTerminal(run.status) || finished === 0
       ? undefined
       : (seconds * (left + phasesLeft * Math.max(1, left))) / Math.max(1, finished);
-  const header = `${statusName(run.status)} · ${phaseLabel(run)} · ${done} rows · ${rate.toFixed(0)} rows/s${
-    eta === undefined ? "" : ` · ETA ~${formatDuration(eta)}`
-  }`;
+  // The budget-aware ETA (GetRun's) where the source gives one; else the tasks' own pace.
+  const etaText =
+    run.eta && !isTerminal(run.status)
+      ? ` · ETA ${run.eta.text}`
+      : eta === undefined
+        ? ""
+        : ` · ETA ~${formatDuration(eta)}`;
+  const header = `${statusName(run.status)} · ${phaseLabel(run)} · ${done} rows · ${rate.toFixed(0)} rows/s${etaText}`;
   const phaseOf = new Map(run.phases.flatMap((p, i) => p.kinds.map((k) => [k, i] as const)));
   const lines = [fit(header, width)];
   const waiting = budgetWaitLine(run, clock.now());

@@ -3,6 +3,7 @@ import {
   create,
   type MessageInitShape,
   RpcError,
+  RunEtaSchema,
   RunSchema,
   RunStatus,
   timestampFromDate,
@@ -111,6 +112,26 @@ describe("cli rendering", () => {
     expect(header).toBe("running · phase 2/2 [deals] · 24 rows · 2 rows/s · ETA ~5s");
     expect(rows[0]).toContain("done");
     expect(rows[2]).toContain("ETA");
+  });
+
+  it("gives GetRun's budget-aware ETA, in status and in watch, while the run goes", () => {
+    const eta = create(RunEtaSchema, {
+      seconds: 191_000n,
+      text: "about 2 days 5 hours",
+      requestsLeft: 91_200n,
+      tokensLeft: 182_400n,
+      dailyResets: 2,
+    });
+    const going = create(RunSchema, { ...base, eta });
+    expect(progressBlock(going, 10_000)[0]).toBe(
+      "running · phase 2/2 [deals] · 24 rows · 2 rows/s · ETA about 2 days 5 hours",
+    );
+    expect(runSummary(going)).toContain(
+      "ETA: about 2 days 5 hours (budget: 91,200 requests, 182,400 tokens, 2 daily resets)",
+    );
+    // A finished run has none to show.
+    const done = create(RunSchema, { ...base, eta, status: RunStatus.SUCCEEDED });
+    expect(runSummary(done)).not.toContain("ETA");
   });
 
   it("draws a bar per kind from its tasks, with its own rows/s and ETA", () => {

@@ -54,6 +54,12 @@ export interface RunJson {
    * sentence the page shows, finished there with `until` in the reader's time and how long that is.
    */
   budgetWait: { text: string; until: string } | null;
+  /**
+   * A live run's ETA against its source account's budget (GetRun's eta): `text` as the page shows
+   * it ("about 2 days 5 hours"), with what the run still needs; null once it ended or when the
+   * source does not estimate its work.
+   */
+  eta: { text: string; seconds: number; requests: number; tokens: number; dailyResets: number } | null;
   /** The check of the finished run against its source; null until there is one. */
   verification: VerificationJson | null;
   /** The run succeeded or failed and its (automatic) verification is still to come. */
@@ -141,6 +147,16 @@ export function runJson(run: Run, now = Date.now()): RunJson {
         }
       : null,
     budgetWait: budgetWait(run, now),
+    // GetRun carries it only while the run is running.
+    eta: run.eta
+      ? {
+          text: run.eta.text,
+          seconds: Number(run.eta.seconds),
+          requests: Number(run.eta.requestsLeft),
+          tokens: Number(run.eta.tokensLeft),
+          dailyResets: run.eta.dailyResets,
+        }
+      : null,
     verification: run.verification
       ? {
           ok: run.verification.ok,

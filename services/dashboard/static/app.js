@@ -325,6 +325,7 @@ class RunView {
     this.phaseList = h("ol", { class: "phases", id: "phases" });
     this.error = h("p", { class: "problem", id: "run-error", hidden: true });
     this.budgetWait = h("p", { class: "notice", id: "budget-wait", hidden: true });
+    this.eta = h("p", { class: "notice", id: "run-eta", hidden: true });
     this.learned = h("dl", { class: "facts", id: "run-facts", hidden: true });
     this.buttons = {
       stop: h(
@@ -383,6 +384,7 @@ class RunView {
         this.phaseList,
         this.learned,
         this.budgetWait,
+        this.eta,
         this.error,
         h("div", { class: "actions" }, this.buttons.stop, this.buttons.resume, this.buttons.retry),
       ),
@@ -493,6 +495,14 @@ class RunView {
     clearInterval(this.waitTimer);
     if (wait) this.waitTimer = setInterval(showWait, 30_000);
     showWait();
+    // Against the source's budget: the work left, paced by its burst window and daily resets.
+    const eta = run.eta;
+    this.eta.textContent = eta
+      ? `Ends in ${eta.text} (budget: ${fmt(eta.requests)} requests, ${fmt(eta.tokens)} tokens${
+          eta.dailyResets > 0 ? `, ${eta.dailyResets} daily reset${eta.dailyResets === 1 ? "" : "s"}` : ""
+        })`
+      : "";
+    this.eta.hidden = !eta;
     this.error.textContent = run.error ? `Error: ${run.error}` : "";
     this.error.hidden = !run.error;
     this.buttons.stop.disabled = !run.can.stop;

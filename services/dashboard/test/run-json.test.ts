@@ -129,6 +129,28 @@ describe("the run as the page draws it", () => {
     expect(runJson(run, now).budgetWait).toBeNull();
   });
 
+  it("carries GetRun's budget-aware ETA while the run goes", () => {
+    const going = create(RunSchema, {
+      ...init,
+      status: RunStatus.RUNNING,
+      eta: {
+        seconds: 191_000n,
+        text: "about 2 days 5 hours",
+        requestsLeft: 91_200n,
+        tokensLeft: 182_400n,
+        dailyResets: 2,
+      },
+    });
+    expect(runJson(going).eta).toEqual({
+      text: "about 2 days 5 hours",
+      seconds: 191_000,
+      requests: 91_200,
+      tokens: 182_400,
+      dailyResets: 2,
+    });
+    expect(runJson(run).eta).toBeNull();
+  });
+
   it("carries the finished run's verification, and says when it is still to come", () => {
     expect(runJson(run)).toMatchObject({ verification: null, verificationPending: true });
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).verificationPending).toBe(
