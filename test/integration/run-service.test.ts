@@ -51,6 +51,47 @@ async function taskStatuses(runId: string): Promise<Record<string, number>> {
 }
 
 describe("RunService", { timeout: 60_000 }, () => {
+  describe("eta", () => {
+    it("GetRun carries a running run's ETA against its account's budget: the work left, paced, and the daily resets it waits for", async () => {
+      const account = `eta-${randomUUID().slice(0, 8)}`;
+      const { run } = await c.client.startRun({
+        tenantId: tenant("eta"),
+        source: "crm",
+        sourceAccount: account,
+        kinds: ["organizations", "persons"],
+        // A day's allowance of 10 tokens: two list calls (20 tokens each) need several days.
+        sourceConfig: {
+          baseUrl: c.sandbox.url,
+          apiToken: API_TOKEN,
+          settings: { ...SETTINGS, dailyTokens: "10" },
+        },
+      });
+      started.push(run!.id);
+      // The account as a worker's reports left it: 5 tokens left today, renewed in an hour.
+      await c.database.db.execute(sql`
+        insert into drover.budgets (source, source_account, burst_capacity, daily_remaining, daily_reset_at)
+        values ('crm', ${account}, 20, 5, now() + interval '1 hour')`);
+      const { run: live } = await c.client.getRun({ runId: run!.id });
+      // No worker: one pending page task per kind (v2 lists are one chain each), their ends unknown.
+      expect(live!.eta).toMatchObject({
+        requestsLeft: 2n,
+        tokensLeft: 40n,
+        atLeast: true,
+        // 5 today, then 10 a day: 35 more tokens take four resets.
+        dailyResets: 4,
+        text: "at least about 3 days 1 hour",
+      });
+      expect(Number(live!.eta!.seconds)).toBeGreaterThan(3 * 86_400 + 3_500);
+      // A run that ended has none.
+      await c.client.stopRun({ runId: run!.id });
+      const stopped = await until(async () => {
+        const { run: r } = await c.client.getRun({ runId: run!.id });
+        return r?.status === RunStatus.STOPPED ? r : undefined;
+      });
+      expect(stopped.eta).toBeUndefined();
+    });
+  });
+
   describe("admission", () => {
     it("answers ALREADY_EXISTS naming the live run when the same tenant and source account start again", async () => {
       const t = tenant("adm");
