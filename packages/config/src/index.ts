@@ -103,6 +103,7 @@ export function metricsHost() {
     .default("127.0.0.1")
     .refine((v) => /^[0-9a-zA-Z.:_-]{1,253}$/.test(v), { message: "must be a host name or IP address" });
 }
+export { NATS_SETTINGS, natsServers, streamReplicas } from "./nats.js";
 export {
   effectiveTouchMs,
   MIN_TOUCHES_PER_STALE,

@@ -23,7 +23,11 @@ export async function checkServices(databaseUrl: string, natsUrl: string): Promi
     await sql.end({ timeout: 1 }).catch(() => {});
   }
   try {
-    const nc = await connect({ servers: natsUrl, timeout: 3_000, maxReconnectAttempts: 0 });
+    const nc = await connect({
+      servers: natsUrl.split(",").map((s) => s.trim()),
+      timeout: 3_000,
+      maxReconnectAttempts: 0,
+    });
     const reply = await nc.request("$JS.API.INFO", "", { timeout: 3_000 });
     const info = JSON.parse(new TextDecoder().decode(reply.data)) as { error?: { description?: string } };
     if (info.error)

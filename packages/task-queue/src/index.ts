@@ -10,4 +10,4 @@ export {
   type TaskAssignment,
   type VerificationAssignment,
 } from "./publish.js";
-export { ACK_WAIT_MS, ensureTaskQueue } from "./stream.js";
+export { ACK_WAIT_MS, ensureTaskQueue, TaskQueueConfigError, type TaskQueueOptions } from "./stream.js";

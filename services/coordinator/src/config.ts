@@ -4,6 +4,7 @@ import {
   intVar,
   metricsHost,
   metricsPort,
+  NATS_SETTINGS,
   parseEnv,
   postgresUrl,
   SHARED_SETTINGS,
@@ -12,7 +13,8 @@ import {
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
-  NATS_URL: z.string().default("127.0.0.1:4222"),
+  /** NATS_URL: a server, or a cluster's servers comma-separated; DROVER_STREAM_REPLICAS: the stream's copies. */
+  ...NATS_SETTINGS,
   DROVER_GRPC_ADDRESS: address("127.0.0.1:50051"),
   /**
    * Lane width, queue prefix, attempts, notes cap and the stale-lock threshold (a running task whose

@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import { ConfigError } from "@drover/config";
 import { ensureDatabase, migrateDatabase, openDatabase } from "@drover/db";
 import {
   addService,
@@ -11,7 +12,13 @@ import {
 } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
-import { ensureTaskQueue, publishBudgetWall, publishVerification, taskQueueNames } from "@drover/task-queue";
+import {
+  ensureTaskQueue,
+  publishBudgetWall,
+  publishVerification,
+  TaskQueueConfigError,
+  taskQueueNames,
+} from "@drover/task-queue";
 import {
   createLogger,
   extractTraceContext,
@@ -78,7 +85,13 @@ export async function startCoordinator(
   });
   const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
   const jsm = await jetstreamManager(nc);
-  await ensureTaskQueue(jsm, names);
+  const queueOptions = { replicas: config.DROVER_STREAM_REPLICAS };
+  await ensureTaskQueue(jsm, names, queueOptions).catch(async (err) => {
+    await nc.close();
+    await database.close();
+    // A stream kept at another replica count is a setting to fix (exit code 2), not a crash.
+    throw err instanceof TaskQueueConfigError ? new ConfigError([err.message]) : err;
+  });
   const js = jetstream(nc);
   // Slots already leased before a 429 must not be used: every worker hears of the wall at once.
   const budgets = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, Date.now, (source, account, until) =>
@@ -101,7 +114,7 @@ export async function startCoordinator(
           js,
           names,
           maxInflight: 2 * config.DROVER_LANE_WIDTH,
-          ensureQueue: () => ensureTaskQueue(jsm, names),
+          ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
         },
         runId,
       ),

@@ -7,6 +7,7 @@ import {
   intVar,
   metricsHost,
   metricsPort,
+  NATS_SETTINGS,
   parseEnv,
   postgresUrl,
   SHARED_SETTINGS,
@@ -23,7 +24,8 @@ import type { Client, WorkerService } from "@drover/proto";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
-  NATS_URL: z.string().default("127.0.0.1:4222"),
+  /** NATS_URL: a server, or a cluster's servers comma-separated; DROVER_STREAM_REPLICAS: the stream's copies. */
+  ...NATS_SETTINGS,
   DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051"),
   /**
    * Lane width (tasks this process runs at once, each holding at most one database connection at a

@@ -1,10 +1,17 @@
 import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
+import { ConfigError } from "@drover/config";
 import { openDatabase } from "@drover/db";
 import type { AssignmentOutcome, TaskRunnerDeps } from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
-import { ensureTaskQueue, parseBudgetWall, startLane, taskQueueNames } from "@drover/task-queue";
+import {
+  ensureTaskQueue,
+  parseBudgetWall,
+  startLane,
+  TaskQueueConfigError,
+  taskQueueNames,
+} from "@drover/task-queue";
 import { createLogger, injectTraceContext, type Logger } from "@drover/telemetry";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -87,7 +94,14 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   });
   const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
   const jsm = await jetstreamManager(nc);
-  await ensureTaskQueue(jsm, names);
+  const queueOptions = { replicas: config.DROVER_STREAM_REPLICAS };
+  await ensureTaskQueue(jsm, names, queueOptions).catch(async (err) => {
+    await nc.close();
+    coordinator.close();
+    await database.close();
+    // A stream kept at another replica count is a setting to fix (exit code 2), not a crash.
+    throw err instanceof TaskQueueConfigError ? new ConfigError([err.message]) : err;
+  });
   const shutdown = new AbortController();
   const held = new HeldTasks();
 
@@ -131,7 +145,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   const lane = await startLane(jetstream(nc), names, {
     width: config.DROVER_LANE_WIDTH,
     handle,
-    ensure: () => ensureTaskQueue(jsm, names),
+    ensure: () => ensureTaskQueue(jsm, names, queueOptions),
     recoverForMs: config.DROVER_CONSUMER_RECOVERY_MS,
     onError: (err) => logger.error({ err }, "task handling failed; message will be redelivered"),
   });
