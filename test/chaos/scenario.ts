@@ -13,13 +13,16 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { sql } from "drizzle-orm";
 import { type Harness, openClusterHarness } from "../support/cluster-harness.js";
-import { startPrivateNats } from "./private-nats.js";
+import { type NatsCluster, natsServerList, startNatsCluster } from "../support/nats-cluster.js";
+import { type PrivateNats, startPrivateNats } from "./private-nats.js";
 
 /**
  * A chaos run, in the manner of Jepsen: real processes (the CRM sandbox serving malformed rows,
  * transient 5xx and latency; coordinators; workers; a NATS server of the run's own), one migration,
  * and a seeded nemesis that kills workers, kills the leader coordinator, restarts NATS, terminates
  * the workers' database connections and freezes a worker past its ack_wait, while the run goes on.
+ * With `nats: "cluster"` NATS is a three-node cluster keeping the stream at three replicas, and the
+ * nemesis SIGKILLs its nodes (the stream's leader first) and starts them again.
  * Then a checker: nothing lost, nothing duplicated, nothing unexpected, no verification mismatch,
  * every malformed row failed with its reason. The seed decides the dataset, the sandbox's faults,
  * and what the nemesis does at which point of the run's progress (the share of source rows
@@ -33,13 +36,17 @@ export type FaultKind =
   | "kill-leader"
   | "restart-nats"
   | "terminate-db-connections"
-  | "pause-worker";
+  | "pause-worker"
+  | "kill-nats-node"
+  | "restart-nats-node";
 export const FAULT_KINDS: readonly FaultKind[] = [
   "kill-worker",
   "kill-leader",
   "restart-nats",
   "terminate-db-connections",
   "pause-worker",
+  "kill-nats-node",
+  "restart-nats-node",
 ];
 
 export interface ChaosOptions {
@@ -57,14 +64,21 @@ export interface ChaosOptions {
    * has accounted for. A [min, max] range is drawn from the seed.
    */
   nemesis: {
-    /** SIGKILL a worker at `from`, then every [min, max] of progress until LAST_FAULT_AT; null: one kill. */
-    workerKills: { from: number; every: [number, number] | null };
+    /** SIGKILL a worker at `from`, then every [min, max] of progress until LAST_FAULT_AT; null: one kill. None when null. */
+    workerKills: { from: number; every: [number, number] | null } | null;
     /** One entry per injection. */
     killLeaderAt: [number, number][];
     restartNatsAt: [number, number][];
     natsDownMs: number;
     terminateDbAt: [number, number][];
-    pauseWorkerAt: [number, number];
+    /** null: no worker is frozen. */
+    pauseWorkerAt: [number, number] | null;
+    /**
+     * A NATS cluster's nodes (`nats: "cluster"`): SIGKILL one, the stream's leader unless it was
+     * killed before (then another); start the one that is down again, once current.
+     */
+    killNatsNodeAt?: [number, number][];
+    restartNatsNodeAt?: [number, number][];
     /** How long the paused worker stays SIGSTOPped: longer than ack_wait (30 s) or DROVER_STALE_TASK_MS. */
     pauseForMs: number;
   };
@@ -77,6 +91,11 @@ export interface ChaosOptions {
   runDeadlineMs: number;
   /** VerifyRun must answer within this. */
   verifyDeadlineMs: number;
+  /**
+   * One private nats-server (default; `restart-nats` restarts it), or a three-node cluster keeping
+   * the stream at three replicas (`kill-nats-node`, `restart-nats-node`).
+   */
+  nats?: "server" | "cluster";
 }
 
 export interface InjectedFault {
@@ -174,16 +193,19 @@ export function plan(options: ChaosOptions, random: () => number): PlannedFault[
   const n = options.nemesis;
   const within = ([min, max]: [number, number]) => Math.round((min + random() * (max - min)) * 1000) / 1000;
   const out: PlannedFault[] = [];
-  if (n.workerKills.every) {
-    for (let at = n.workerKills.from; at < LAST_FAULT_AT; at += within(n.workerKills.every))
+  if (n.workerKills?.every) {
+    const every = n.workerKills.every;
+    for (let at = n.workerKills.from; at < LAST_FAULT_AT; at += within(every))
       out.push({ at: Math.round(at * 1000) / 1000, kind: "kill-worker" });
-  } else {
+  } else if (n.workerKills) {
     out.push({ at: n.workerKills.from, kind: "kill-worker" });
   }
   for (const w of n.killLeaderAt) out.push({ at: within(w), kind: "kill-leader" });
   for (const w of n.restartNatsAt) out.push({ at: within(w), kind: "restart-nats" });
   for (const w of n.terminateDbAt) out.push({ at: within(w), kind: "terminate-db-connections" });
-  out.push({ at: within(n.pauseWorkerAt), kind: "pause-worker" });
+  if (n.pauseWorkerAt) out.push({ at: within(n.pauseWorkerAt), kind: "pause-worker" });
+  for (const w of n.killNatsNodeAt ?? []) out.push({ at: within(w), kind: "kill-nats-node" });
+  for (const w of n.restartNatsNodeAt ?? []) out.push({ at: within(w), kind: "restart-nats-node" });
   return out.sort((a, b) => a.at - b.at);
 }
 
@@ -208,7 +230,14 @@ export async function runChaos(
     `chaos ${options.variant}: seed ${options.seed} (replay with CHAOS_SEED=${options.seed}); logs in ${logDir}`,
   );
 
-  const nats = await startPrivateNats({ logDir });
+  let nats: PrivateNats | undefined;
+  let natsCluster: NatsCluster | undefined;
+  if (options.nats === "cluster") natsCluster = await startNatsCluster({ logDir, log });
+  else nats = await startPrivateNats({ logDir });
+  const natsUrl = (natsCluster ?? nats)!.url;
+  /** Cluster nodes the nemesis killed, in order, and those still down. */
+  const natsKilled: number[] = [];
+  const natsDown: number[] = [];
   let h: Harness | undefined;
   const paused = new Set<ServiceProcess>();
   /** What the nemesis killed on purpose: any other process that exited crashed. */
@@ -223,13 +252,17 @@ export async function runChaos(
   let natsStoreKept = true;
   try {
     h = await openClusterHarness({
-      natsUrl: nats.url,
+      natsUrl,
       logDir,
       coordinators: options.coordinators,
       workers: options.workers,
       laneWidth: options.laneWidth,
       sandbox: { ...options.sandbox, seed: options.seed },
-      env: { ...options.env, LOG_LEVEL: process.env.LOG_LEVEL ?? "info" },
+      env: {
+        ...(natsCluster ? { DROVER_STREAM_REPLICAS: "3" } : {}),
+        ...options.env,
+        LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+      },
     });
     const harness = h;
     mark("clusterUp");
@@ -325,6 +358,7 @@ export async function runChaos(
           return;
         }
         case "restart-nats": {
+          if (!nats) throw new Error('restart-nats needs nats: "server"');
           const before = await streamInfo(nats.url, stream);
           record(kind, `nats-server pid ${nats.pid}`, {
             downMs: options.nemesis.natsDownMs,
@@ -344,6 +378,43 @@ export async function runChaos(
             select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
              where application_name = 'drover-worker' and datname = current_database()`);
           record(kind, "drover-worker backends", { terminated: row?.n ?? 0 });
+          return;
+        }
+        case "kill-nats-node": {
+          if (!natsCluster) throw new Error('kill-nats-node needs nats: "cluster"');
+          // Only with every node up: two down of three leaves the stream without a quorum.
+          if (natsDown.length > 0) {
+            log(`  nemesis: kill-nats-node skipped, ${natsDown.length} node(s) still down`);
+            return;
+          }
+          // The stream's leader takes every write: killing it forces an election mid-run. A node
+          // killed before is spared, so a second kill takes another.
+          const leader = await natsCluster.streamLeader(stream);
+          const candidates = natsCluster.nodes.map((_, i) => i).filter((i) => !natsKilled.includes(i));
+          const victim =
+            leader !== undefined && candidates.includes(leader)
+              ? leader
+              : candidates[Math.floor(random() * candidates.length)];
+          if (victim === undefined) return;
+          const node = natsCluster.nodes[victim]!;
+          const pid = node.pid;
+          await natsCluster.kill(victim);
+          natsKilled.push(victim);
+          natsDown.push(victim);
+          record(kind, `${node.name} (pid ${pid})`, {
+            streamLeader: leader === undefined ? null : natsCluster.nodes[leader]!.name,
+          });
+          return;
+        }
+        case "restart-nats-node": {
+          if (!natsCluster) throw new Error('restart-nats-node needs nats: "cluster"');
+          const index = natsDown.shift();
+          if (index === undefined) return;
+          const node = natsCluster.nodes[index]!;
+          await natsCluster.start(index);
+          const after = await streamInfo(natsCluster.url, stream);
+          record(kind, node.name, { messages: after?.messages ?? null });
+          log(`    ${node.name} back as pid ${node.pid} and current`);
           return;
         }
         case "pause-worker": {
@@ -406,7 +477,7 @@ export async function runChaos(
       await nemesis;
       for (const w of paused) w.signal("SIGCONT");
       paused.clear();
-      await nats.ensureRunning();
+      await (natsCluster ?? nats)!.ensureRunning();
     }
     const runMs = Date.now() - runStarted;
     mark("runEnded");
@@ -445,6 +516,11 @@ export async function runChaos(
     if (finished.status !== RunStatus.SUCCEEDED)
       problems.push(`the run ended ${RunStatus[finished.status]}: ${finished.error}`);
     if (!natsStoreKept) problems.push("the task stream did not survive the NATS restart");
+    if (natsCluster) {
+      const replicas = (await streamInfo(natsCluster.url, stream))?.replicas;
+      if (replicas !== 3)
+        problems.push(`the task stream kept ${replicas ?? "no"} replicas on the cluster, not 3`);
+    }
     for (const p of [...harness.cluster.workers, ...harness.cluster.coordinators]) {
       if (killed.has(p) || (await isAlive(p))) continue;
       problems.push(
@@ -472,7 +548,7 @@ export async function runChaos(
     const faultCounts = Object.fromEntries(
       FAULT_KINDS.map((k) => [k, faults.filter((f) => f.kind === k).length]),
     ) as Record<FaultKind, number>;
-    for (const k of FAULT_KINDS)
+    for (const k of new Set(planned.map((f) => f.kind)))
       if (faultCounts[k] === 0) problems.push(`the nemesis never injected ${k} during the run`);
 
     const sum = (f: (a: KindAccount) => number) => accounts.reduce((n, a) => n + f(a), 0);
@@ -557,9 +633,9 @@ export async function runChaos(
   } finally {
     for (const w of paused) w.signal("SIGCONT");
     // NATS must be up for the harness to delete its stream, and is stopped after, whatever happened.
-    await nats.ensureRunning().catch(() => {});
+    await (natsCluster ?? nats)!.ensureRunning().catch(() => {});
     await h?.close().catch((err) => log(`closing the cluster failed: ${(err as Error).message}`));
-    await nats.stop();
+    await (natsCluster ?? nats)!.stop();
     log(
       `chaos ${options.variant} seed ${options.seed}: done in ${((Date.now() - startedAt.getTime()) / 1000).toFixed(1)}s ${JSON.stringify(timings)}`,
     );
@@ -584,11 +660,14 @@ async function isAlive(p: ServiceProcess): Promise<boolean> {
   ]);
 }
 
-async function streamInfo(url: string, stream: string): Promise<{ messages: number } | undefined> {
-  const nc = await connect({ servers: url, timeout: 3_000, maxReconnectAttempts: 0 });
+async function streamInfo(
+  url: string,
+  stream: string,
+): Promise<{ messages: number; replicas: number } | undefined> {
+  const nc = await connect({ servers: natsServerList(url), timeout: 3_000, maxReconnectAttempts: 0 });
   try {
     const info = await (await jetstreamManager(nc)).streams.info(stream);
-    return { messages: info.state.messages };
+    return { messages: info.state.messages, replicas: info.config.num_replicas };
   } catch {
     return undefined;
   } finally {

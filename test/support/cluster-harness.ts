@@ -47,7 +47,7 @@ export async function openClusterHarness(
       client.close();
       await cluster.stop();
       await database.close();
-      const nc = await connect({ servers: options.natsUrl ?? NATS_URL });
+      const nc = await connect({ servers: (options.natsUrl ?? NATS_URL).split(",") });
       const jsm = await jetstreamManager(nc);
       await jsm.streams.delete(`${queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`).catch(() => {});
       await nc.close();

@@ -1,0 +1,253 @@
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { natsServerBinary } from "../chaos/private-nats.js";
+
+/**
+ * A three-node NATS cluster of the test's own on loopback, as production runs it (README, "Running
+ * in production"): each node with its own client, route and monitoring ports and its own store
+ * folder, JetStream on every node, and `sync_interval: always` (each write is fsynced before it is
+ * acknowledged: Jepsen's 2025 analysis of NATS 2.12.1 lost acknowledged messages under the default
+ * two-minute fsync when nodes crashed together).
+ *
+ * `sync_interval` exists from nats-server 2.10 on. An older binary (Debian bookworm ships 2.9.10)
+ * refuses the field, so the cluster starts without it and says so (`syncIntervalAlways` false): the
+ * test still kills processes, whose written pages the kernel keeps, so what it proves holds either
+ * way; only a machine crash needs the fsync. NATS_SERVER_BIN picks a newer binary.
+ */
+export interface NatsNode {
+  name: string;
+  /** host:port for clients. */
+  url: string;
+  storeDir: string;
+  readonly pid: number | undefined;
+  readonly running: boolean;
+}
+
+export interface NatsCluster {
+  nodes: readonly NatsNode[];
+  /** Every node's client address, comma-separated: the NATS_URL services are given. */
+  url: string;
+  /** Whether the servers run with `sync_interval: always` (see above). */
+  syncIntervalAlways: boolean;
+  /** SIGKILLs node `index` (no shutdown, no flush) and resolves once it has exited. */
+  kill(index: number): Promise<void>;
+  /** Starts node `index` again on its ports and store; resolves once it is current with the cluster. */
+  start(index: number): Promise<void>;
+  /** The index of the node leading the stream's group (its writes go there), if one leads. */
+  streamLeader(stream: string): Promise<number | undefined>;
+  /** Resolves once every running node reports itself current (healthz: meta, streams, consumers). */
+  untilHealthy(timeoutMs?: number): Promise<void>;
+  /** Starts every node that is down. */
+  ensureRunning(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const CLUSTER_NAME = "drover-test";
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface NodeSpec {
+  name: string;
+  client: number;
+  route: number;
+  monitor: number;
+  storeDir: string;
+  config: string;
+}
+
+function nodeConfig(node: NodeSpec, routes: number[], syncAlways: boolean): string {
+  return [
+    `server_name: "${node.name}"`,
+    `listen: "127.0.0.1:${node.client}"`,
+    `http: "127.0.0.1:${node.monitor}"`,
+    "jetstream {",
+    `  store_dir: "${node.storeDir}"`,
+    ...(syncAlways ? ["  sync_interval: always"] : []),
+    "}",
+    "cluster {",
+    `  name: "${CLUSTER_NAME}"`,
+    `  listen: "127.0.0.1:${node.route}"`,
+    `  routes: [${routes.map((p) => `"nats-route://127.0.0.1:${p}"`).join(", ")}]`,
+    "}",
+    "",
+  ].join("\n");
+}
+
+export async function startNatsCluster(options: {
+  logDir: string;
+  size?: number;
+  binary?: string;
+  log?: (line: string) => void;
+}): Promise<NatsCluster> {
+  const binary = options.binary ?? natsServerBinary();
+  if (!binary) {
+    throw new Error(
+      "no nats-server binary found: install it (Debian: apt-get install nats-server) or set NATS_SERVER_BIN",
+    );
+  }
+  const size = options.size ?? 3;
+  mkdirSync(options.logDir, { recursive: true });
+  const root = mkdtempSync(join(tmpdir(), "drover-nats-cluster-"));
+  const specs: NodeSpec[] = [];
+  for (let i = 1; i <= size; i++) {
+    const storeDir = join(root, `n${i}`);
+    mkdirSync(storeDir);
+    specs.push({
+      name: `n${i}`,
+      client: await freePort(),
+      route: await freePort(),
+      monitor: await freePort(),
+      storeDir,
+      config: join(root, `n${i}.conf`),
+    });
+  }
+  const routes = specs.map((s) => s.route);
+  const write = (syncAlways: boolean) => {
+    for (const s of specs) writeFileSync(s.config, nodeConfig(s, routes, syncAlways));
+  };
+  write(true);
+  // `-t` checks a configuration without starting: an older server names the field it does not know.
+  const check = spawnSync(binary, ["-t", "-c", specs[0]!.config], { encoding: "utf8" });
+  const syncIntervalAlways = check.status === 0;
+  if (!syncIntervalAlways) {
+    if (!/sync_interval/.test(`${check.stdout}${check.stderr}`))
+      throw new Error(`nats-server refused the cluster configuration: ${check.stderr || check.stdout}`);
+    write(false);
+    options.log?.(
+      `nats cluster: ${binary} predates sync_interval (nats-server 2.10); running without it. Production sets sync_interval: always (README)`,
+    );
+  }
+
+  const children: (ChildProcess | undefined)[] = specs.map(() => undefined);
+  const exits: Promise<void>[] = specs.map(() => Promise.resolve());
+  const logs = specs.map((s) =>
+    createWriteStream(join(options.logDir, `nats-${s.name}.log`), { flags: "a" }),
+  );
+  const alive = (i: number) => {
+    const c = children[i];
+    return c !== undefined && c.exitCode === null && c.signalCode === null;
+  };
+  const healthy = async (i: number): Promise<boolean> => {
+    try {
+      const res = await fetch(`http://127.0.0.1:${specs[i]!.monitor}/healthz`, {
+        signal: AbortSignal.timeout(1_000),
+      });
+      return res.ok;
+    } catch {
+      return false;
+    }
+  };
+  const untilHealthy = async (indexes: number[], timeoutMs: number) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const down = indexes.filter((i) => !alive(i));
+      if (down.length > 0) throw new Error(`nats ${down.map((i) => specs[i]!.name).join(", ")} exited`);
+      const states = await Promise.all(indexes.map(healthy));
+      if (states.every(Boolean)) return;
+      if (Date.now() > deadline)
+        throw new Error(
+          `nats ${indexes.filter((_, k) => !states[k]).map((i) => specs[i]!.name)} not current after ${timeoutMs} ms`,
+        );
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+  const launch = (i: number) => {
+    const proc = spawn(binary, ["-c", specs[i]!.config], { stdio: ["ignore", "pipe", "pipe"] });
+    proc.stdout?.pipe(logs[i]!, { end: false });
+    proc.stderr?.pipe(logs[i]!, { end: false });
+    children[i] = proc;
+    exits[i] = new Promise((resolve) => proc.once("exit", () => resolve()));
+  };
+  const kill = async (i: number) => {
+    const proc = children[i];
+    if (!proc || !alive(i)) return;
+    proc.kill("SIGKILL");
+    await exits[i];
+  };
+  // Whatever happens to the test process, the servers go with it.
+  const onExit = () => {
+    for (const c of children) c?.kill("SIGKILL");
+  };
+  process.once("exit", onExit);
+
+  const all = specs.map((_, i) => i);
+  try {
+    for (const i of all) launch(i);
+    // The first meta leader election waits for the routes: a fresh cluster is current in seconds.
+    await untilHealthy(all, 60_000);
+  } catch (err) {
+    await Promise.all(all.map(kill));
+    rmSync(root, { recursive: true, force: true });
+    throw err;
+  }
+
+  const servers = specs.map((s) => `127.0.0.1:${s.client}`);
+  return {
+    nodes: specs.map((s, i) => ({
+      name: s.name,
+      url: servers[i]!,
+      storeDir: s.storeDir,
+      get pid() {
+        return children[i]?.pid;
+      },
+      get running() {
+        return alive(i);
+      },
+    })),
+    url: servers.join(","),
+    syncIntervalAlways,
+    kill,
+    async start(i) {
+      if (!alive(i)) launch(i);
+      await untilHealthy([i], 60_000);
+    },
+    async streamLeader(stream) {
+      const nc = await connect({ servers: servers.filter((_, i) => alive(i)), timeout: 3_000 });
+      try {
+        const info = await (await jetstreamManager(nc, { timeout: 5_000 })).streams.info(stream);
+        const leader = info.cluster?.leader;
+        const index = specs.findIndex((s) => s.name === leader);
+        return index < 0 ? undefined : index;
+      } catch {
+        return undefined;
+      } finally {
+        await nc.close();
+      }
+    },
+    untilHealthy: (timeoutMs = 60_000) =>
+      untilHealthy(
+        all.filter((i) => alive(i)),
+        timeoutMs,
+      ),
+    async ensureRunning() {
+      const down = all.filter((i) => !alive(i));
+      for (const i of down) launch(i);
+      await untilHealthy(down, 60_000);
+    },
+    async stop() {
+      await Promise.all(all.map(kill));
+      process.removeListener("exit", onExit);
+      for (const log of logs) log.end();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A client list for a NATS_URL that may name several servers. */
+export function natsServerList(url: string): string[] {
+  return url.split(",").map((s) => s.trim());
+}
