@@ -33,6 +33,11 @@ export interface ClusterOptions {
   dashboard?: boolean;
 }
 
+export interface WorkerOverrides {
+  env?: Record<string, string>;
+  launcher?: string[];
+}
+
 export interface Cluster {
   sandboxUrl: string;
   coordinatorAddresses: string[];
@@ -49,8 +54,12 @@ export interface Cluster {
   dashboard?: ServiceProcess;
   dashboardUrl?: string;
   logDir: string;
-  /** Starts one more worker (e.g. to replace a killed one). */
-  addWorker(): Promise<ServiceProcess>;
+  /**
+   * Starts one more worker (e.g. to replace a killed one). `env` overrides its environment (another
+   * DATABASE_URL, NATS_URL or coordinator address), `launcher` runs it under a command (a network
+   * namespace: see SpawnOptions).
+   */
+  addWorker(options?: WorkerOverrides): Promise<ServiceProcess>;
   /**
    * Starts coordinator `index` again on the address it had (stopping it first if it still runs),
    * so workers and clients pointed at it reconnect, e.g. after a test killed the leader.
@@ -97,8 +106,10 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     given: {
       secrets?: Record<string, string>;
       links?: Record<string, string>;
-      /** What only this launcher sets (a worker's id, a restarted coordinator's old address). */
+      /** What only this launcher sets (a worker's id, a restarted coordinator's old address, a test's overrides): wins over the rest. */
       extra?: Record<string, string>;
+      /** A command the service is started under (e.g. `ip netns exec <ns>`). */
+      launcher?: string[];
     },
   ) =>
     spawnService({
@@ -112,11 +123,12 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           host: "127.0.0.1",
           portNumber: () => 0,
         }),
-        ...given.extra,
         ...(spec === DASHBOARD ? {} : options.env),
+        ...given.extra,
       },
       readyEvent: spec.readyEvent,
       logDir,
+      ...(given.launcher ? { launcher: given.launcher } : {}),
     });
   // The keys come from DROVER_API_KEYS alone, not from a file the caller's environment may name.
   const coordinatorSecrets = { secrets: { DATABASE_URL: options.databaseUrl, DROVER_API_KEYS: apiKeys } };
@@ -137,14 +149,15 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   }
   const coordinatorAddresses = coordinators.map((c) => String(c.ready.address));
   let workerCount = 0;
-  const addWorker = () => {
+  const addWorker = (overrides: WorkerOverrides = {}) => {
     workerCount++;
     return spawnFromSpec(WORKER, `worker-${workerCount}`, {
       secrets: { DATABASE_URL: options.databaseUrl, DROVER_WORKER_TOKEN: worker.token },
       links: {
         DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[(workerCount - 1) % coordinatorAddresses.length]!,
       },
-      extra: { DROVER_WORKER_ID: `worker-${workerCount}` },
+      extra: { DROVER_WORKER_ID: `worker-${workerCount}`, ...overrides.env },
+      ...(overrides.launcher ? { launcher: overrides.launcher } : {}),
     });
   };
   const started = await Promise.allSettled(Array.from({ length: options.workers }, () => addWorker()));
@@ -178,8 +191,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     workers,
     ...(dashboard ? { dashboard, dashboardUrl: String(dashboard.ready.url) } : {}),
     logDir,
-    async addWorker() {
-      const w = await addWorker();
+    async addWorker(overrides) {
+      const w = await addWorker(overrides);
       workers.push(w);
       return w;
     },

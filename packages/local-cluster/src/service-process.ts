@@ -31,6 +31,12 @@ export interface SpawnOptions {
   /** Where stdout and stderr go; the directory is created. */
   logDir: string;
   readyTimeoutMs?: number;
+  /**
+   * A command the service's node runs under, e.g. `["ip", "netns", "exec", "<name>"]` to start it in
+   * a network namespace of its own (the partition tests). It must exec node in its place, so
+   * signals reach the service.
+   */
+  launcher?: string[];
 }
 
 /**
@@ -66,16 +72,20 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
   mkdirSync(options.logDir, { recursive: true });
   const logPath = join(options.logDir, `${options.name}.log`);
   const log = createWriteStream(logPath, { flags: "a" });
-  const child: ChildProcess = spawn(
+  // The start command of service-spec.ts (the images' too), with this Node's own binary, under the
+  // launcher if one is given (a network namespace in the partition tests).
+  const [command, ...args] = [
+    ...(options.launcher ?? []),
     process.execPath,
-    // The start command of service-spec.ts (the images' too), with this Node's own binary.
-    [...NODE_ARGS, join(REPO_ROOT, options.entry), ...(options.args ?? [])],
-    {
-      cwd: REPO_ROOT,
-      env: { ...process.env, ...options.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
+    ...NODE_ARGS,
+    join(REPO_ROOT, options.entry),
+    ...(options.args ?? []),
+  ];
+  const child: ChildProcess = spawn(command!, args, {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...options.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   track(child);
   child.stderr?.pipe(log, { end: false });
   const exited = new Promise<number | string>((resolve) => {

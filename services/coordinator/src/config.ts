@@ -1,6 +1,7 @@
 import { ApiKeyError, loadApiKeys, secretKeyProblems, serverTlsProblems } from "@drover/auth";
 import {
   address,
+  ConfigError,
   intVar,
   metricsHost,
   metricsPort,
@@ -23,6 +24,12 @@ const schema = z.object({
   ...SHARED_SETTINGS,
   /** How often the leader's reaper runs. */
   DROVER_REAPER_INTERVAL_MS: intVar(100, 600_000, 2_000),
+  /**
+   * A leader silent this long (cut off from Postgres, frozen) loses the lease to another
+   * coordinator; it steps down on its own before then. At least 3× the reaper interval, at which
+   * the lease is refreshed.
+   */
+  DROVER_LEADER_TIMEOUT_MS: intVar(3_000, 600_000, 15_000),
   /** The reaper interval's former name, read when DROVER_REAPER_INTERVAL_MS is unset. Deprecated. */
   DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000).optional(),
   /** A published task still pending after this long was lost by the broker; publish it again. */
@@ -68,6 +75,12 @@ export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): Coo
   const { DROVER_SWEEP_INTERVAL_MS: deprecated, ...config } = parseEnv(schema, env, checkAuthConfig);
   if (!env.DROVER_REAPER_INTERVAL_MS && env.DROVER_SWEEP_INTERVAL_MS && deprecated !== undefined)
     config.DROVER_REAPER_INTERVAL_MS = deprecated;
+  // The lease is refreshed once per reaper interval: fewer than three refreshes per timeout and one
+  // slow pass loses a live leader its lease.
+  if (config.DROVER_LEADER_TIMEOUT_MS < 3 * config.DROVER_REAPER_INTERVAL_MS)
+    throw new ConfigError([
+      `DROVER_LEADER_TIMEOUT_MS (${config.DROVER_LEADER_TIMEOUT_MS}) must be at least 3× DROVER_REAPER_INTERVAL_MS (${config.DROVER_REAPER_INTERVAL_MS}), the lease being refreshed once per reaper pass: raise DROVER_LEADER_TIMEOUT_MS to at least ${3 * config.DROVER_REAPER_INTERVAL_MS} or lower DROVER_REAPER_INTERVAL_MS`,
+    ]);
   return config;
 }
 

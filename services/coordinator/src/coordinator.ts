@@ -156,7 +156,11 @@ export async function startCoordinator(
   health.setStatus(WorkerService.typeName, "SERVING");
 
   const address = `${config.DROVER_GRPC_ADDRESS.split(":")[0]}:${server.port}`;
-  const leader = leaderLease(config.DATABASE_URL, { holder: `${hostname()}-${process.pid}`, address });
+  const leader = leaderLease(
+    config.DATABASE_URL,
+    { holder: `${hostname()}-${process.pid}`, address },
+    { timeoutMs: config.DROVER_LEADER_TIMEOUT_MS },
+  );
   lease = leader;
   let stopping = false;
   let reaping: Promise<void> = Promise.resolve();

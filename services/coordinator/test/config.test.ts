@@ -23,3 +23,18 @@ describe("the reaper interval", () => {
     );
   });
 });
+
+describe("the leader timeout", () => {
+  it("is 15 s by default, and read from DROVER_LEADER_TIMEOUT_MS", () => {
+    expect(loadCoordinatorConfig({}).DROVER_LEADER_TIMEOUT_MS).toBe(15_000);
+    expect(loadCoordinatorConfig({ DROVER_LEADER_TIMEOUT_MS: "6000" }).DROVER_LEADER_TIMEOUT_MS).toBe(6_000);
+  });
+
+  it("refuses a timeout shorter than three reaper intervals, saying what to change", () => {
+    expect(() =>
+      loadCoordinatorConfig({ DROVER_LEADER_TIMEOUT_MS: "5000", DROVER_REAPER_INTERVAL_MS: "2000" }),
+    ).toThrow(
+      "DROVER_LEADER_TIMEOUT_MS (5000) must be at least 3× DROVER_REAPER_INTERVAL_MS (2000), the lease being refreshed once per reaper pass: raise DROVER_LEADER_TIMEOUT_MS to at least 6000 or lower DROVER_REAPER_INTERVAL_MS",
+    );
+  });
+});

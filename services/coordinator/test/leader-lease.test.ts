@@ -33,3 +33,27 @@ describe("the leader's address", () => {
     }
   });
 });
+
+describe("a silent leader", () => {
+  it("loses the lease to another coordinator once it has said nothing for the leader timeout, and knows it", async () => {
+    // A frozen or cut-off leader: it took the lease, then stops refreshing (its connection stays open).
+    const silent = leaderLease(testDb.url, { holder: "c1", address: "10.0.0.1:50051" }, { timeoutMs: 1_500 });
+    const next = leaderLease(testDb.url, { holder: "c2", address: "10.0.0.2:50051" }, { timeoutMs: 1_500 });
+    try {
+      expect(await silent.refresh()).toBe(true);
+      expect(await next.refresh()).toBe(false);
+      const deadline = Date.now() + 30_000;
+      while (!(await next.refresh())) {
+        if (Date.now() > deadline) throw new Error("the silent leader's lock was never freed");
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(await leaderAddress(database.db)).toBe("10.0.0.2:50051");
+      // Its lease lapsed on its own side too, before it asks again; asking again says it is gone.
+      expect(silent.held).toBe(false);
+      expect(await silent.refresh()).toBe(false);
+    } finally {
+      await silent.release();
+      await next.release();
+    }
+  });
+});
