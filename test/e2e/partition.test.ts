@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { leaderAddress } from "@drover/db";
 import { accountFor, accountingProblems, type ServiceProcess } from "@drover/local-cluster";
 import { type Run, RunStatus } from "@drover/proto";
 import { sql } from "drizzle-orm";
@@ -9,8 +10,8 @@ import { type IsolatedHost, netnsProblem, startIsolatedHost } from "../support/n
 import { startTcpForwarder, type TcpForwarder } from "../support/tcp-forwarder.js";
 
 /**
- * Hosts that lose each other: a worker on a host of its own (a network namespace joined by a veth
- * pair) whose link is cut mid-task and comes back later, with real processes. Postgres, NATS, the
+ * Hosts that lose each other: a worker, then the leader coordinator, on a host of its own (a network
+ * namespace joined by a veth pair) whose link is cut mid-run and comes back later, with real processes. Postgres, NATS, the
  * coordinator and the CRM sandbox listen on loopback only, so the namespaced worker reaches them
  * through forwarders on the veth's root end; cutting the link cuts all of them at once, and every
  * connection stays open, silent, as in a real partition.
@@ -29,6 +30,8 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
   let host: IsolatedHost;
   let h: Harness;
   const forwarders: TcpForwarder[] = [];
+  /** What a process in the namespace is given: the services through the veth's root end. */
+  let through: { databaseUrl: string; nats: string; coordinator: string; sandbox: string };
   /** Forwards the veth's root end to a loopback service; returns the address the namespace uses. */
   const forward = async (target: string) => {
     const f = await startTcpForwarder(host.hostAddress, hostPort(target));
@@ -58,8 +61,19 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
         DROVER_STALE_TASK_MS: "5000",
         DROVER_REDISPATCH_AFTER_MS: "5000",
         DROVER_SHUTDOWN_GRACE_MS: "3000",
+        // A leader silent this long loses the lease (at least 3 reaper intervals).
+        DROVER_LEADER_TIMEOUT_MS: "4000",
       },
     });
+    const database = hostPort(h.testDb.url);
+    const databaseUrl = new URL(h.testDb.url);
+    databaseUrl.host = await forward(`${database.host}:${database.port}`);
+    through = {
+      databaseUrl: databaseUrl.toString(),
+      nats: await forward(NATS_URL),
+      coordinator: await forward(h.cluster.coordinatorAddresses[0]!),
+      sandbox: await forward(h.cluster.sandboxUrl),
+    };
   });
 
   afterAll(async () => {
@@ -87,21 +101,12 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
   }
 
   it("a worker cut off mid-task: another worker takes the task over, and the cut worker's late window is refused when the link comes back", async () => {
-    const database = hostPort(h.testDb.url);
-    const databaseUrl = new URL(h.testDb.url);
-    const [pg, nats, coordinator, sandbox] = [
-      await forward(`${database.host}:${database.port}`),
-      await forward(NATS_URL),
-      await forward(h.cluster.coordinatorAddresses[0]!),
-      await forward(h.cluster.sandboxUrl),
-    ];
-    databaseUrl.host = pg;
     const cutOff: ServiceProcess = await h.cluster.addWorker({
       launcher: host.launcher,
       env: {
-        DATABASE_URL: databaseUrl.toString(),
-        NATS_URL: nats,
-        DROVER_COORDINATOR_ADDRESS: coordinator,
+        DATABASE_URL: through.databaseUrl,
+        NATS_URL: through.nats,
+        DROVER_COORDINATOR_ADDRESS: through.coordinator,
       },
     });
 
@@ -113,7 +118,7 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
       sourceAccount: "sandbox",
       // Both workers reach the sandbox at the veth's root end: the namespaced one only through it.
       sourceConfig: {
-        baseUrl: `http://${sandbox}`,
+        baseUrl: `http://${through.sandbox}`,
         apiToken: "t",
         settings: { pageSize: "50", stripes: "2", windowSize: "25" },
       },
@@ -165,5 +170,85 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
       sql`select status, attempts from drover.tasks where id = ${victim.id}::bigint`,
     );
     expect(task).toMatchObject({ status: "succeeded" });
+    await cutOff.stop();
+  });
+
+  it("a leader coordinator cut off: another coordinator takes the lease, the reaper and the budget, and the old one steps down", async () => {
+    // A coordinator on the namespace's host, made leader: the one on the root namespace restarts
+    // (releasing the lease) and the namespaced one, refreshing every reaper pass, takes it meanwhile.
+    const isolated = await h.cluster.addCoordinator({
+      launcher: host.launcher,
+      env: {
+        DATABASE_URL: through.databaseUrl,
+        NATS_URL: through.nats,
+        // Workers and the other coordinator reach it through the veth, at the namespace's end.
+        DROVER_GRPC_ADDRESS: `${host.guestAddress}:0`,
+      },
+    });
+    const isolatedAddress = String(isolated.ready.address);
+    await until(
+      "the namespaced coordinator to lead",
+      async () => {
+        if ((await leaderAddress(h.database.db)) === isolatedAddress) return true;
+        await h.cluster.restartCoordinator(0);
+        return until(
+          "the lease to move",
+          async () => (await leaderAddress(h.database.db)) === isolatedAddress,
+          5_000,
+        )
+          .then(() => true)
+          .catch(() => false);
+      },
+      90_000,
+    );
+
+    const tenantId = "partitioned-leader";
+    const since = new Date();
+    const { run } = await h.client.startRun({
+      tenantId,
+      source: "crm",
+      sourceAccount: "sandbox",
+      sourceConfig: {
+        baseUrl: h.cluster.sandboxUrl,
+        apiToken: "t",
+        settings: { pageSize: "50", stripes: "2", windowSize: "25" },
+      },
+    });
+    const runId = run!.id;
+    const tasksDone = async () => {
+      const [row] = await h.database.db.execute<{ n: number }>(
+        sql`select count(*)::int as n from drover.tasks where run_id = ${runId}::uuid and status = 'succeeded'`,
+      );
+      return row?.n ?? 0;
+    };
+    await until("the run under way", async () => (await tasksDone()) > 0, 90_000);
+    await host.cut();
+
+    // The lease session falls silent: Postgres ends it after DROVER_LEADER_TIMEOUT_MS and the
+    // coordinator on the root namespace takes the lease, announcing its own address.
+    const rootAddress = h.cluster.coordinatorAddresses[0]!;
+    await until(
+      "the root coordinator to lead",
+      async () => (await leaderAddress(h.database.db)) === rootAddress,
+      60_000,
+    );
+    // The cut-off leader, its refresh unanswered, stepped down by itself.
+    const isolatedLog = join(h.cluster.logDir, `${isolated.name}.log`);
+    await until(
+      "the cut-off coordinator to say it lost the lease",
+      async () => readFileSync(isolatedLog, "utf8").includes("lost the leader lease"),
+      30_000,
+    );
+    // The new leader keeps the source's budget and runs the reaper: the run finishes with the old
+    // leader still cut off (the worker's budget calls go to the leader announced in the database).
+    const last = await watchToEnd(h.client, runId);
+    expect(host.isCut).toBe(true);
+    await expectAccounted(tenantId, since, last);
+
+    // Back on the network, the old leader stays a follower: the lease is the other's.
+    await host.heal();
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(await leaderAddress(h.database.db)).toBe(rootAddress);
+    await isolated.stop();
   });
 });

@@ -61,6 +61,11 @@ export interface Cluster {
    */
   addWorker(options?: WorkerOverrides): Promise<ServiceProcess>;
   /**
+   * Starts one more coordinator, on a free port unless `env` says DROVER_GRPC_ADDRESS; `env` and
+   * `launcher` as for addWorker. Its address is appended to coordinatorAddresses.
+   */
+  addCoordinator(options?: WorkerOverrides): Promise<ServiceProcess>;
+  /**
    * Starts coordinator `index` again on the address it had (stopping it first if it still runs),
    * so workers and clients pointed at it reconnect, e.g. after a test killed the leader.
    */
@@ -195,6 +200,19 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const w = await addWorker(overrides);
       workers.push(w);
       return w;
+    },
+    async addCoordinator(overrides = {}) {
+      const next = await spawnService({
+        name: `coordinator-${coordinators.length + 1}`,
+        entry: "services/coordinator/src/main.ts",
+        env: { ...common, DROVER_GRPC_ADDRESS: "127.0.0.1:0", ...overrides.env },
+        readyEvent: "listening",
+        logDir,
+        ...(overrides.launcher ? { launcher: overrides.launcher } : {}),
+      });
+      coordinators.push(next);
+      coordinatorAddresses.push(String(next.ready.address));
+      return next;
     },
     async restartCoordinator(index) {
       const previous = coordinators[index];

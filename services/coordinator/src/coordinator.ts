@@ -164,19 +164,20 @@ export async function startCoordinator(
   lease = leader;
   let stopping = false;
   let reaping: Promise<void> = Promise.resolve();
+  // The lease is checked on a chain of its own: a reaper pass stuck on an unreachable database must
+  // not keep a cut-off leader from noticing (refresh gives up on its own) that it lost the lease.
+  let leasing: Promise<void> = Promise.resolve();
+  let leading = false;
+  const checkLease = async () => {
+    const held = await leader.refresh();
+    if (held === leading) return;
+    leading = held;
+    budgets.clear();
+    if (held) logger.info("took the leader lease; running the reaper and keeping source budgets here");
+    else logger.warn("lost the leader lease");
+  };
   const pass = async () => {
-    const wasLeader = leader.held;
-    if (!(await leader.refresh())) {
-      if (wasLeader) {
-        logger.warn("lost the leader lease");
-        budgets.clear();
-      }
-      return;
-    }
-    if (!wasLeader) {
-      logger.info("took the leader lease; running the reaper and keeping source budgets here");
-      budgets.clear();
-    }
+    if (!leader.held) return;
     await budgets.persist();
     const report = await reaperPass(ctx);
     if (report.released + report.failed + report.redispatched > 0)
@@ -186,7 +187,13 @@ export async function startCoordinator(
   const stopTaskMetrics = refreshTaskMetrics(database.db);
   const timer = setInterval(() => {
     if (stopping) return;
-    reaping = reaping.then(pass).catch((err) => logger.error({ err }, "reaper pass failed"));
+    const checked = (leasing = leasing
+      .then(checkLease)
+      .catch((err) => logger.error({ err }, "lease check failed")));
+    reaping = reaping
+      .then(() => checked)
+      .then(pass)
+      .catch((err) => logger.error({ err }, "reaper pass failed"));
   }, config.DROVER_REAPER_INTERVAL_MS);
 
   logger.info({ address, queue: names.stream }, "coordinator listening");
@@ -205,6 +212,7 @@ export async function startCoordinator(
         verifications.stop();
         await server.shutdown(config.DROVER_SHUTDOWN_GRACE_MS);
         await reaping.catch(() => {});
+        await leasing.catch(() => {});
         if (leader.held)
           await budgets.persist(true).catch((err) => logger.error({ err }, "persisting budgets failed"));
         await leader.release();
