@@ -125,13 +125,23 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
     });
     const runId = run!.id;
 
-    // A task of the namespaced worker past its first window: the cut catches it mid-way.
-    const victim = await until("a task of the namespaced worker past its first window", async () =>
-      (await runningTasks(runId)).find(
+    // A task of the namespaced worker past its first window, still running under its claim once the
+    // link is down (bytes already past the cut may land for a moment): a task that finished between
+    // the look and the cut would prove nothing, so the link comes back and the test looks again.
+    const victim = await until("a task of the namespaced worker cut off mid-way", async () => {
+      const candidate = (await runningTasks(runId)).find(
         (t) => t.locked_by.startsWith(`${cutOff.name}/`) && t.processed_offset > 0,
-      ),
-    );
-    await host.cut();
+      );
+      if (!candidate) return undefined;
+      await host.cut();
+      await new Promise((r) => setTimeout(r, 500));
+      const still = (await runningTasks(runId)).find(
+        (t) => t.id === candidate.id && t.locked_by === candidate.locked_by,
+      );
+      if (still) return candidate;
+      await host.heal();
+      return undefined;
+    });
 
     // Unreachable, the worker stops touching its lock; the reaper hands the task on, and the
     // worker on the root namespace claims it, all while the link is down.

@@ -61,6 +61,17 @@ describe("settings a worker shares with the coordinator", { timeout: 60_000 }, (
     }
   });
 
+  it("refuse a worker configured for another replica count than the task stream keeps, saying how to fix it", async () => {
+    const err = await startWorker(loadWorkerConfig(workerEnv({ DROVER_STREAM_REPLICAS: "3" })), {
+      logger: createLogger("worker", { level: "silent" }),
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    const stream = taskQueueNames(c.prefix).stream;
+    expect((err as ConfigError).problems).toEqual([
+      `the task stream ${stream} keeps 1 replica(s) but DROVER_STREAM_REPLICAS is 3: set DROVER_STREAM_REPLICAS=1 on every coordinator and worker, or change the stream's replicas first (nats stream edit ${stream} --replicas 3)`,
+    ]);
+  });
+
   it("end the worker process with exit code 2 and a line naming the variable", async () => {
     const child = spawn(
       process.execPath,
