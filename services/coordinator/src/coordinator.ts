@@ -187,9 +187,8 @@ export async function startCoordinator(
   const stopTaskMetrics = refreshTaskMetrics(database.db);
   const timer = setInterval(() => {
     if (stopping) return;
-    const checked = (leasing = leasing
-      .then(checkLease)
-      .catch((err) => logger.error({ err }, "lease check failed")));
+    leasing = leasing.then(checkLease).catch((err) => logger.error({ err }, "lease check failed"));
+    const checked = leasing;
     reaping = reaping
       .then(() => checked)
       .then(pass)
