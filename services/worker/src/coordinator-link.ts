@@ -5,9 +5,11 @@ type WorkerClient = Client<typeof WorkerService>;
 
 /**
  * The worker's line to the coordinators. It starts at the configured address; when a call finds
- * that coordinator gone (UNAVAILABLE), it looks up where the leader announced itself in Postgres
- * and moves there, so a worker outlives the coordinator it was pointed at. The failed call still
- * fails: callers already retry (budget leases) or do not need the answer (TaskFinished).
+ * that coordinator gone (UNAVAILABLE) or silent (DEADLINE_EXCEEDED: a host cut off from the
+ * network refuses nothing, it just never answers), it looks up where the leader announced itself
+ * in Postgres and moves there, so a worker outlives the coordinator it was pointed at, and leaves
+ * a leader that lost the lease behind a partition. The failed call still fails: callers already
+ * retry (budget leases) or do not need the answer (TaskFinished).
  */
 export class CoordinatorLink
   implements Pick<WorkerClient, "leaseBudget" | "reportBudget" | "taskFinished" | "getSettings">
@@ -38,7 +40,7 @@ export class CoordinatorLink
     try {
       return await fn(this.client);
     } catch (err) {
-      if (isRpcError(err, Code.UNAVAILABLE)) {
+      if (isRpcError(err, Code.UNAVAILABLE) || isRpcError(err, Code.DEADLINE_EXCEEDED)) {
         this.resolving ??= this.moveToLeader().finally(() => {
           this.resolving = undefined;
         });

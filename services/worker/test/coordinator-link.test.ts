@@ -39,4 +39,28 @@ describe("the worker's line to the coordinators", () => {
     expect(called).toEqual(["gone:50051", "leader:50051"]);
     link.close();
   });
+
+  it("moves to the new leader when the coordinator it uses stops answering (cut off: the call runs out of time)", async () => {
+    await database.db
+      .insert(leadership)
+      .values({ name: COORDINATOR_LEADERSHIP, holder: "c3", address: "new-leader:50051" })
+      .onConflictDoUpdate({ target: leadership.name, set: { holder: "c3", address: "new-leader:50051" } });
+    const called: string[] = [];
+    const connect = (address: string) =>
+      ({
+        leaseBudget: async () => {
+          called.push(address);
+          if (address === "cut-off:50051")
+            throw new RpcError(Code.DEADLINE_EXCEEDED, "Deadline exceeded after 5.0s");
+          return {};
+        },
+        close: () => {},
+      }) as unknown as Client<typeof WorkerService>;
+    const link = new CoordinatorLink("cut-off:50051", database.db, connect);
+    const request = { workerId: "w", source: "crm", account: "sandbox", calls: 1 } as never;
+    await expect(link.leaseBudget(request)).rejects.toThrow(/Deadline exceeded/);
+    await link.leaseBudget(request);
+    expect(called).toEqual(["cut-off:50051", "new-leader:50051"]);
+    link.close();
+  });
 });
