@@ -202,12 +202,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       return w;
     },
     async addCoordinator(overrides = {}) {
-      const next = await spawnService({
-        name: `coordinator-${coordinators.length + 1}`,
-        entry: "services/coordinator/src/main.ts",
-        env: { ...common, DROVER_GRPC_ADDRESS: "127.0.0.1:0", ...overrides.env },
-        readyEvent: "listening",
-        logDir,
+      const next = await spawnFromSpec(COORDINATOR, `coordinator-${coordinators.length + 1}`, {
+        ...coordinatorSecrets,
+        extra: { ...coordinatorExtra, ...overrides.env },
         ...(overrides.launcher ? { launcher: overrides.launcher } : {}),
       });
       coordinators.push(next);
