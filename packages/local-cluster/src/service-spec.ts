@@ -85,7 +85,7 @@ export const COORDINATOR: ServiceSpec = {
     { name: "grpc", port: 50051, listen: { address: "DROVER_GRPC_ADDRESS" }, readyField: "address" },
     metricsPort(9464),
   ],
-  settings: [...ENGINE_SETTINGS, "DROVER_RETENTION_DAYS"],
+  settings: [...ENGINE_SETTINGS, "DROVER_RETENTION_DAYS", "DROVER_LEADER_TIMEOUT_MS"],
   secrets: ["DATABASE_URL", "DROVER_API_KEYS", "DROVER_SECRET_KEYS"],
   links: {},
   shutdownGraceMs: 10_000,
