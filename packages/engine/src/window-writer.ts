@@ -172,20 +172,28 @@ export async function writeRows<T>(
 export async function writeBatches<T>(
   deps: WindowWriterDeps,
   rows: readonly SourceRow<T>[],
-  writer: BatchWriter<T>,
+  writer: BatchWriter<T> | (() => Promise<BatchWriter<T>>),
   options: WriteOptions<T> & { windowSize?: number } = {},
 ): Promise<WriteSummary> {
   const fallbackSize = perRowWindowSize(deps);
   const size = Math.max(1, options.windowSize ?? BATCH_WINDOW_SIZE);
+  // Built before the first window that writes, outside its transaction: a page whose every row
+  // the ledger holds never builds it (for the crm, never resolves the page's parents).
+  let built: BatchWriter<T> | undefined = typeof writer === "function" ? undefined : writer;
+  const batchWriter = async () => {
+    built ??= await (writer as () => Promise<BatchWriter<T>>)();
+    return built;
+  };
   return walkWindows(deps, rows, options, size, async (start, end, last) => {
-    const batched = await writeBatchWindow(deps, rows, start, end, last, writer, options);
+    const batch = await batchWriter();
+    const batched = await writeBatchWindow(deps, rows, start, end, last, batch, options);
     if (batched) return batched;
     const total = emptySummary();
     for (let from = start; from < end; from += fallbackSize) {
       const to = Math.min(from + fallbackSize, end);
       addSummary(
         total,
-        await writePerRowWindow(deps, rows, from, to, last && to === end, writer.writeRow, options),
+        await writePerRowWindow(deps, rows, from, to, last && to === end, batch.writeRow, options),
       );
     }
     return total;
@@ -213,9 +221,18 @@ async function walkWindows<T>(
       );
       task.cursor = next;
       task.processedOffset = 0;
+      await stopBetweenUnits(deps);
     }
     return total;
   }
+
+  const held = await passHeldPrefix(deps, rows, start, size, options);
+  addSummary(total, held.summary);
+  if (held.end >= rows.length) {
+    if (options.nextCursor) await stopBetweenUnits(deps);
+    return total;
+  }
+  start = held.end;
 
   while (start < rows.length) {
     const end = Math.min(start + size, rows.length);
@@ -224,7 +241,66 @@ async function walkWindows<T>(
     start = end;
     if (!last && (await deps.stopRequested())) throw new TaskCancelledError();
   }
+  if (options.nextCursor) await stopBetweenUnits(deps);
   return total;
+}
+
+/**
+ * A task that moved its cursor to its next unit of work (the next page of its list, the next deal)
+ * goes on with it in the same attempt: a stop or a shutdown lands here too, not only between the
+ * windows of one unit, or a task of many small units would run to its end through a stop.
+ */
+async function stopBetweenUnits(deps: WindowWriterDeps): Promise<void> {
+  if (await deps.stopRequested()) throw new TaskCancelledError();
+}
+
+/**
+ * Moves the task past the rows from `start` on that the ledger already holds and this pass does
+ * not apply again, as far as they run unbroken, in one statement: the question (one query for all
+ * of them, not one per window) and then the checkpoint alone, fenced by the claim token like every
+ * checkpoint, with those rows counted already here. Nothing of theirs is written, so their windows
+ * would hold nothing but that checkpoint. A re-run of an imported tenant thus moves over a page
+ * in two statements instead of a transaction per window. A run of held rows shorter than a window
+ * (and not reaching the end) is left to the windows, which find it held the same way: a
+ * checkpoint of its own would cost more than it saves. Row errors end the run of held rows: their
+ * notes commit with the checkpoint that moves past them, in a window.
+ */
+async function passHeldPrefix<T>(
+  deps: WindowWriterDeps,
+  rows: readonly SourceRow<T>[],
+  start: number,
+  size: number,
+  options: WriteOptions<T>,
+): Promise<{ end: number; summary: WriteSummary }> {
+  const summary = emptySummary();
+  const none = { end: start, summary };
+  if ((deps.ledger ?? "per-row") !== "per-row" || start >= rows.length) return none;
+  // Rows applied again, or failing to parse, cannot be passed over: the candidates stop there.
+  let candidates = start;
+  while (candidates < rows.length) {
+    const row = rows[candidates]!;
+    if (isRowErrorInfo(row.data) || options.reapply?.(row)) break;
+    candidates++;
+  }
+  const worth = (end: number) => end >= rows.length || end - start >= size;
+  if (candidates === start || !worth(candidates)) return none;
+  const held = await heldSlots(
+    deps.db,
+    deps.run,
+    deps.task.kind,
+    rows.slice(start, candidates).map((r) => r.sourceId),
+  );
+  let end = start;
+  while (end < candidates && held.has(rows[end]!.sourceId)) end++;
+  if (end === start || !worth(end)) return none;
+  summary.attempted = end - start;
+  summary.alreadyHere = end - start;
+  const position = positionAfter(rows, end, end >= rows.length, options);
+  await traceWindow(deps.task.kind, end - start, summary, () =>
+    transaction(deps, (tx) => commitWindow(tx, deps, { summary, written: 0, notes: [] }, position)),
+  );
+  advance(deps, position);
+  return { end, summary };
 }
 
 /** Where the task stands once rows[0, end) are committed: a keyset cursor, the next unit, or an offset. */

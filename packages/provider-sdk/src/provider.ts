@@ -185,7 +185,11 @@ export interface TaskContext {
    */
   writeBatches<T>(
     rows: readonly SourceRow<T>[],
-    writer: BatchWriter<T>,
+    /**
+     * The writer, or how to build it (e.g. after resolving the rows' parents): built once, before
+     * the first window that writes anything, and not at all when every row is already held.
+     */
+    writer: BatchWriter<T> | (() => Promise<BatchWriter<T>>),
     options?: WriteOptions<T> & { windowSize?: number },
   ): Promise<WriteSummary>;
   /**

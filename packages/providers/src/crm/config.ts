@@ -10,6 +10,13 @@ export interface CrmSettings {
   partitions: number;
   /** Rows per list call; Pipedrive's maximum is 500, and every list costs the same 20 tokens. */
   pageSize: number;
+  /**
+   * Pages one list task walks before it hands over to a successor task. Each page still commits
+   * with the task's cursor moved past it, so a retry resumes at the page it was on; more pages per
+   * task spare the claim, dispatch and queue round trip a task costs, fewer let other runs' tasks
+   * take the lane sooner.
+   */
+  pagesPerTask: number;
   /** Deals per mail task (a deal's mail list is one request and most deals have little mail: several deals per task keep the per-task overhead off the mail phase). */
   dealsPerMailTask: number;
   /** Body fetches in flight per task. */
@@ -30,6 +37,7 @@ export const DEFAULT_SETTINGS: CrmSettings = {
   stripes: 4,
   partitions: 1,
   pageSize: 500,
+  pagesPerTask: 20,
   dealsPerMailTask: 10,
   bodyConcurrency: 4,
   windowSize: 250,
@@ -40,6 +48,7 @@ const LIMITS: Record<keyof CrmSettings, [number, number]> = {
   stripes: [1, 64],
   partitions: [1, 64],
   pageSize: [1, 500],
+  pagesPerTask: [1, 1000],
   dealsPerMailTask: [1, 100],
   bodyConcurrency: [1, 16],
   windowSize: [1, 1000],

@@ -15,8 +15,8 @@ import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { sourceId, standInId } from "./fields.js";
-import { readListPage } from "./list-walker.js";
-import { CATCH_UP, KIND_LISTS, PARENT_ORDER } from "./lists.js";
+import { type ListPage, readListPage } from "./list-walker.js";
+import { CATCH_UP, KIND_LISTS, PARENT_ORDER, type SourceList } from "./lists.js";
 import { type MailCursor, walkMail } from "./mail.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
@@ -148,7 +148,7 @@ export const crmProvider: Provider = {
     if (ctx.task.kind === "mail") return walkMail(ctx);
     const kind = LIST_KINDS[ctx.task.kind];
     if (!kind) throw new PermanentError(`crm provider has no kind "${ctx.task.kind}"`);
-    return walkPage(ctx, kind);
+    return walkList(ctx, kind);
   },
 };
 
@@ -176,21 +176,113 @@ function pageKey(kind: string, c: ListCursor): string {
   return `${c.since ? `${CATCH_UP}:` : ""}${kind}:${c.list}:${part}page:${c.page}`;
 }
 
-/** One page of a list: fetch, resolve parents in one query, write in windows, seed what comes next. */
-async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskResult> {
-  const cursor = ctx.task.cursor as unknown as ListCursor;
-  const list = KIND_LISTS[ctx.task.kind]?.[cursor.list];
-  if (!list) throw new PermanentError(`crm provider has no list ${cursor.list} for "${ctx.task.kind}"`);
-  if (cursor.split)
-    return splitList(ctx, list, cursor.split, (partition) => {
-      const { split: _, ...first } = cursor;
-      const next: ListCursor = partition ? { ...first, partition } : first;
+/**
+ * A list task: from its cursor, up to `pagesPerTask` pages of its kind, each fetched, its parents
+ * resolved in one query and written in windows. A page that the same task goes on from commits its
+ * last window with the cursor moved to the next page (processed offset 0), so a retry or a resume
+ * starts at the first page not committed; the last page the task walks hands over to a successor
+ * task as before. While a page is written the next one is already being read: the source call and
+ * the database work overlap instead of taking turns (the read-ahead spends one call for nothing if
+ * the run stops or the task fails on that page; the retry reads it again).
+ */
+async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskResult> {
+  const first = ctx.task.cursor as unknown as ListCursor;
+  const firstList = KIND_LISTS[ctx.task.kind]?.[first.list];
+  if (!firstList) throw new PermanentError(`crm provider has no list ${first.list} for "${ctx.task.kind}"`);
+  if (first.split)
+    return splitList(ctx, firstList, first.split, (partition) => {
+      const { split: _, ...chain } = first;
+      const next: ListCursor = partition ? { ...chain, partition } : chain;
       return { kind: ctx.task.kind, seedKey: pageKey(ctx.task.kind, next), cursor: { ...next } };
     });
   const { baseUrl, settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
+  // Deals the catch-up lists seed mail tasks, returned when the task ends: a page that seeds some
+  // ends its task, so that no committed page's seeds wait on a later page's success.
+  const seedsMail =
+    first.since !== undefined && ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail");
 
-  let next: ListCursor | undefined;
+  let cursor = first;
+  let reading = readPage(client, ctx, cursor);
+  for (let walked = 1; ; walked++) {
+    const { list, page } = await reading;
+    const following = page.more
+      ? {
+          kind: ctx.task.kind,
+          cursor:
+            list.api === "v2"
+              ? { ...cursor, cursor: page.nextCursor, page: cursor.page + 1 }
+              : { ...cursor, page: cursor.page + (cursor.stripes ?? 1) },
+        }
+      : cursor.since
+        ? nextCatchUp(ctx.task.kind, cursor)
+        : undefined;
+    // The next page is this task's too when it is of the same kind and the task has pages left.
+    const onward =
+      following && following.kind === ctx.task.kind && walked < settings.pagesPerTask
+        ? following.cursor
+        : undefined;
+    if (onward && !seedsMail) reading = readPage(client, ctx, onward);
+
+    const rows = parsePage(ctx.task.kind, cursor, list, page.rows, kind);
+    const mail = seedsMail ? mailAfter(cursor, rows) : undefined;
+    const goOn = onward && !mail ? onward : undefined;
+    // Parents are resolved, in one query, only when a window writes: a page the ledger holds whole
+    // needs none.
+    const writer = async () =>
+      kind.batch(ctx.run.tenantId, await ctx.resolveParents(parentsOf(ctx.task.kind, rows)));
+    await ctx.writeBatches(rows as never, writer, {
+      windowSize: settings.windowSize,
+      // The catch-up lists only what changed since the run started: a row the ledger already holds
+      // is applied to its record (as ownership allows), not created again. Any other pass, a re-run
+      // of an imported tenant among them, writes nothing for a held row.
+      ...(cursor.since ? { reapply: () => true } : {}),
+      // Committed with the page's last window: the task has moved on to the next page.
+      ...(goOn ? { nextCursor: { ...goOn } } : {}),
+    });
+    ctx.working();
+    if (goOn) {
+      cursor = goOn;
+      if (seedsMail) reading = readPage(client, ctx, cursor);
+      continue;
+    }
+    const successors: TaskSeed[] = [];
+    if (following)
+      successors.push({
+        kind: following.kind,
+        seedKey: pageKey(following.kind, following.cursor),
+        cursor: { ...following.cursor },
+      });
+    if (mail) successors.push(mail);
+    return { successors };
+  }
+}
+
+/** The parents a page's rows name, by kind. */
+function parentsOf(kind: string, rows: readonly SourceRow<unknown>[]): Record<string, string[]> {
+  const wanted: Record<string, string[]> = {};
+  for (const row of rows) {
+    if (isRowErrorInfo(row.data)) continue;
+    for (const [parentKind, id] of Object.entries(parentRefs(kind, row.data))) {
+      if (!id) continue;
+      wanted[parentKind] ??= [];
+      wanted[parentKind].push(id);
+    }
+  }
+  return wanted;
+}
+
+/** The list and its page at `cursor`; a read that is not awaited yet cannot go unhandled. */
+function readPage(
+  client: ReturnType<typeof clientFor>,
+  ctx: TaskContext,
+  cursor: ListCursor,
+): Promise<{ list: SourceList; page: ListPage }> {
+  const list = KIND_LISTS[ctx.task.kind]?.[cursor.list];
+  if (!list)
+    return Promise.reject(
+      new PermanentError(`crm provider has no list ${cursor.list} for "${ctx.task.kind}"`),
+    );
   // Only v2 lists filter by update time; a partition's range is its own updated_since.
   const filters =
     list.api !== "v2"
@@ -200,27 +292,33 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
         : cursor.since
           ? { updated_since: cursor.since }
           : {};
-  const page = await readListPage(
+  const reading = readListPage(
     client,
     list,
     list.api === "v2" ? { cursor: cursor.cursor ?? null } : { start: cursor.page * cursor.limit },
     cursor.limit,
     { filters, signal: ctx.signal },
-  );
-  let raws = page.rows;
-  if (page.more)
-    next =
-      list.api === "v2"
-        ? { ...cursor, cursor: page.nextCursor, page: cursor.page + 1 }
-        : { ...cursor, page: cursor.page + (cursor.stripes ?? 1) };
-  // v1 leads and notes have no updated_since: the catch-up walks them and keeps what changed.
-  if (cursor.since && list.api === "v1") raws = raws.filter((raw) => changedSince(raw, cursor.since!));
+  ).then((page) => ({ list, page }));
+  reading.catch(() => {});
+  return reading;
+}
 
-  const rows: SourceRow<unknown>[] = raws.map((raw) => {
+/** A page's rows as the writers take them: parsed, or a row error naming what is wrong. */
+function parsePage(
+  kindName: string,
+  cursor: ListCursor,
+  list: SourceList,
+  raws: unknown[],
+  kind: ListKind<never>,
+): SourceRow<unknown>[] {
+  // v1 leads and notes have no updated_since: the catch-up walks them and keeps what changed.
+  const kept =
+    cursor.since && list.api === "v1" ? raws.filter((raw) => changedSince(raw, cursor.since!)) : raws;
+  return kept.map((raw) => {
     const id = sourceId(raw);
     if (id === null)
       return {
-        sourceId: standInId(ctx.task.kind, cursor.list, raw),
+        sourceId: standInId(kindName, cursor.list, raw),
         data: { rowError: "the row has no usable id" },
       };
     try {
@@ -231,48 +329,18 @@ async function walkPage(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
       return { sourceId: id, data: { rowError: (err as Error).message } };
     }
   });
+}
 
-  const wanted: Record<string, string[]> = {};
-  const want = (k: string, id: string | null) => {
-    if (!id) return;
-    wanted[k] ??= [];
-    wanted[k].push(id);
-  };
-  for (const row of rows) {
-    if (isRowErrorInfo(row.data)) continue;
-    for (const [parentKind, id] of Object.entries(parentRefs(ctx.task.kind, row.data))) want(parentKind, id);
-  }
-  const parents = await ctx.resolveParents(wanted);
-  await ctx.writeBatches(rows as never, kind.batch(ctx.run.tenantId, parents), {
-    windowSize: settings.windowSize,
-    // The catch-up lists only what changed since the run started: a row the ledger already holds
-    // is applied to its record (as ownership allows), not created again. Any other pass, a re-run
-    // of an imported tenant among them, writes nothing for a held row.
-    ...(cursor.since ? { reapply: () => true } : {}),
-  });
-
-  const successors: TaskSeed[] = [];
-  const following = next
-    ? { kind: ctx.task.kind, cursor: next }
-    : cursor.since
-      ? nextCatchUp(ctx.task.kind, cursor)
-      : undefined;
-  if (following)
-    successors.push({
-      kind: following.kind,
-      seedKey: pageKey(following.kind, following.cursor),
-      cursor: { ...following.cursor },
-    });
-  // Deals changed or added mid-run may carry mail the mail phase never listed: list theirs too.
-  // Only messages new to the ledger, or changed since the run started, get their body (mail.ts).
-  if (cursor.since && ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail")) {
-    const deals = rows.filter((r) => !isRowErrorInfo(r.data)).map((r) => r.sourceId);
-    if (deals.length > 0) {
-      const mail: MailCursor = { deals, index: 0, since: cursor.since };
-      successors.push({ kind: "mail", seedKey: `mail:${pageKey("deals", cursor)}`, cursor: { ...mail } });
-    }
-  }
-  return { successors };
+/**
+ * Deals changed or added mid-run may carry mail the mail phase never listed: the catch-up's page of
+ * deals seeds a mail task for them. Only messages new to the ledger, or changed since the run
+ * started, get their body (mail.ts).
+ */
+function mailAfter(cursor: ListCursor, rows: readonly SourceRow<unknown>[]): TaskSeed | undefined {
+  const deals = rows.filter((r) => !isRowErrorInfo(r.data)).map((r) => r.sourceId);
+  if (deals.length === 0 || !cursor.since) return undefined;
+  const mail: MailCursor = { deals, index: 0, since: cursor.since };
+  return { kind: "mail", seedKey: `mail:${pageKey("deals", cursor)}`, cursor: { ...mail } };
 }
 
 /** Where the catch-up chain goes once a list is exhausted: the kind's next list, else the next kind. */
