@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   MAX_SAVEPOINTS_PER_TRANSACTION,
   SavepointLimitError,
+  TaskCancelledError,
   writeBatches,
   writeRows,
 } from "../src/index.js";
@@ -229,5 +230,128 @@ describe("batched windows", () => {
       sql`select count(*)::int as n from drover.ledger where run_id = ${run.id}`,
     );
     expect(written.n).toBe(0);
+  });
+
+  it("a page the ledger holds whole is passed with one checkpoint: no window, the writer never built, the cursor moved on", async () => {
+    const first = await insertRun(h.db);
+    const rows = rowsOf(120, `whole-${first.id.slice(0, 6)}-`);
+    await writeBatches(await claimed(first), rows, companyBatch(first.tenantId, { batches: 0, rows: 0 }), {
+      windowSize: 50,
+    });
+    await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
+    const second = await insertRun(h.db, { tenantId: first.tenantId });
+    const deps = await claimed(second);
+    let built = 0;
+    const summary = await writeBatches(
+      deps,
+      rows,
+      async () => {
+        built++;
+        return companyBatch(first.tenantId, { batches: 0, rows: 0 });
+      },
+      { windowSize: 50, nextCursor: { page: 1 } },
+    );
+    expect(summary).toMatchObject({ attempted: 120, created: 0, alreadyHere: 120 });
+    expect(built).toBe(0);
+    const task = await one<{ cursor: unknown; processed_offset: number; stats: Record<string, number> }>(
+      sql`select cursor, processed_offset, stats from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task).toMatchObject({ cursor: { page: 1 }, processed_offset: 0, stats: { already_here: 120 } });
+    expect(deps.task).toMatchObject({ cursor: { page: 1 }, processedOffset: 0 });
+    // One checkpoint for the page, where its three windows would each have committed one.
+    const windows = await one<{ n: number; rows: number }>(
+      sql`select count(*)::int as n, sum(rows)::int as rows from drover.window_commits where task_id = ${deps.task.id}`,
+    );
+    expect(windows).toEqual({ n: 1, rows: 120 });
+  });
+
+  it("held rows running into new ones: the held run is passed in one checkpoint, the rest written in windows by a writer built once", async () => {
+    const first = await insertRun(h.db);
+    const rows = rowsOf(120, `part-${first.id.slice(0, 6)}-`);
+    await writeBatches(
+      await claimed(first),
+      rows.slice(0, 60),
+      companyBatch(first.tenantId, { batches: 0, rows: 0 }),
+      { windowSize: 50 },
+    );
+    await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
+    const second = await insertRun(h.db, { tenantId: first.tenantId });
+    const deps = await claimed(second);
+    const calls = { batches: 0, rows: 0 };
+    const sizes: number[] = [];
+    let built = 0;
+    const summary = await writeBatches(
+      deps,
+      rows,
+      async () => {
+        built++;
+        const batch = companyBatch(first.tenantId, calls);
+        return {
+          writeRow: batch.writeRow,
+          writeBatch: (tx: Tx, r: Parameters<typeof batch.writeBatch>[1]) => {
+            sizes.push(r.length);
+            return batch.writeBatch(tx, r);
+          },
+        };
+      },
+      { windowSize: 50 },
+    );
+    expect(summary).toMatchObject({ attempted: 120, created: 60, alreadyHere: 60 });
+    expect(built).toBe(1);
+    // The windows start where the held rows end: rows 60..109, then 110..119.
+    expect(sizes).toEqual([50, 10]);
+    expect(deps.task.processedOffset).toBe(120);
+  });
+
+  it("a held run shorter than a window is left to the window, which finds it held the same way", async () => {
+    const first = await insertRun(h.db);
+    const rows = rowsOf(100, `short-${first.id.slice(0, 6)}-`);
+    await writeBatches(
+      await claimed(first),
+      rows.slice(0, 10),
+      companyBatch(first.tenantId, { batches: 0, rows: 0 }),
+      { windowSize: 50 },
+    );
+    await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
+    const second = await insertRun(h.db, { tenantId: first.tenantId });
+    const deps = await claimed(second);
+    const sizes: number[] = [];
+    const batch = companyBatch(first.tenantId, { batches: 0, rows: 0 });
+    const summary = await writeBatches(
+      deps,
+      rows,
+      {
+        writeRow: batch.writeRow,
+        writeBatch: (tx, r) => {
+          sizes.push(r.length);
+          return batch.writeBatch(tx, r);
+        },
+      },
+      { windowSize: 50 },
+    );
+    expect(summary).toMatchObject({ attempted: 100, created: 90, alreadyHere: 10 });
+    expect(sizes).toEqual([40, 50]);
+    const windows = await one<{ n: number }>(
+      sql`select count(*)::int as n from drover.window_commits where task_id = ${deps.task.id}`,
+    );
+    expect(windows.n).toBe(2);
+  });
+
+  it("a stop lands once a unit's last window moved the cursor to the next unit, not only between windows", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run, { stopRequested: async () => true });
+    const calls = { batches: 0, rows: 0 };
+    await expect(
+      writeBatches(deps, rowsOf(30, `stop-${run.id.slice(0, 6)}-`), companyBatch(run.tenantId, calls), {
+        windowSize: 50,
+        nextCursor: { deal: 2 },
+      }),
+    ).rejects.toBeInstanceOf(TaskCancelledError);
+    // The unit committed, with the cursor on the next one: a resume starts there.
+    expect(calls.batches).toBe(1);
+    const task = await one<{ cursor: unknown; processed_offset: number }>(
+      sql`select cursor, processed_offset from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task).toEqual({ cursor: { deal: 2 }, processed_offset: 0 });
   });
 });
