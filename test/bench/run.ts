@@ -4,6 +4,7 @@ import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { checkServices, REPO_ROOT } from "@drover/local-cluster";
 import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
+import { crmEngineScenario } from "./crm-engine.js";
 import { closeOpenClusters, DATABASE_URL, NATS_URL } from "./harness.js";
 import { ledgerGrowthScenario } from "./ledger-growth.js";
 import { parallelFetchScenario } from "./parallel-fetch.js";
@@ -33,6 +34,7 @@ const SCENARIOS: readonly Scenario[] = [
   rerunScenario,
   rework5xxScenario,
   verifyCostScenario,
+  crmEngineScenario,
   tableCopyScenario,
   ledgerGrowthScenario,
 ];
@@ -53,6 +55,8 @@ const FIGURE_ORDER = [
   "rerun_vs_first",
   "rework_under_5xx",
   "verify_cost_share",
+  "crm_engine_rows_per_s",
+  "crm_vs_plain_upsert",
   "table_rows_per_s",
   "table_vs_naive",
   "table_vs_insert_select",
@@ -67,6 +71,7 @@ const COUNTS = new Set([
   "table_rows_per_s",
   "table_streamed_rows_per_s",
   "ledger_bytes_per_row",
+  "crm_engine_rows_per_s",
 ]);
 
 interface Goal {
@@ -86,6 +91,7 @@ const GOALS: readonly Goal[] = [
   { figure: "rerun_vs_first", op: "<=", target: 0.25 },
   { figure: "rework_under_5xx", op: "<=", target: 1.03 },
   { figure: "verify_cost_share", op: "<=", target: 0.1 },
+  { figure: "crm_vs_plain_upsert", op: ">=", target: 0.5 },
   { figure: "table_vs_naive", op: ">=", target: 3 },
   { figure: "ledger_claim_growth", op: "<=", target: 1.3 },
 ];
@@ -94,6 +100,7 @@ const GOALS: readonly Goal[] = [
 const REPORT_ONLY = new Set([
   // Issue 3's goal is for several workers sharing one budget; one worker is the baseline.
   "budget_utilization_w1",
+  "crm_engine_rows_per_s",
   "table_rows_per_s",
   "table_vs_insert_select",
   "table_streamed_rows_per_s",

@@ -13,3 +13,31 @@ export const providers: ReadonlyMap<string, Provider> = new Map([
   [crmProvider.name, crmProvider],
   [pgTableProvider.name, pgTableProvider],
 ]);
+
+/**
+ * The crm's parsers, lists and batch writers, for the bench's plain loop
+ * (test/bench/plain-crm-import.ts): the same rows through the same writers into the same tables,
+ * without the ledger, tasks or queue around them, to measure what those cost.
+ */
+export { sourceId } from "./crm/fields.js";
+export { KIND_LISTS } from "./crm/lists.js";
+export {
+  parseActivity,
+  parseCompany,
+  parseDeal,
+  parseEmail,
+  parseLead,
+  parseNote,
+  parsePerson,
+  unwrapMail,
+} from "./crm/records.js";
+export {
+  activityKind,
+  companyKind,
+  dealKind,
+  emailKind,
+  independentBatch,
+  leadKind,
+  noteKind,
+  personBatch,
+} from "./crm/writers.js";
