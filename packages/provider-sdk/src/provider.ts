@@ -181,7 +181,9 @@ export interface TaskContext {
    * a window whose batch fails (a bad row, a ledger slot already taken) is written again row by row
    * with savepoints, in transactions of at most 25 rows. Same skipping and checkpoint rules as writeRows.
    * On both paths a row the ledger already holds is written as nothing (already here) unless
-   * options.reapply takes it: each window asks the ledger once, so a re-run costs no writes.
+   * options.reapply takes it: each window asks the ledger once, so a re-run costs no writes, and
+   * held rows running unbroken for at least a window (a page held whole) are asked about in one
+   * query and passed with the task's checkpoint alone, without a window transaction.
    */
   writeBatches<T>(
     rows: readonly SourceRow<T>[],

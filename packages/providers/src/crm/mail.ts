@@ -49,14 +49,23 @@ export interface FetchedMail {
 
 /** Bodies held in memory at once: deals are written in groups of about this many messages. */
 const MESSAGES_PER_GROUP = 200;
+/**
+ * Deals whose messages number at most this many together are written in one window, their cursor
+ * moving past all of them in its transaction: most deals have a few messages, and a transaction
+ * per deal made the mail phase the run's longest. It is the engine's per-row window (WINDOW_SIZE):
+ * should the window's batch fail, its row-by-row rewrite still fits one transaction, so no
+ * checkpoint ever lands inside a group of deals and a retry starts at a deal, as before. A deal
+ * with more messages is written alone, where a retry may resume inside it.
+ */
+const MESSAGES_PER_SHARED_WINDOW = 25;
 
 /**
  * A mail task walks its deals in order. It fetches first: the message lists of its remaining deals,
  * then every body not yet committed, with `bodyConcurrency` requests in flight across deals, holding
- * no database connection. Only then does it write, deal by deal, each deal's last window moving the
- * cursor to the next deal in the same transaction. When a rate limit parks it (or a transient
- * failure releases it) what it fetched and has not written is kept in its cursor (`fetched`), so
- * the next attempt sends no request twice.
+ * no database connection. Only then does it write, deal by deal (a few small deals share a window),
+ * each deal's last window moving the cursor past it in the same transaction. When a rate limit parks
+ * it (or a transient failure releases it) what it fetched and has not written is kept in its cursor
+ * (`fetched`), so the next attempt sends no request twice.
  */
 export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const { baseUrl, settings } = runSettings(ctx.run);
@@ -119,9 +128,9 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
         : await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal, bodies).catch(keepFetched);
     ctx.working();
 
-    for (let k = g; k < end; k++) {
+    const rowsOf = (k: number): SourceRow<unknown>[] => {
       const deal = deals[k]!;
-      const rows: SourceRow<unknown>[] = listOf(k).map((raw, j) => {
+      return listOf(k).map((raw, j) => {
         const id = sourceId(raw);
         if (id === null)
           return { sourceId: `mail@deal${deal}#${j}`, data: { rowError: "the message has no usable id" } };
@@ -131,17 +140,29 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
           return { sourceId: id, data: { rowError: (err as Error).message } };
         }
       });
-      // Messages are independent rows: a deal's messages go in one multi-row insert.
+    };
+    for (let k = g; k < end; ) {
+      // The deal a retry resumes inside is written alone: its committed offset counts its rows only.
+      let upTo = k + 1;
+      if (!(k === 0 && ctx.task.processedOffset > 0)) {
+        let size = listOf(k).length;
+        while (upTo < end && size + listOf(upTo).length <= MESSAGES_PER_SHARED_WINDOW)
+          size += listOf(upTo++).length;
+      }
+      const rows: SourceRow<unknown>[] = [];
+      for (let d = k; d < upTo; d++) rows.push(...rowsOf(d));
+      // Messages are independent rows: the deals' messages go in one multi-row insert.
       await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents) as never, {
         windowSize: settings.windowSize,
         reapply: (row) => reapplied.has(row.sourceId),
         nextCursor: {
           deals: cursor.deals,
-          index: cursor.index + k + 1,
+          index: cursor.index + upTo,
           ...(bodySource ? { bodies: bodySource } : {}),
           ...(cursor.since ? { since: cursor.since } : {}),
         },
       });
+      k = upTo;
     }
     g = end;
   }
