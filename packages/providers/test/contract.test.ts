@@ -101,6 +101,10 @@ async function newRun(kinds: string[]): Promise<{ runId: string; tenantId: strin
     kinds,
     baseUrl,
     token: TOKEN,
+    // One page per task, so each test pins one recorded request and the successor its checkpoint
+    // becomes (a task walking on would ask the recorded server for pages it does not have;
+    // crm-list-walk.test.ts pins the walk across pages).
+    settings: { pagesPerTask: "1" },
   });
   return { runId, tenantId };
 }
