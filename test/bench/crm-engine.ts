@@ -28,9 +28,7 @@ const DEMO_ACCOUNT = {
 const KINDS = ["organizations", "persons", "deals", "leads", "activities", "notes", "mail"];
 
 export function crmEngineSandbox(ctx: ScenarioContext): Record<string, number> {
-  const sizes = Object.fromEntries(
-    Object.entries(DEMO_ACCOUNT).map(([kind, n]) => [kind, scaled(ctx, n)]),
-  );
+  const sizes = Object.fromEntries(Object.entries(DEMO_ACCOUNT).map(([kind, n]) => [kind, scaled(ctx, n)]));
   return {
     seed: 42,
     ...sizes,
