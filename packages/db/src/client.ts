@@ -8,6 +8,17 @@ export type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
 /** Anything that can run a query: the pool or a transaction. */
 export type Queryable = Db | Tx;
 
+/**
+ * The postgres.js handle a drizzle pool, transaction or savepoint runs its statements on, for what
+ * drizzle does not wrap: COPY streams (`.writable()`, `.readable()`). Inside a transaction it is that
+ * transaction's own connection, so a COPY commits or rolls back with the rest of it.
+ */
+export function driverOf(q: Queryable): postgres.Sql {
+  const client = (q as unknown as { session?: { client?: postgres.Sql } }).session?.client;
+  if (!client) throw new Error("driverOf: not a drizzle postgres.js database or transaction");
+  return client;
+}
+
 export interface Database {
   db: Db;
   sql: postgres.Sql;

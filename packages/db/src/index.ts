@@ -2,6 +2,7 @@ export {
   type Database,
   type DatabaseOptions,
   type Db,
+  driverOf,
   openDatabase,
   type Queryable,
   type Tx,

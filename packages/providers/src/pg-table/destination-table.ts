@@ -1,8 +1,7 @@
 import type { Queryable } from "@drover/db";
-import { PermanentError, type RowResult, type WritableRow } from "@drover/provider-sdk";
+import { PermanentError } from "@drover/provider-sdk";
 import { type SQL, sql } from "drizzle-orm";
 import { keyDestination, type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
-import type { SourceRecord } from "./source-table.js";
 
 /** The destination's columns as the writer needs them: each mapped column and the type to cast its text to. */
 export interface DestinationShape {
@@ -45,47 +44,6 @@ export async function destinationShape(q: Queryable, config: PgTableConfig): Pro
   return { columns: [...config.mapping.keys()].map((c) => ({ name: c, type: types.get(c)! })), conflict };
 }
 
-/** Between two values of a column's text (ASCII RS). */
-const VALUE_SEPARATOR = "\x1e";
-/** A column's text holds this alone where the value is null (ASCII US). */
-const NULL_MARK = "\x1f";
-
-/**
- * One column of a window as a single text: the values joined by RS, a null written as US alone,
- * for `string_to_table` to split on the server. A text[] literal costs more on both ends: every
- * quote and backslash of a JSON payload is escaped by postgres.js and unescaped by array_in, which
- * measured ~7 µs a row of the ~27 µs the destination spends on a 1.3 KB room event. Undefined when
- * the column cannot travel this way: a value holds RS or US itself, or the window is one empty
- * string (which string_to_table reads as no value at all); such a window goes as text arrays.
- */
-export function columnText(values: readonly (string | null)[]): string | undefined {
-  let text = "";
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    if (v != null && (v.includes(VALUE_SEPARATOR) || v.includes(NULL_MARK))) return undefined;
-    text += (i === 0 ? "" : VALUE_SEPARATOR) + (v ?? NULL_MARK);
-  }
-  return text === "" ? undefined : text;
-}
-
-/**
- * The window's rows as a relation `u(c0, c1, …)` of text columns: one separated text per column
- * (ROWS FROM zips them row by row), or one text array per column when a value rules that out.
- */
-function windowRelation(arrays: readonly (string | null)[][]): SQL {
-  const texts = arrays.map(columnText);
-  const aliases = sql.raw(arrays.map((_, i) => `c${i}`).join(", "));
-  if (texts.every((t) => t !== undefined)) {
-    const split = texts.map((t) => sql`string_to_table(${t}::text, E'\\x1e', E'\\x1f')`);
-    return sql`rows from (${sql.join(split, sql`, `)}) as u(${aliases})`;
-  }
-  const unnestArgs = sql.join(
-    arrays.map((a) => sql`${sql.param(a)}::text[]`),
-    sql`, `,
-  );
-  return sql`unnest(${unnestArgs}) as u(${aliases})`;
-}
-
 /**
  * The one upsert both paths run: `select` (one expression per destination column, in shape order)
  * over `from`, inserted under the run's tenant, and a row whose key is already there overwritten,
@@ -118,26 +76,4 @@ export async function upsertWindow(
     on conflict (${sql.raw(shape.conflict.map(quoteIdent).join(", "))}) do update set ${sql.raw(set)}
     returning ${sql.raw(quoteIdent(keyColumn))}::text as k, (xmax = 0) as inserted`);
   return new Map(returned.map((r) => [r.k, r.inserted]));
-}
-
-/**
- * The window's upsert from rows read by the worker, one statement whatever its size: the values
- * arrive as text, one column at a time (windowRelation), each cast to its destination type.
- */
-export async function upsertRecords(
-  q: Queryable,
-  config: PgTableConfig,
-  shape: DestinationShape,
-  tenantId: string,
-  rows: readonly WritableRow<SourceRecord>[],
-): Promise<RowResult[]> {
-  const keyIndex = shape.columns.findIndex((c) => c.name === keyDestination(config));
-  const arrays = shape.columns.map((_, i) => rows.map((r) => r.data.values[i] ?? null));
-  const select = shape.columns.map((c, i) => sql.raw(`u.c${i}::${c.type}`));
-  const inserted = await upsertWindow(q, config, shape, tenantId, select, windowRelation(arrays));
-  return rows.map((r) => {
-    const was = inserted.get(r.data.values[keyIndex] ?? "");
-    if (was === undefined) throw new PermanentError(`the upsert returned no row for key ${r.sourceId}`);
-    return { action: "upserted", replaced: !was };
-  });
 }

@@ -9,8 +9,9 @@ import {
   type TaskResult,
   type WritableRow,
 } from "@drover/provider-sdk";
-import { connectionProblem, parsePgTableSettings, runConfig } from "./config.js";
-import { type DestinationShape, destinationShape, upsertRecords } from "./destination-table.js";
+import { copyRow, copyWindow, type SourceColumns, sourceColumns } from "./binary-copy.js";
+import { connectionProblem, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
+import { type DestinationShape, destinationShape } from "./destination-table.js";
 import {
   copyInDatabase,
   type InDatabasePlan,
@@ -80,24 +81,26 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
   let inDatabase = config.inDatabaseCopy ? settledSharing(connection, config) : false;
   let shape: DestinationShape | undefined;
   let plan: InDatabasePlan | undefined;
-  const write = async (tx: Tx, rows: readonly WritableRow<SourceRecord>[]): Promise<RowResult[]> => {
+  // How the mapped columns travel when the rows go through the worker (binary-copy.ts).
+  let columns: SourceColumns | undefined;
+  const settle = async (tx: Tx) => {
     shape ??= await destinationShape(tx, config);
     inDatabase ??= await sharesDatabase(tx, source, connection, config);
-    if (!inDatabase) return upsertRecords(tx, config, shape, tenantId, rows);
-    plan ??= await inDatabasePlan(tx, config, shape);
-    return copyInDatabase(
-      tx,
-      config,
-      shape,
-      plan,
-      tenantId,
-      rows.map((r) => r.sourceId),
-    );
+    if (inDatabase) plan ??= await inDatabasePlan(tx, config, shape);
+    return { shape, plan: inDatabase ? plan : undefined };
   };
   const writer: BatchWriter<SourceRecord> = {
-    writeBatch: write,
+    async writeBatch(tx, rows) {
+      const path = await settle(tx);
+      if (!path.plan) return copyWindow(tx, config, path.shape, columns!, tenantId, rows);
+      const keys = rows.map((r) => r.sourceId);
+      return copyInDatabase(tx, config, path.shape, path.plan, tenantId, keys);
+    },
+    // The row-by-row rewrite of a window that failed: the same path, one row per savepoint.
     async writeRow(tx, row, sourceId) {
-      const [result] = await write(tx, [{ sourceId, data: row }]);
+      const path = await settle(tx);
+      if (!path.plan) return copyRow(tx, config, path.shape, columns!, tenantId, { sourceId, data: row });
+      const [result] = await copyInDatabase(tx, config, path.shape, path.plan, tenantId, [sourceId]);
       return result!;
     },
   };
@@ -112,8 +115,13 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
 
   let pathShown = false;
   const start = ctx.task.cursor as unknown as SlotCursor;
-  const read = () => (inDatabase ? "keys" : "values");
-  let next = readPage(source, config, start, config.pageSize, read());
+  // Until the path is known, a page carries the rows: the first window may well need them.
+  const read = async () => {
+    if (inDatabase) return undefined;
+    columns ??= await sourceColumns(source, config, quoteQualified(config.table));
+    return columns;
+  };
+  let next = read().then((c) => readPage(source, config, start, config.pageSize, c));
   for (;;) {
     ctx.signal.throwIfAborted();
     const page = await next;
@@ -121,13 +129,8 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
     const more = page.length === config.pageSize;
     if (more) {
       const last = page[page.length - 1]!;
-      next = readPage(
-        source,
-        config,
-        { ...slot, lastId: last.id, ...(last.time !== null ? { lastTime: last.time } : {}) },
-        config.pageSize,
-        read(),
-      );
+      const after = { ...slot, lastId: last.id, ...(last.time !== null ? { lastTime: last.time } : {}) };
+      next = read().then((c) => readPage(source, config, after, config.pageSize, c));
       // Awaited on the next turn; until then a failure must not count as unhandled.
       next.catch(() => {});
     }

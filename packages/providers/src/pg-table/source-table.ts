@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { type Database, openDatabase } from "@drover/db";
 import { PermanentError } from "@drover/provider-sdk";
+import { copyOut, fieldCount, type SourceColumns, splitTuples } from "./binary-copy.js";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
 import { ulidFloor } from "./ulid.js";
 
@@ -87,11 +88,14 @@ export function checkSourceTable(sql: Sql, connection: string, config: PgTableCo
   return check;
 }
 
-/** A slot's rows as the walk reads them: the key, the time (time mode) and the mapped columns as text. */
+/**
+ * A slot's row as the walk reads it: the key and (time mode) the time as text, and, when the rows
+ * travel through the worker, the row itself as a binary COPY tuple (binary-copy.ts).
+ */
 export interface SourceRecord {
   id: string;
   time: string | null;
-  values: (string | null)[];
+  tuple: Buffer | undefined;
 }
 
 /**
@@ -118,22 +122,31 @@ export function slotPredicate(
 }
 
 /**
- * One keyset page of a slot, in key order, after the cursor's last row. Every value is read as text
- * and written back through a cast to the destination column's type, so no type is reinterpreted in
- * JavaScript on the way. `keys` reads only the key (and time): the rows are copied inside the
- * database (in-database-copy.ts), and values are left empty.
+ * A value inside the text of a statement, for COPY, which takes no parameters: an escape string
+ * literal (backslash and quote doubled), so it reads the same whatever standard_conforming_strings
+ * says, and untyped, so it takes the type of the column it is compared with as a parameter would.
+ */
+export function literal(value: string): string {
+  if (value.includes("\0")) throw new PermanentError("a key or bound holds a NUL character");
+  return `E'${value.replace(/\\/g, "\\\\").replace(/'/g, "''")}'`;
+}
+
+/**
+ * One keyset page of a slot, in key order, after the cursor's last row, read as one binary COPY.
+ * `columns` (binary-copy.ts) are the mapped columns to carry; without them (the in-database copy,
+ * whose rows never leave the server) the page holds keys and times only.
  */
 export async function readPage(
   sql: Sql,
   config: PgTableConfig,
   cursor: SlotCursor,
   limit: number,
-  read: "values" | "keys" = "values",
+  columns: SourceColumns | undefined,
 ): Promise<SourceRecord[]> {
   const id = quoteIdent(config.idColumn);
   const time = config.timeColumn ? quoteIdent(config.timeColumn) : undefined;
   const where = slotPredicate(config, cursor, 1, { id: config.idColumn, time: config.timeColumn });
-  const params: (string | number)[] = [...where.params];
+  const params: string[] = [...where.params];
   let after = "";
   if (cursor.lastId !== undefined) {
     if (time && cursor.lastTime !== undefined) {
@@ -144,21 +157,15 @@ export async function readPage(
       after = ` and ${id} > $${params.length}`;
     }
   }
-  params.push(limit);
-  const mapped = read === "values" ? [...config.mapping.values()] : [];
-  const selected = mapped.map((c, i) => `, ${quoteIdent(c)}::text as c${i}`).join("");
-  const rows = await sql.unsafe<Record<string, string | null>[]>(
-    `select ${id}::text as k, ${time ? `${time}::text` : "null"} as t${selected}
+  if (!Number.isInteger(limit) || limit < 1) throw new Error(`a page of ${limit} rows`);
+  // Output names of their own, so that ORDER BY names the table's columns, never a selected one.
+  const selected = columns ? columns.select.map((c, i) => `, ${c} as c${i}`).join("") : "";
+  // Identifiers are quoted and checked (config.ts), so a $n here can only be a placeholder.
+  const query = `select ${id}::text as k, ${time ? `${time}::text` : "null::text"} as t${selected}
        from ${quoteQualified(config.table)}
       where ${where.text}${after}
       order by ${time ? `${time}, ${id}` : id}
-      limit $${params.length}`,
-    params,
-  );
-  const width = mapped.length;
-  return rows.map((r) => ({
-    id: r.k as string,
-    time: r.t ?? null,
-    values: Array.from({ length: width }, (_, i) => r[`c${i}`] ?? null),
-  }));
+      limit ${limit}`.replace(/\$(\d+)/g, (_, n: string) => literal(params[Number(n) - 1]!));
+  const tuples = splitTuples(await copyOut(sql, query), fieldCount(columns));
+  return tuples.map((t) => ({ id: t.key, time: t.time, tuple: columns ? t.bytes : undefined }));
 }

@@ -1,0 +1,212 @@
+import { createHash } from "node:crypto";
+import { finished } from "node:stream/promises";
+import { type Database, driverOf, type Queryable } from "@drover/db";
+import { PermanentError, type RowResult, TransientError, type WritableRow } from "@drover/provider-sdk";
+import { sql } from "drizzle-orm";
+import { type PgTableConfig, quoteIdent } from "./config.js";
+import { type DestinationShape, upsertWindow } from "./destination-table.js";
+
+type Sql = Database["sql"];
+
+/**
+ * The streamed path's transport: rows leave the source as `COPY (select …) TO STDOUT (FORMAT
+ * binary)` and enter the product database as `COPY … FROM STDIN (FORMAT binary)` into a staging
+ * table of the window's own transaction, from which one upsert per window writes the destination.
+ * No value is turned into text and parsed back on the way (the text path spent most of its time
+ * there): the worker only finds where each row starts and ends, and reads its key and time.
+ *
+ * Both COPYs go through postgres.js, the driver of the window's transaction: the staging COPY must
+ * run on that transaction's connection to commit with the rows and the checkpoint. Its COPY streams
+ * had two upstream bugs that could hang a window; both are patched (patches/postgres@3.4.9.patch).
+ */
+
+/** COPY's binary format: signature, flags (none), header extension length (0). */
+const SIGNATURE = Buffer.from("PGCOPY\n\xff\r\n\0", "latin1");
+const HEADER = Buffer.concat([SIGNATURE, Buffer.alloc(8)]);
+/** A tuple's field count of -1 ends the stream. */
+const TRAILER = Buffer.from([0xff, 0xff]);
+/** First OID of objects made after initdb: below it, a type is built in and reads the same in every database. */
+const FIRST_NORMAL_OBJECT_ID = 16_384;
+
+/** How the source's mapped columns travel, in mapping order. */
+export interface SourceColumns {
+  /** The COPY's select list after the key and time: a built-in type as it is, any other as text. */
+  select: string[];
+  /** Each column's type in the staging table, `"schema"."type"`: the source's built-in type, or text. */
+  stageTypes: string[];
+}
+
+/** The key and time as text, then the mapped columns: every tuple of a page has this many fields. */
+export const fieldCount = (columns: SourceColumns | undefined) => 2 + (columns?.select.length ?? 0);
+
+/**
+ * Reads the mapped columns' types from the source. A built-in type (pg_catalog, OID below 16384)
+ * travels in its binary form, which every server of the same format reads back; any other (a
+ * domain, an enum, an extension's type, whose OID differs between databases) travels as text.
+ */
+export async function sourceColumns(
+  source: Sql,
+  config: PgTableConfig,
+  table: string,
+): Promise<SourceColumns> {
+  const rows = await source<{ name: string; oid: number; nsp: string; typ: string }[]>`
+    select a.attname::text as name, t.oid::int as oid, n.nspname::text as nsp, t.typname::text as typ
+      from pg_attribute a join pg_type t on t.oid = a.atttypid join pg_namespace n on n.oid = t.typnamespace
+     where a.attrelid = to_regclass(${table}) and a.attnum > 0 and not a.attisdropped`;
+  const types = new Map(rows.map((r) => [r.name, r]));
+  const select: string[] = [];
+  const stageTypes: string[] = [];
+  for (const from of config.mapping.values()) {
+    const type = types.get(from);
+    if (!type) throw new PermanentError(`source table has no column ${from}`);
+    const native = type.oid < FIRST_NORMAL_OBJECT_ID && type.nsp === "pg_catalog";
+    select.push(native ? quoteIdent(from) : `${quoteIdent(from)}::text`);
+    stageTypes.push(native ? `"pg_catalog"."${type.typ}"` : `"pg_catalog"."text"`);
+  }
+  return { select, stageTypes };
+}
+
+/** A binary COPY out of the source, whole: a page is small (pageSize rows), and its windows slice it. */
+export async function copyOut(source: Sql, query: string): Promise<Buffer> {
+  const stream = await source.unsafe(`copy (${query}) to stdout (format binary)`).readable();
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** One row as COPY's binary format carries it, with the key and time (both selected as text) read out. */
+export interface CopyTuple {
+  bytes: Buffer;
+  key: string;
+  time: string | null;
+}
+
+/**
+ * Cuts a binary COPY stream into its tuples without decoding the values. A stream that ends mid-row
+ * or lacks its trailer was cut on the way (the read is retried); a tuple of another width is a bug.
+ */
+export function splitTuples(data: Buffer, fields: number): CopyTuple[] {
+  if (data.length < HEADER.length || !data.subarray(0, SIGNATURE.length).equals(SIGNATURE))
+    throw new TransientError("the source's COPY stream does not start with the binary signature");
+  let pos = HEADER.length + data.readInt32BE(SIGNATURE.length + 4);
+  const tuples: CopyTuple[] = [];
+  const cut = () => new TransientError("the source's COPY stream ended mid-row");
+  for (;;) {
+    if (pos + 2 > data.length) throw cut();
+    const count = data.readInt16BE(pos);
+    if (count === -1) break;
+    if (count !== fields)
+      throw new PermanentError(`a COPY tuple has ${count} fields where ${fields} were selected`);
+    const start = pos;
+    pos += 2;
+    let key: string | null = null;
+    let time: string | null = null;
+    for (let f = 0; f < count; f++) {
+      if (pos + 4 > data.length) throw cut();
+      const length = data.readInt32BE(pos);
+      pos += 4;
+      if (length < 0) continue;
+      if (pos + length > data.length) throw cut();
+      if (f === 0) key = data.toString("utf8", pos, pos + length);
+      else if (f === 1) time = data.toString("utf8", pos, pos + length);
+      pos += length;
+    }
+    if (key === null) throw new PermanentError("a source row has no key (null in the key column)");
+    tuples.push({ bytes: data.subarray(start, pos), key, time });
+  }
+  return tuples;
+}
+
+/** The staging table of a column layout: per connection (temporary), emptied at every commit. */
+function stageOf(columns: SourceColumns): { name: string; create: string } {
+  const layout = ["text", "text", ...columns.stageTypes];
+  const name = `drover_stage_${createHash("sha256").update(layout.join(",")).digest("hex").slice(0, 16)}`;
+  const defs = layout.map((t, i) => `${i === 0 ? "k" : i === 1 ? "t" : `c${i - 2}`} ${t}`).join(", ");
+  return { name, create: `create temp table if not exists ${name} (${defs}) on commit delete rows` };
+}
+
+/**
+ * Copies tuples into the staging table, on the transaction's (or savepoint's) own connection. The
+ * table is made if this connection does not have it yet; made in a transaction that rolls back, it
+ * goes with it, so every transaction asks.
+ */
+async function stage(q: Queryable, columns: SourceColumns, tuples: readonly Buffer[]): Promise<string> {
+  const { name, create } = stageOf(columns);
+  const client = driverOf(q);
+  await client.unsafe(create);
+  const stream = await client.unsafe(`copy pg_temp.${name} from stdin (format binary)`).writable();
+  stream.end(Buffer.concat([HEADER, ...tuples, TRAILER]));
+  await finished(stream);
+  return name;
+}
+
+/**
+ * Per destination column (shape order): the staged value as it is when its type is the
+ * destination's, else through text and a cast to the destination's type, as the in-database copy
+ * does, so both paths accept and refuse the same values.
+ */
+function stagedSelect(columns: SourceColumns, shape: DestinationShape) {
+  return shape.columns.map((c, i) =>
+    sql.raw(columns.stageTypes[i] === c.type ? `s.c${i}` : `s.c${i}::text::${c.type}`),
+  );
+}
+
+export interface StreamedRecord {
+  id: string;
+  tuple?: Buffer | undefined;
+}
+
+function tupleOf(row: WritableRow<StreamedRecord>): Buffer {
+  if (!row.data.tuple) throw new PermanentError(`row ${row.sourceId} was read without its values`);
+  return row.data.tuple;
+}
+
+function resultsByKey(
+  rows: readonly WritableRow<StreamedRecord>[],
+  inserted: ReadonlyMap<string, boolean>,
+): RowResult[] {
+  return rows.map((r) => {
+    const was = inserted.get(r.data.id);
+    if (was === undefined) throw new PermanentError(`the upsert returned no row for key ${r.sourceId}`);
+    return { action: "upserted", replaced: !was };
+  });
+}
+
+/** A window: its tuples COPYed into the staging table, then one upsert from it. */
+export async function copyWindow(
+  q: Queryable,
+  config: PgTableConfig,
+  shape: DestinationShape,
+  columns: SourceColumns,
+  tenantId: string,
+  rows: readonly WritableRow<StreamedRecord>[],
+): Promise<RowResult[]> {
+  const name = await stage(q, columns, rows.map(tupleOf));
+  const from = sql.raw(`pg_temp.${name} s`);
+  return resultsByKey(
+    rows,
+    await upsertWindow(q, config, shape, tenantId, stagedSelect(columns, shape), from),
+  );
+}
+
+/**
+ * One row of a window that failed, in its own savepoint: its tuple alone staged and upserted, so a
+ * row the server refuses (a malformed value, a failed cast, a constraint) loses only itself. The
+ * rows staged before it in the same transaction stay staged; the upsert picks this one by key.
+ */
+export async function copyRow(
+  q: Queryable,
+  config: PgTableConfig,
+  shape: DestinationShape,
+  columns: SourceColumns,
+  tenantId: string,
+  row: WritableRow<StreamedRecord>,
+): Promise<RowResult> {
+  const name = await stage(q, columns, [tupleOf(row)]);
+  const from = sql`${sql.raw(`pg_temp.${name}`)} s where s.k = ${row.data.id}`;
+  const [result] = resultsByKey(
+    [row],
+    await upsertWindow(q, config, shape, tenantId, stagedSelect(columns, shape), from),
+  );
+  return result!;
+}
