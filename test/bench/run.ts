@@ -64,6 +64,9 @@ const FIGURE_ORDER = [
   "table_streamed_vs_naive",
   "ledger_claim_growth",
   "ledger_bytes_per_row",
+  "copy_pipe_rows_per_s",
+  "table_streamed_vs_copy_pipe",
+  "table_worker_rss_mb",
 ];
 
 const COUNTS = new Set([
@@ -72,6 +75,8 @@ const COUNTS = new Set([
   "table_streamed_rows_per_s",
   "ledger_bytes_per_row",
   "crm_engine_rows_per_s",
+  "copy_pipe_rows_per_s",
+  "table_worker_rss_mb",
 ]);
 
 interface Goal {
@@ -94,6 +99,9 @@ const GOALS: readonly Goal[] = [
   { figure: "crm_vs_plain_upsert", op: ">=", target: 0.5 },
   { figure: "table_vs_naive", op: ">=", target: 3 },
   { figure: "ledger_claim_growth", op: "<=", target: 1.3 },
+  { figure: "table_vs_insert_select", op: ">=", target: 0.85 },
+  { figure: "table_streamed_vs_copy_pipe", op: ">=", target: 0.8 },
+  { figure: "table_worker_rss_mb", op: "<=", target: 300 },
 ];
 
 /** Figures printed without a goal, on purpose. */
@@ -102,10 +110,10 @@ const REPORT_ONLY = new Set([
   "budget_utilization_w1",
   "crm_engine_rows_per_s",
   "table_rows_per_s",
-  "table_vs_insert_select",
   "table_streamed_rows_per_s",
   "table_streamed_vs_naive",
   "ledger_bytes_per_row",
+  "copy_pipe_rows_per_s",
 ]);
 
 const USAGE = `usage: pnpm bench [-- [--quick] [--only name[,name...]]]
@@ -116,6 +124,7 @@ full bench is the reference) and writes .artifacts/bench/latest-quick.json inste
 Scenarios (in order): ${SCENARIOS.map((s) => s.name).join(", ")}; "budget" names the three budget runs.
 A figure's name selects the scenarios behind it, e.g. --only budget_utilization_w2,parallel_fetch_speedup.
 Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000; 100000 under --quick), BENCH_LEDGER_ROWS=small,large for ledger_growth (200000,20000000; a tenth under --quick).
+Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000), BENCH_TABLE_RSS_ROWS for its memory run (5000000).
 Figures go to stdout, progress to stderr, everything to .artifacts/bench/latest.json.`;
 
 interface Args {
