@@ -192,15 +192,21 @@ describe("pg-table", () => {
   });
 
   it.each([
-    ["streamed from another database", "killed", () => ({ sql: src.sql, url: src.url })],
+    [
+      "streamed from another database by binary COPY",
+      "killed",
+      "streamed",
+      () => ({ sql: src.sql, url: src.url }),
+    ],
     [
       "copied inside the product database",
       "killed_inside",
+      "in-database",
       () => ({ sql: h.database.sql, url: h.testDb.url }),
     ],
   ])(
     "a worker killed mid-slot (%s): another resumes from last_id, with no row written twice and none skipped",
-    async (_, big, where) => {
+    async (_, big, path, where) => {
       const rows = 40_000;
       const { sql: source, url } = where();
       await generateRoomEvents(source, {
@@ -227,6 +233,9 @@ describe("pg-table", () => {
         },
         120_000,
       );
+      const [fact] = await h.database.db.execute<{ value: string }>(sql`
+        select value #>> '{}' as value from drover.run_facts where run_id = ${id}::uuid and key = 'pg-table.copy'`);
+      expect(fact?.value).toBe(path);
       const worker = h.cluster.workers.find((w) => w.name === victim.locked_by.split("/")[0])!;
       worker.signal("SIGKILL");
       await worker.exited;

@@ -258,6 +258,30 @@ describe("pg-table windows", () => {
     expect(ctx.task.cursor.lastId).toBe(ids[ids.length - 1]);
   });
 
+  it("streamed, a value the destination's type refuses loses only its row, and the slot still finishes", async () => {
+    const ids = await sourceEvents(other.url, "events_castfail", 40, "text");
+    const bad = ids[23]!;
+    const db = openDatabase(other.url, { max: 1 });
+    await db.sql.unsafe(`update src.events_castfail set room_id = 'not a uuid' where id = $1`, [bad]);
+    await db.close();
+    const { ctx, runId, summary } = await slotTask(other.url, {
+      table: "src.events_castfail",
+      windowSize: "20",
+    });
+    statements.length = 0;
+    await pgTableProvider.runTask(ctx);
+    // room_id is text at the source: staged as text, cast to uuid by the upsert, which fails the window.
+    expect(statements.some((s) => s.includes('s.c1::text::"pg_catalog"."uuid"'))).toBe(true);
+    expect(summary).toMatchObject({ attempted: 40, failed: 1, skipped: 0, created: 39 });
+    const notes = await database.db.execute<{ subject_id: string; reason: string }>(
+      sql`select subject_id, reason from drover.notes where run_id = ${runId}::uuid and level = 'error'`,
+    );
+    expect(notes.map((n) => n.subject_id)).toEqual([bad]);
+    expect(notes[0]!.reason).toMatch(/uuid/);
+    expect((await landed("t-writes", ids)).map((r) => r.id)).toEqual(ids.filter((id) => id !== bad));
+    expect(ctx.task.cursor.lastId).toBe(ids[ids.length - 1]);
+  });
+
   it("a source in the product database is copied by the server, every value exactly as it is", async () => {
     const ids = await sourceEvents(testDb.url, "events", 1_200);
     const { ctx, runId, summary } = await slotTask(testDb.url, {});
