@@ -211,9 +211,12 @@ export const tableCopyScenario: Scenario = {
       >`select count(*)::int as n from bench_source.room_events`;
       const alone = await bench.cluster.addWorker();
       await Promise.all(bench.cluster.workers.filter((w) => w !== alone).map((w) => w.stop()));
+      const idleMb = peakRssMb(alone.pid);
       const memory = await droverRun("bench-memory", source.url, grown!.n);
       const rssMb = peakRssMb(alone.pid);
-      log(`memory: ${grown!.n} rows in ${memory.seconds.toFixed(1)} s, peak RSS ${rssMb.toFixed(0)} MB`);
+      log(
+        `memory: ${grown!.n} rows in ${memory.seconds.toFixed(1)} s, peak RSS ${rssMb.toFixed(0)} MB (${idleMb.toFixed(0)} MB once started)`,
+      );
       await sql`truncate app.room_events`;
       await bench.stopAll();
       await sql`checkpoint`;
@@ -260,7 +263,7 @@ export const tableCopyScenario: Scenario = {
           slotWidth: "1h",
           workers: WORKERS,
           laneWidth: LANE_WIDTH,
-          pgTable: { pageSize: 1000, windowSize: 500 },
+          pgTable: { streamed: { page: 1000, window: 500 }, inDatabase: { page: 4000, window: 2000 } },
           naive: { page: NAIVE_PAGE, batch: NAIVE_BATCH },
           sourceBytes: sourceTable!.bytes,
         },
@@ -273,7 +276,12 @@ export const tableCopyScenario: Scenario = {
             logs: bench.cluster.logDir,
           },
           droverStreamed: { rows: total, seconds: streamed.seconds, rowsPerSecond: streamedRate },
-          memory: { rows: grown!.n, seconds: memory.seconds, workerPeakRssMb: rssMb },
+          memory: {
+            rows: grown!.n,
+            seconds: memory.seconds,
+            workerPeakRssMb: rssMb,
+            startedPeakRssMb: idleMb,
+          },
           naive: { ...naive, rowsPerSecond: naiveRate },
           insertSelect: { rows: ceilingRows!.n, seconds: ceilingSeconds, rowsPerSecond: ceiling },
         },

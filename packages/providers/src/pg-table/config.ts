@@ -21,10 +21,10 @@ export interface PgTableConfig {
   mapping: ReadonlyMap<string, string>;
   /** Destination column that receives the run's tenant id and is part of the destination's key. */
   tenantColumn: string | undefined;
-  /** Rows read per keyset page. */
-  pageSize: number;
-  /** Rows per write transaction (one multi-row upsert). */
-  windowSize: number;
+  /** Rows read per keyset page; the copy path's own default (copySizes) when unset. */
+  pageSize: number | undefined;
+  /** Rows per write transaction (one multi-row upsert); the copy path's own default when unset. */
+  windowSize: number | undefined;
   /** Rows per slot compared field by field by verification; the verification's own size when unset. */
   sampleSize: number | undefined;
   /**
@@ -54,8 +54,27 @@ export function quoteQualified(q: QualifiedName): string {
   return `${quoteIdent(q.schema)}.${quoteIdent(q.name)}`;
 }
 
-const DEFAULT_PAGE_SIZE = 1_000;
-const DEFAULT_WINDOW_SIZE = 500;
+/**
+ * Default page and window per copy path. Streamed, a window's rows are in the worker's memory and
+ * cross the network twice; 500 rows write at the rate of 1,000 and hold locks half as long. In the
+ * database, a window is one INSERT … SELECT and its cost is mostly per transaction (the commit, the
+ * checkpoint): 2,000 rows a window copied ~1.5× faster than 500 (100,000 room events, one
+ * connection), near the single statement's rate.
+ */
+const COPY_SIZES = {
+  streamed: { page: 1_000, window: 500 },
+  "in-database": { page: 4_000, window: 2_000 },
+} as const;
+
+export function copySizes(
+  config: Pick<PgTableConfig, "pageSize" | "windowSize">,
+  path: keyof typeof COPY_SIZES,
+): { page: number; window: number } {
+  return {
+    page: config.pageSize ?? COPY_SIZES[path].page,
+    window: config.windowSize ?? COPY_SIZES[path].window,
+  };
+}
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 function qualified(setting: string, value: string | undefined): QualifiedName | string {
@@ -148,9 +167,11 @@ export function parsePgTableSettings(settings: Readonly<Record<string, string>>)
     return `mapping must copy ${timeColumn}: verification counts a slot in the destination by it`;
   if (tenantColumn && mapping.has(tenantColumn)) return `tenantColumn ${tenantColumn} must not be mapped too`;
 
-  const pageSize = positive("pageSize", settings.pageSize, DEFAULT_PAGE_SIZE, 10_000);
+  const pageSize =
+    settings.pageSize === undefined ? undefined : positive("pageSize", settings.pageSize, 0, 10_000);
   if (typeof pageSize === "string") return pageSize;
-  const windowSize = positive("windowSize", settings.windowSize, DEFAULT_WINDOW_SIZE, 5_000);
+  const windowSize =
+    settings.windowSize === undefined ? undefined : positive("windowSize", settings.windowSize, 0, 5_000);
   if (typeof windowSize === "string") return windowSize;
   const sampleSize =
     settings.sampleSize === undefined ? undefined : positive("sampleSize", settings.sampleSize, 0, 100_000);

@@ -10,7 +10,7 @@ import {
   type WritableRow,
 } from "@drover/provider-sdk";
 import { copyRow, copyWindow, type SourceColumns, sourceColumns } from "./binary-copy.js";
-import { connectionProblem, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
+import { connectionProblem, copySizes, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
 import { type DestinationShape, destinationShape } from "./destination-table.js";
 import {
   copyInDatabase,
@@ -115,29 +115,30 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
 
   let pathShown = false;
   const start = ctx.task.cursor as unknown as SlotCursor;
-  // Until the path is known, a page carries the rows: the first window may well need them.
-  const read = async () => {
-    if (inDatabase) return undefined;
-    columns ??= await sourceColumns(source, config, quoteQualified(config.table));
-    return columns;
+  // Until the path is known, a page carries the rows (the first window may well need them) and has
+  // the streamed path's size.
+  const readAfter = async (cursor: SlotCursor) => {
+    const sizes = copySizes(config, inDatabase ? "in-database" : "streamed");
+    if (!inDatabase) columns ??= await sourceColumns(source, config, quoteQualified(config.table));
+    const page = await readPage(source, config, cursor, sizes.page, inDatabase ? undefined : columns);
+    return { page, full: page.length === sizes.page };
   };
-  let next = read().then((c) => readPage(source, config, start, config.pageSize, c));
+  let next = readAfter(start);
   for (;;) {
     ctx.signal.throwIfAborted();
-    const page = await next;
+    const { page, full } = await next;
     if (page.length === 0) break;
-    const more = page.length === config.pageSize;
-    if (more) {
+    if (full) {
       const last = page[page.length - 1]!;
-      const after = { ...slot, lastId: last.id, ...(last.time !== null ? { lastTime: last.time } : {}) };
-      next = read().then((c) => readPage(source, config, after, config.pageSize, c));
+      next = readAfter({ ...slot, lastId: last.id, ...(last.time !== null ? { lastTime: last.time } : {}) });
       // Awaited on the next turn; until then a failure must not count as unhandled.
       next.catch(() => {});
     }
+    // The window's size is the path's, once the path is known (the first window settles it).
     await ctx.writeBatches(
       page.map((r) => ({ sourceId: r.id, data: r })),
       writer,
-      { windowSize: config.windowSize, cursorAfter },
+      { windowSize: copySizes(config, inDatabase ? "in-database" : "streamed").window, cursorAfter },
     );
     if (!pathShown && inDatabase !== undefined) {
       // For operators (GetRun's facts): which way this run's rows travel. The first task to know says.
@@ -145,7 +146,7 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
       pathShown = true;
     }
     ctx.working();
-    if (!more) break;
+    if (!full) break;
   }
   return {};
 }
