@@ -3,11 +3,9 @@ import {
   type BatchWriter,
   PermanentError,
   type Provider,
-  type RowResult,
   type SourceRow,
   type TaskContext,
   type TaskResult,
-  type WritableRow,
 } from "@drover/provider-sdk";
 import { copyRow, copyWindow, type SourceColumns, sourceColumns } from "./binary-copy.js";
 import { connectionProblem, copySizes, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
