@@ -116,7 +116,8 @@ export interface WritableRow<T> {
  */
 export interface BatchWriter<T> {
   /**
-   * Writes every row, inside the window's transaction and without savepoints, and returns one
+   * Writes every row, inside the window's transaction and without a savepoint per row (one of its
+   * own at most, e.g. to try a faster statement first and take it back), and returns one
    * result per row, in order. Any error undoes the whole window, which is then written again row
    * by row through writeRow so that a bad row loses only itself.
    */

@@ -126,6 +126,10 @@ async function slotTask(connection: string, extra: Record<string, string>) {
   return { ctx, runId: run!.id, summary };
 }
 
+/** A window's COPY straight into app.room_events, as logged. */
+const DIRECT_COPY =
+  'copy "app"."room_events" ("tenant_id", "id", "room_id", "data") from stdin (format binary)';
+
 /** The window upserts into app.room_events logged since `statements` was last emptied. */
 const upsertsLogged = () => statements.filter((s) => s.startsWith('insert into "app"."room_events"'));
 
@@ -227,14 +231,15 @@ describe("pg-table windows", () => {
     const page = await readPage(connection, cfg, { from: FROM, to: FROM + HOUR }, 100, columns);
     expect(page.length).toBe(30);
     // Row 12's room_id (a uuid, 16 bytes in binary) claims to be 17 bytes long: the server refuses
-    // the staging COPY itself (incorrect binary data format), not a value cast after it. Fields:
-    // the key and the time (null here) as text, then id, room_id, data.
+    // the COPY itself (incorrect binary data format), the direct one into the destination and then
+    // the row's own into the staging table, not a value cast after it. Fields: the key and the time
+    // (null here) as text, then id, room_id, data.
     const bad = page[12]!;
-    const tuple = Buffer.from(bad.tuple!);
+    const bytes = Buffer.from(bad.tuple!.bytes);
     const roomField = 2 + (4 + bad.id.length) + 4 + (4 + bad.id.length);
-    expect(tuple.readInt32BE(roomField)).toBe(16);
-    tuple.writeInt32BE(17, roomField);
-    page[12] = { ...bad, tuple };
+    expect(bytes.readInt32BE(roomField)).toBe(16);
+    bytes.writeInt32BE(17, roomField);
+    page[12] = { ...bad, tuple: { ...bad.tuple!, bytes } };
     const { ctx, runId, summary } = await slotTask(other.url, { table: "src.events_malformed" });
     const shape = await destinationShape(database.db, cfg);
     statements.length = 0;
@@ -341,13 +346,36 @@ describe("pg-table windows", () => {
     const { ctx, runId, summary } = await slotTask(other.url, {});
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
-    const copies = upsertsLogged();
-    expect(copies.length).toBe(1);
-    expect(copies[0]).toContain("from pg_temp.drover_stage_");
+    // A first copy: the window goes straight into the destination by COPY, no upsert.
+    expect(statements.filter((s) => s.startsWith(DIRECT_COPY)).length).toBe(1);
+    expect(upsertsLogged()).toEqual([]);
     expect(settledSharing(other.url, config())).toBe(false);
     expect(await readRunFact(database.db, runId, "pg-table.copy")).toBe("streamed");
-    expect(summary).toMatchObject({ attempted: 300, failed: 0 });
+    expect(summary).toMatchObject({ attempted: 300, created: 300, failed: 0 });
     expect((await landed("t-writes", ids)).length).toBe(300);
+  });
+
+  it("streamed again over rows already there, the direct COPY gives way to the upsert: already here, nothing failed", async () => {
+    const ids = await sourceEvents(other.url, "events_again", 120);
+    const first = await slotTask(other.url, { table: "src.events_again" });
+    await pgTableProvider.runTask(first.ctx);
+    expect(first.summary).toMatchObject({ attempted: 120, created: 120 });
+    const altered = ids.slice(40, 45);
+    await database.sql.unsafe(
+      `update app.room_events set data = '{}' where tenant_id = 't-writes' and id = any($1::text[])`,
+      [altered],
+    );
+    const again = await slotTask(other.url, { table: "src.events_again" });
+    statements.length = 0;
+    await pgTableProvider.runTask(again.ctx);
+    expect(statements.some((s) => s.startsWith(DIRECT_COPY))).toBe(true);
+    expect(statements.some((s) => s.startsWith("copy pg_temp.drover_stage_"))).toBe(true);
+    expect(upsertsLogged().length).toBe(1);
+    expect(again.summary).toMatchObject({ attempted: 120, created: 0, alreadyHere: 120, failed: 0 });
+    // The upsert overwrote what was there with the source's values.
+    const back = await landed("t-writes", altered);
+    expect(back.map((r) => r.data)).not.toContainEqual({});
+    expect(back.length).toBe(5);
   });
 
   it("inDatabaseCopy=off keeps the rows in the worker even when the source is in the same database", async () => {
@@ -355,9 +383,7 @@ describe("pg-table windows", () => {
     const { ctx, summary } = await slotTask(testDb.url, { table: "src.events_off", inDatabaseCopy: "off" });
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
-    const copies = upsertsLogged();
-    expect(copies.length).toBe(1);
-    expect(copies[0]).toContain("from pg_temp.drover_stage_");
+    expect(statements.filter((s) => s.startsWith(DIRECT_COPY)).length).toBe(1);
     expect(summary).toMatchObject({ attempted: 50, failed: 0 });
   });
 

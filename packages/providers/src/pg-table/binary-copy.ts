@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import { finished } from "node:stream/promises";
-import { type Database, driverOf, type Queryable } from "@drover/db";
+import { type Database, driverOf, pgErrorCode, type Queryable, type Tx } from "@drover/db";
 import { PermanentError, type RowResult, TransientError, type WritableRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
-import { type PgTableConfig, quoteIdent } from "./config.js";
+import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
 import { type DestinationShape, upsertWindow } from "./destination-table.js";
 
 type Sql = Database["sql"];
@@ -25,6 +25,7 @@ const SIGNATURE = Buffer.from("PGCOPY\n\xff\r\n\0", "latin1");
 const HEADER = Buffer.concat([SIGNATURE, Buffer.alloc(8)]);
 /** A tuple's field count of -1 ends the stream. */
 const TRAILER = Buffer.from([0xff, 0xff]);
+const UNIQUE_VIOLATION = "23505";
 /** First OID of objects made after initdb: below it, a type is built in and reads the same in every database. */
 const FIRST_NORMAL_OBJECT_ID = 16_384;
 
@@ -79,6 +80,8 @@ export interface CopyTuple {
   bytes: Buffer;
   key: string;
   time: string | null;
+  /** Where, in `bytes`, the mapped columns start (after the key and time fields). */
+  valuesAt: number;
 }
 
 /**
@@ -101,7 +104,9 @@ export function splitTuples(data: Buffer, fields: number): CopyTuple[] {
     pos += 2;
     let key: string | null = null;
     let time: string | null = null;
+    let valuesAt = 0;
     for (let f = 0; f < count; f++) {
+      if (f === 2) valuesAt = pos - start;
       if (pos + 4 > data.length) throw cut();
       const length = data.readInt32BE(pos);
       pos += 4;
@@ -112,7 +117,7 @@ export function splitTuples(data: Buffer, fields: number): CopyTuple[] {
       pos += length;
     }
     if (key === null) throw new PermanentError("a source row has no key (null in the key column)");
-    tuples.push({ bytes: data.subarray(start, pos), key, time });
+    tuples.push({ bytes: data.subarray(start, pos), key, time, valuesAt: valuesAt || pos - start });
   }
   return tuples;
 }
@@ -130,13 +135,10 @@ function stageOf(columns: SourceColumns): { name: string; create: string } {
  * table is made if this connection does not have it yet; made in a transaction that rolls back, it
  * goes with it, so every transaction asks.
  */
-async function stage(q: Queryable, columns: SourceColumns, tuples: readonly Buffer[]): Promise<string> {
+async function stage(q: Queryable, columns: SourceColumns, tuples: readonly CopyTuple[]): Promise<string> {
   const { name, create } = stageOf(columns);
-  const client = driverOf(q);
-  await client.unsafe(create);
-  const stream = await client.unsafe(`copy pg_temp.${name} from stdin (format binary)`).writable();
-  stream.end(Buffer.concat([HEADER, ...tuples, TRAILER]));
-  await finished(stream);
+  await driverOf(q).unsafe(create);
+  await copyIn(q, `pg_temp.${name}`, Buffer.concat([HEADER, ...tuples.map((t) => t.bytes), TRAILER]));
   return name;
 }
 
@@ -153,12 +155,46 @@ function stagedSelect(columns: SourceColumns, shape: DestinationShape) {
 
 export interface StreamedRecord {
   id: string;
-  tuple?: Buffer | undefined;
+  tuple?: CopyTuple | undefined;
 }
 
-function tupleOf(row: WritableRow<StreamedRecord>): Buffer {
+function tupleOf(row: WritableRow<StreamedRecord>): CopyTuple {
   if (!row.data.tuple) throw new PermanentError(`row ${row.sourceId} was read without its values`);
   return row.data.tuple;
+}
+
+/**
+ * Whether a window can go straight into the destination: every column staged in the destination's
+ * own type, so the tuples COPY FROM reads are already the destination's rows.
+ */
+function direct(columns: SourceColumns, shape: DestinationShape): boolean {
+  return shape.columns.every((c, i) => columns.stageTypes[i] === c.type);
+}
+
+/**
+ * The window's tuples as the destination's rows: the run's tenant (when the destination has a
+ * tenant column) then the mapped columns, as read; the key and time fields of the walk left out.
+ */
+function destinationTuples(config: PgTableConfig, tenantId: string, tuples: readonly CopyTuple[]): Buffer {
+  const tenant = config.tenantColumn ? Buffer.from(tenantId, "utf8") : undefined;
+  const parts: Buffer[] = [HEADER];
+  for (const t of tuples) {
+    const head = Buffer.alloc(tenant ? 6 + tenant.length : 2);
+    head.writeInt16BE(t.bytes.readInt16BE(0) - 2 + (tenant ? 1 : 0), 0);
+    if (tenant) {
+      head.writeInt32BE(tenant.length, 2);
+      tenant.copy(head, 6);
+    }
+    parts.push(head, t.bytes.subarray(t.valuesAt));
+  }
+  parts.push(TRAILER);
+  return Buffer.concat(parts);
+}
+
+async function copyIn(q: Queryable, target: string, data: Buffer): Promise<void> {
+  const stream = await driverOf(q).unsafe(`copy ${target} from stdin (format binary)`).writable();
+  stream.end(data);
+  await finished(stream);
 }
 
 function resultsByKey(
@@ -172,16 +208,38 @@ function resultsByKey(
   });
 }
 
-/** A window: its tuples COPYed into the staging table, then one upsert from it. */
+/**
+ * A window. When every column arrives in the destination's type, its tuples are first COPYed
+ * straight into the destination, inside a savepoint: a window none of whose keys is there yet (a
+ * first copy, the common case) is then written at COPY's own cost, every row new. A key already
+ * there (a retry, a re-run) fails that COPY with a unique violation; the savepoint takes it back
+ * and the window goes the general way: its tuples COPYed into the staging table, then one upsert
+ * from it, which overwrites what is there and says which rows were new. Any other failure is the
+ * window's, as for the upsert: it is written again row by row.
+ */
 export async function copyWindow(
-  q: Queryable,
+  q: Tx,
   config: PgTableConfig,
   shape: DestinationShape,
   columns: SourceColumns,
   tenantId: string,
   rows: readonly WritableRow<StreamedRecord>[],
 ): Promise<RowResult[]> {
-  const name = await stage(q, columns, rows.map(tupleOf));
+  const tuples = rows.map(tupleOf);
+  if (direct(columns, shape)) {
+    const target = [
+      ...(config.tenantColumn ? [config.tenantColumn] : []),
+      ...shape.columns.map((c) => c.name),
+    ];
+    const into = `${quoteQualified(config.destination)} (${target.map(quoteIdent).join(", ")})`;
+    try {
+      await q.transaction((sp) => copyIn(sp, into, destinationTuples(config, tenantId, tuples)));
+      return rows.map(() => ({ action: "upserted", replaced: false }));
+    } catch (err) {
+      if (pgErrorCode(err) !== UNIQUE_VIOLATION) throw err;
+    }
+  }
+  const name = await stage(q, columns, tuples);
   const from = sql.raw(`pg_temp.${name} s`);
   return resultsByKey(
     rows,

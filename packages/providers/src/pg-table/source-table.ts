@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { type Database, openDatabase } from "@drover/db";
 import { PermanentError } from "@drover/provider-sdk";
-import { copyOut, fieldCount, type SourceColumns, splitTuples } from "./binary-copy.js";
+import { type CopyTuple, copyOut, fieldCount, type SourceColumns, splitTuples } from "./binary-copy.js";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
 import { ulidFloor } from "./ulid.js";
 
@@ -95,7 +95,7 @@ export function checkSourceTable(sql: Sql, connection: string, config: PgTableCo
 export interface SourceRecord {
   id: string;
   time: string | null;
-  tuple: Buffer | undefined;
+  tuple: CopyTuple | undefined;
 }
 
 /**
@@ -167,5 +167,5 @@ export async function readPage(
       order by ${time ? `${time}, ${id}` : id}
       limit ${limit}`.replace(/\$(\d+)/g, (_, n: string) => literal(params[Number(n) - 1]!));
   const tuples = splitTuples(await copyOut(sql, query), fieldCount(columns));
-  return tuples.map((t) => ({ id: t.key, time: t.time, tuple: columns ? t.bytes : undefined }));
+  return tuples.map((t) => ({ id: t.key, time: t.time, tuple: columns ? t : undefined }));
 }
