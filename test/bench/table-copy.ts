@@ -63,13 +63,16 @@ export function memoryRows(ctx: ScenarioContext): number {
 
 const log = (line: string) => process.stderr.write(`[bench] table: ${line}\n`);
 
-/** A process's peak resident set (VmHWM in /proc/<pid>/status), in MB. */
-export function peakRssMb(pid: number): number {
+function statusMb(pid: number, field: "VmHWM" | "VmRSS"): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = /^VmHWM:\s+(\d+) kB$/m.exec(status);
-  if (!kb) throw new Error(`/proc/${pid}/status has no VmHWM line`);
+  const kb = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status);
+  if (!kb) throw new Error(`/proc/${pid}/status has no ${field} line`);
   return Number(kb[1]) / 1024;
 }
+
+/** A process's peak resident set (VmHWM in /proc/<pid>/status), in MB. */
+export const peakRssMb = (pid: number) => statusMb(pid, "VmHWM");
+const residentMb = (pid: number) => statusMb(pid, "VmRSS");
 
 /**
  * The limit: the source table piped, binary COPY to binary COPY, into an empty table of the same
@@ -212,7 +215,18 @@ export const tableCopyScenario: Scenario = {
       const alone = await bench.cluster.addWorker();
       await Promise.all(bench.cluster.workers.filter((w) => w !== alone).map((w) => w.stop()));
       const idleMb = peakRssMb(alone.pid);
-      const memory = await droverRun("bench-memory", source.url, grown!.n);
+      // The resident set every 2 s through the copy: flat or growing, which the peak alone cannot say.
+      const samples: number[] = [];
+      const sampler = setInterval(() => {
+        try {
+          samples.push(Math.round(residentMb(alone.pid)));
+        } catch {
+          // the worker is gone: the run will fail and say so
+        }
+      }, 2_000);
+      const memory = await droverRun("bench-memory", source.url, grown!.n).finally(() =>
+        clearInterval(sampler),
+      );
       const rssMb = peakRssMb(alone.pid);
       log(
         `memory: ${grown!.n} rows in ${memory.seconds.toFixed(1)} s, peak RSS ${rssMb.toFixed(0)} MB (${idleMb.toFixed(0)} MB once started)`,

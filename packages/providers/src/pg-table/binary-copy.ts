@@ -10,14 +10,15 @@ type Sql = Database["sql"];
 
 /**
  * The streamed path's transport: rows leave the source as `COPY (select …) TO STDOUT (FORMAT
- * binary)` and enter the product database as `COPY … FROM STDIN (FORMAT binary)` into a staging
- * table of the window's own transaction, from which one upsert per window writes the destination.
- * No value is turned into text and parsed back on the way (the text path spent most of its time
- * there): the worker only finds where each row starts and ends, and reads its key and time.
+ * binary)` and enter the product database by `COPY … FROM STDIN (FORMAT binary)` in the window's
+ * own transaction: straight into the destination when they can (copyWindow), else into a staging
+ * table from which one upsert writes the window. No value is turned into text and parsed back on
+ * the way (the text path spent most of its time there): the worker only finds where each row starts
+ * and ends, and reads its key and time.
  *
- * Both COPYs go through postgres.js, the driver of the window's transaction: the staging COPY must
- * run on that transaction's connection to commit with the rows and the checkpoint. Its COPY streams
- * had two upstream bugs that could hang a window; both are patched (patches/postgres@3.4.9.patch).
+ * Every COPY goes through postgres.js, the driver of the window's transaction: the COPY must run on
+ * that transaction's connection to commit with the rows and the checkpoint. Its COPY streams had
+ * two upstream bugs that could hang a window; both are patched (patches/postgres@3.4.9.patch).
  */
 
 /** COPY's binary format: signature, flags (none), header extension length (0). */
