@@ -277,7 +277,7 @@ export const tableCopyScenario: Scenario = {
           slotWidth: "1h",
           workers: WORKERS,
           laneWidth: LANE_WIDTH,
-          pgTable: { streamed: { page: 1000, window: 500 }, inDatabase: { page: 4000, window: 2000 } },
+          pgTable: { streamed: { page: 2000, window: 1000 }, inDatabase: { page: 4000, window: 2000 } },
           naive: { page: NAIVE_PAGE, batch: NAIVE_BATCH },
           sourceBytes: sourceTable!.bytes,
         },
