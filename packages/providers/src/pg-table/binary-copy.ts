@@ -164,11 +164,16 @@ function tupleOf(row: WritableRow<StreamedRecord>): CopyTuple {
   return row.data.tuple;
 }
 
+/** Types whose binary form is the text's own bytes: the tenant id can be written as it is. */
+const TEXT_TYPES = new Set(['"pg_catalog"."text"', '"pg_catalog"."varchar"', '"pg_catalog"."bpchar"']);
+
 /**
  * Whether a window can go straight into the destination: every column staged in the destination's
- * own type, so the tuples COPY FROM reads are already the destination's rows.
+ * own type, so the tuples COPY FROM reads are already the destination's rows, and a tenant column
+ * (if any) of a text type.
  */
 function direct(columns: SourceColumns, shape: DestinationShape): boolean {
+  if (shape.tenantType !== undefined && !TEXT_TYPES.has(shape.tenantType)) return false;
   return shape.columns.every((c, i) => columns.stageTypes[i] === c.type);
 }
 

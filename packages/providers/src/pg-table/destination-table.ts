@@ -9,6 +9,8 @@ export interface DestinationShape {
   columns: { name: string; type: string }[];
   /** The ON CONFLICT target: the tenant column (if any) and the key's column. */
   conflict: string[];
+  /** The tenant column's type, `"schema"."type"`, when there is one. */
+  tenantType?: string | undefined;
 }
 
 /**
@@ -41,7 +43,11 @@ export async function destinationShape(q: Queryable, config: PgTableConfig): Pro
     throw new PermanentError(
       `destination table ${schema}.${name} needs a unique index on (${conflict.join(", ")}): rewrites must be idempotent upserts`,
     );
-  return { columns: [...config.mapping.keys()].map((c) => ({ name: c, type: types.get(c)! })), conflict };
+  return {
+    columns: [...config.mapping.keys()].map((c) => ({ name: c, type: types.get(c)! })),
+    conflict,
+    tenantType: config.tenantColumn ? types.get(config.tenantColumn) : undefined,
+  };
 }
 
 /**
