@@ -32,7 +32,13 @@ export interface SandboxOptions {
   burstWindowMs?: number;
   /** Token units per company per day, shared by every token; 0 = unlimited. */
   dailyBudget?: number;
+  /** The length of the sandbox's "day": the daily budget is whole again this often (60 for tests). */
   dailyResetSeconds?: number;
+  /**
+   * 1 (default): a daily 429's body says when the budget resets, as the only place that does; 0: it
+   * says only that the day's budget is spent, and a client must know the reset by other means.
+   */
+  dailyResetInBody?: number;
   /** Requests tolerated inside a 429's reset period before the 403 page; 0 = never block. */
   abuseThreshold?: number;
   /** Fraction of deals and of leads that are archived: served only by the archived lists. */
@@ -72,6 +78,7 @@ export interface ResolvedOptions {
   burstWindowMs: number;
   dailyBudget: number;
   dailyResetSeconds: number;
+  dailyResetInBody: number;
   abuseThreshold: number;
   archivedRate: number;
   deletedDealRate: number;
@@ -123,6 +130,7 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   burstWindowMs: int(1, 3_600_000, 2000),
   dailyBudget: int(0, Number.MAX_SAFE_INTEGER, 0),
   dailyResetSeconds: int(1, 31 * 86_400, 86_400),
+  dailyResetInBody: int(0, 1, 1),
   abuseThreshold: int(0, 1_000_000, 3),
   archivedRate: fraction(0.05),
   deletedDealRate: fraction(0.03),

@@ -8,7 +8,9 @@ export interface RateLimitSettings {
 
 export type Admission =
   | { outcome: "ok"; headers: Record<string, string> }
-  | { outcome: "burst" | "daily"; headers: Record<string, string> }
+  | { outcome: "burst"; headers: Record<string, string> }
+  /** The day's budget is spent until `resetAt` (epoch ms), which no header states. */
+  | { outcome: "daily"; headers: Record<string, string>; resetAt: number }
   /** Cloudflare has stepped in: the client ignored a 429. */
   | { outcome: "blocked" };
 
@@ -63,7 +65,15 @@ export class RateLimiter {
     }
     if (s.dailyBudget > 0 && this.spent + cost > s.dailyBudget) {
       state.penaltyUntil = Math.max(state.penaltyUntil, this.dailyResetAt);
-      return { outcome: "daily", headers: this.refusal(state, now, this.dailyResetAt) };
+      // Pipedrive's headers describe the burst window only: x-ratelimit-remaining stays above 0 and
+      // x-ratelimit-reset / Retry-After say "a second or two", not the day's reset.
+      const oldest = state.times[0];
+      const windowEnds = oldest === undefined ? now + s.burstWindowMs : oldest + s.burstWindowMs;
+      return {
+        outcome: "daily",
+        headers: this.refusal(state, now, s.burstLimit > 0 ? windowEnds : now + 1000, false),
+        resetAt: this.dailyResetAt,
+      };
     }
     if (s.burstLimit > 0) state.times.push(now);
     this.spent += cost;
@@ -99,9 +109,9 @@ export class RateLimiter {
   }
 
   /** A 429's headers: the usual ones, and Retry-After (seconds), which Pipedrive documents on a 429. */
-  private refusal(state: TokenState, now: number, resetAt: number): Record<string, string> {
+  private refusal(state: TokenState, now: number, resetAt: number, full = true): Record<string, string> {
     return {
-      ...this.headers(state, now, resetAt),
+      ...this.headers(state, now, full ? resetAt : undefined),
       "retry-after": String(Math.max(1, Math.ceil((resetAt - now) / 1000))),
     };
   }

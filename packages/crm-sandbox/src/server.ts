@@ -201,9 +201,19 @@ export class SandboxApp {
     }
     if (admission.outcome !== "ok") {
       this.stats.record(429, route.callType, 0, false);
-      const body: Record<string, unknown> = { success: false, error: "Request over limit", errorCode: 429 };
-      if (admission.outcome === "daily") body.error_info = "Daily token budget exhausted";
-      return sendJson(res, 429, body, admission.headers);
+      if (admission.outcome === "daily")
+        return sendJson(
+          res,
+          429,
+          dailyLimitBody(this.opts.dailyResetInBody === 1 ? admission.resetAt : undefined),
+          admission.headers,
+        );
+      return sendJson(
+        res,
+        429,
+        { success: false, error: "Request over limit", errorCode: 429 },
+        admission.headers,
+      );
     }
 
     const plan = this.faults.next();
@@ -224,4 +234,23 @@ export class SandboxApp {
     this.stats.record(result.status, route.callType, cost, false);
     sendJson(res, result.status, result.body, admission.headers);
   }
+}
+
+/**
+ * A daily 429's body: Pipedrive's error envelope (success, error, error_info, data, additional_data,
+ * code), saying that the company's daily token budget is spent. The headers of the answer describe
+ * only the burst window, so the body is the one place that can say when the budget returns.
+ */
+export function dailyLimitBody(resetAt: number | undefined): Record<string, unknown> {
+  return {
+    success: false,
+    error:
+      resetAt === undefined
+        ? "Daily API token budget reached"
+        : `Daily API token budget reached. The budget resets at ${new Date(resetAt).toISOString()}`,
+    error_info: "Please check developers.pipedrive.com for more information about Pipedrive API.",
+    data: null,
+    additional_data: null,
+    code: "daily_api_token_budget_reached",
+  };
 }

@@ -200,4 +200,21 @@ describe("the sandbox against the recorded Pipedrive fixtures", () => {
     // Three admitted, then over the burst: a 429 carries the same headers.
     expect(statuses).toEqual([200, 200, 200, 429, 429]);
   });
+
+  it("answers a spent daily budget with the recorded daily 429's body and only documented headers", async () => {
+    const s = await sandbox({ seed: 34, deals: 20, burstLimit: 10, dailyBudget: 20, dailyResetSeconds: 60 });
+    const served: Json[] = [];
+    for (const path of ["/api/v2/deals?limit=5", "/api/v2/deals?limit=5", "/v1/leads?limit=5"]) {
+      const res = await fetch(`${s.url}${path}`, { headers: { "x-api-token": TOKEN } });
+      const names = [...res.headers.keys()];
+      expect(
+        names.filter((n) => !DOCUMENTED_HEADERS.has(n)),
+        `${path} ${res.status}`,
+      ).toEqual([]);
+      if (res.status === 429) served.push((await res.json()) as Json);
+      else await res.arrayBuffer();
+    }
+    expect(served).toHaveLength(2);
+    expectSameShape("a daily 429", served, [fixture("v1-429-daily-budget")]);
+  });
 });

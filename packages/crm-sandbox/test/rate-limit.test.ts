@@ -76,13 +76,36 @@ describe("daily token budget", () => {
     const exhausted = await get(s, "/v1/deals", "c");
     expect(exhausted.status).toBe(429);
     expect(exhausted.headers.get("x-daily-ratelimit-token-remaining")).toBe("16");
-    const reset = Number(exhausted.headers.get("x-ratelimit-reset"));
-    expect(reset).toBeGreaterThan(3590);
-    expect(reset).toBeLessThanOrEqual(3600);
+    // No header states the day's reset: the body does.
+    expect(exhausted.headers.get("x-ratelimit-reset")).toBeNull();
+    expect(Number(exhausted.headers.get("retry-after"))).toBe(1);
+    const resetAt = Date.parse(/resets at (\S+)$/.exec(String(exhausted.body.error))?.[1] ?? "");
+    expect(resetAt - Date.now()).toBeGreaterThan(3_590_000);
+    expect(resetAt - Date.now()).toBeLessThanOrEqual(3_600_000);
     // A cheaper call still fits in what is left.
     expect((await get(s, "/v1/deals/2", "c")).status).toBe(200);
     expect(s.stats().tokensSpent).toBe(86);
     expect(s.stats().dailyBudgetRemaining).toBe(14);
+  });
+
+  it("answers a spent day like Pipedrive: a 429 whose headers describe the burst window, with remaining above 0", async () => {
+    const s = await sandbox({ dailyBudget: 40, dailyResetSeconds: 60, burstLimit: 10, burstWindowMs: 2000 });
+    for (let i = 0; i < 2; i++) expect((await get(s, "/v1/deals", "a")).status).toBe(200);
+    const spent = await get(s, "/v1/deals", "a");
+    expect(spent.status).toBe(429);
+    expect(Number(spent.headers.get("x-ratelimit-remaining"))).toBe(8);
+    expect(Number(spent.headers.get("x-ratelimit-reset"))).toBeLessThanOrEqual(2);
+    expect(Number(spent.headers.get("retry-after"))).toBeLessThanOrEqual(2);
+    expect(spent.body).toMatchObject({ success: false, data: null, code: "daily_api_token_budget_reached" });
+    expect(String(spent.body.error)).toMatch(/^Daily API token budget reached\. The budget resets at /);
+  });
+
+  it("can leave the reset out of a daily 429's body, so a client must know it by other means", async () => {
+    const s = await sandbox({ dailyBudget: 20, dailyResetSeconds: 60, dailyResetInBody: 0 });
+    await get(s, "/v1/deals");
+    const spent = await get(s, "/v1/deals");
+    expect(spent.status).toBe(429);
+    expect(spent.body.error).toBe("Daily API token budget reached");
   });
 
   it("refills the budget when the daily period rolls over", async () => {
