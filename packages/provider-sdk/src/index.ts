@@ -1,4 +1,5 @@
 export * from "./budget-pacer.js";
+export * from "./daily-reset.js";
 export * from "./errors.js";
 export * from "./provider.js";
 export * from "./secret-text.js";

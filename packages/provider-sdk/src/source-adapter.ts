@@ -1,12 +1,25 @@
 /** The kinds of call a source's allowance prices differently. */
 export type CallType = "list" | "get" | "update" | "search";
 
+/**
+ * How a daily reset was learnt, in the order they are believed (see dailyResetOf): a header that
+ * states it, the refusal's body, the account's documented rule, else nothing (the reset is a guess
+ * that a probe checks, with backoff).
+ */
+export type DailyResetSource = "header" | "body" | "rule" | "guess";
+
 /** The source's daily allowance as one answer stated it. The reset comes with the count, always. */
 export interface DailyReading {
   /** Token units left today. */
   remaining: number;
-  /** When the allowance is whole again (epoch ms): from the answer, else the source's documented rule. */
+  /** When the allowance is whole again (epoch ms): see resetBy. */
   resetAt: number;
+  /** Where resetAt comes from; absent means the account's rule. */
+  resetBy?: DailyResetSource;
+  /** The day's whole allowance, when the answer states it. */
+  limit?: number;
+  /** The answer refused the call because the day's allowance is spent (not the burst window). */
+  spent?: boolean;
 }
 
 /** What one answer of the source said about the account's allowance; a reading it did not state is absent. */
@@ -31,6 +44,8 @@ export interface BudgetReading {
 export interface SourceAnswer {
   status: number;
   headers: Headers;
+  /** The answer's body, when it could be read (a refusal's body may say what was refused and until when). */
+  body?: string;
 }
 
 /**

@@ -159,15 +159,25 @@ export class SourceClient {
       throw new TransientError(`${path}: ${(err as Error).message}`, { cause: err, repeatable: !stopped() });
     }
     span.setAttribute("http.response.status_code", response.status);
-    const reading = this.adapter.readBudget(response, cost, Date.now());
     let body: string;
     try {
       // A source may echo the token it was sent (a 401 quoting it, a note a user pasted it into).
       body = redactSecret(await this.readBody(response, path, stopped), this.options.apiToken);
     } catch (err) {
+      const reading = this.adapter.readBudget(
+        { status: response.status, headers: response.headers },
+        cost,
+        Date.now(),
+      );
       this.pacer.absorb({ status: response.status, cost, reading });
       throw err;
     }
+    // Read with the body: a refusal's body may be the only place that says what was refused and until when.
+    const reading = this.adapter.readBudget(
+      { status: response.status, headers: response.headers, body },
+      cost,
+      Date.now(),
+    );
     const throttled =
       response.status === 429
         ? (reading.blockedUntil ?? Date.now() + DEFAULT_RATE_LIMIT_WAIT_MS)

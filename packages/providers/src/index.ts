@@ -2,7 +2,8 @@ import type { Provider } from "@drover/provider-sdk";
 import { crmProvider } from "./crm/provider.js";
 import { pgTableProvider } from "./pg-table/index.js";
 
-export { nextMidnight, pipedriveAdapter } from "./crm/client.js";
+export { dailyRefusal, nextMidnight, pipedriveAdapter } from "./crm/client.js";
+export { DEFAULT_DAILY_RESET, dailyResetProblem } from "./crm/daily-reset.js";
 export { standInId } from "./crm/fields.js";
 export { crmProvider } from "./crm/provider.js";
 export { NOT_LINKED } from "./crm/writers.js";

@@ -1,7 +1,7 @@
 import { startSandbox } from "@drover/crm-sandbox";
 import { type BudgetPacer, type PacedAnswer, RateLimitedError, SourceClient } from "@drover/provider-sdk";
 import { describe, expect, it } from "vitest";
-import { nextMidnight, pipedriveAdapter } from "../src/crm/client.js";
+import { dailyRefusal, nextMidnight, pipedriveAdapter } from "../src/crm/client.js";
 
 /** Sends at once and keeps every answer the client hands it. */
 function recordingPacer(): BudgetPacer & { answers: PacedAnswer[]; costs: number[] } {
@@ -22,12 +22,13 @@ function recordingPacer(): BudgetPacer & { answers: PacedAnswer[]; costs: number
 async function withSandbox<T>(
   options: Parameters<typeof startSandbox>[0],
   fn: (client: SourceClient, pacer: ReturnType<typeof recordingPacer>) => Promise<T>,
+  dailyReset?: string,
 ): Promise<T> {
   const sandbox = await startSandbox({ port: 0, tokens: ["pd-token"], ...options });
   const pacer = recordingPacer();
   try {
     return await fn(
-      new SourceClient({ baseUrl: sandbox.url, apiToken: "pd-token", adapter: pipedriveAdapter(), pacer }),
+      new SourceClient({ baseUrl: sandbox.url, apiToken: "pd-token", adapter: pipedriveAdapter(dailyReset), pacer }),
       pacer,
     );
   } finally {
@@ -53,9 +54,9 @@ describe("the Pipedrive adapter", () => {
     });
   });
 
-  it("takes the daily reset from the 429 that says the allowance is spent", async () => {
+  it("knows a spent day by the 429's body although its headers say only the burst window's second, and takes the reset the body states", async () => {
     await withSandbox(
-      { organizations: 3, dailyBudget: 30, dailyResetSeconds: 3_600 },
+      { organizations: 3, burstLimit: 20, dailyBudget: 30, dailyResetSeconds: 3_600 },
       async (client, pacer) => {
         await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
         const before = Date.now();
@@ -63,12 +64,51 @@ describe("the Pipedrive adapter", () => {
         expect(err).toBeInstanceOf(RateLimitedError);
         const refused = pacer.answers[1]!;
         expect(refused.status).toBe(429);
-        expect(refused.reading.daily!.remaining).toBe(10);
+        expect(refused.reading.burstRemaining).toBeGreaterThan(0);
+        expect(refused.reading.daily).toMatchObject({ remaining: 0, spent: true, resetBy: "body", limit: 30 });
         expect(refused.reading.daily!.resetAt).toBe(refused.reading.blockedUntil);
         expect(refused.reading.daily!.resetAt).toBeGreaterThan(before + 3_500_000);
         expect((err as RateLimitedError).retryAt.getTime()).toBe(refused.reading.blockedUntil);
       },
     );
+  });
+
+  it("falls back to the account's rule when the body states no reset, and to a guess to probe when the rule is probe", async () => {
+    const spentDay = { organizations: 3, burstLimit: 20, dailyBudget: 30, dailyResetInBody: 0 };
+    for (const [rule, resetBy] of [
+      ["Europe/Berlin", "rule"],
+      ["probe", "guess"],
+    ] as const) {
+      await withSandbox(
+        spentDay,
+        async (client, pacer) => {
+          await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
+          const before = Date.now();
+          await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list").catch(() => {});
+          const daily = pacer.answers[1]!.reading.daily!;
+          expect(daily).toMatchObject({ remaining: 0, spent: true, resetBy });
+          if (rule === "probe") {
+            expect(daily.resetAt - before).toBeGreaterThanOrEqual(59_000);
+            expect(daily.resetAt - before).toBeLessThanOrEqual(61_000);
+            // No rule: a 200's count goes unreported, for want of a reset to send with it.
+            expect(pacer.answers[0]!.reading.daily).toBeUndefined();
+          } else {
+            expect(daily.resetAt).toBe(nextMidnight(before, rule));
+          }
+        },
+        rule,
+      );
+    }
+  });
+
+  it("reads a burst 429 as the burst window's, not as a spent day", () => {
+    const headers = new Headers({ "x-ratelimit-remaining": "0", "x-ratelimit-reset": "2" });
+    const body = JSON.stringify({ success: false, error: "Request over limit", errorCode: 429 });
+    const reading = pipedriveAdapter().readBudget({ status: 429, headers, body }, 20, 1_000_000);
+    expect(reading.daily).toBeUndefined();
+    expect(reading.blockedUntil).toBe(1_002_000);
+    expect(dailyRefusal(body)).toBeUndefined();
+    expect(dailyRefusal('{"error":"Daily API token budget reached"}')).toEqual({});
   });
 
   it("treats Cloudflare's 403 block page as throttling for a minute, not as a refused permission", async () => {

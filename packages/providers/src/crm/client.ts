@@ -2,11 +2,14 @@ import {
   type BudgetPacer,
   type BudgetReading,
   type CallType,
+  dailyResetOf,
   HeaderBudgetPacer,
   type RunInfo,
   type SourceAdapter,
   SourceClient,
 } from "@drover/provider-sdk";
+import { runSettings } from "./config.js";
+import { DEFAULT_DAILY_RESET } from "./daily-reset.js";
 
 /** Pipedrive's token costs per call type, against the daily allowance. */
 export const TOKEN_COSTS: Readonly<Record<CallType, number>> = { list: 20, get: 2, update: 10, search: 40 };
@@ -24,37 +27,48 @@ const EDGE_BLOCK_MS = 60_000;
 /**
  * Pipedrive's API as the source client and the budget pacers need it: the token in `x-api-token`,
  * token costs per call type, the burst window in `x-ratelimit-*` and the daily allowance in
- * `x-daily-ratelimit-token-remaining`, and Cloudflare's 403 block page, which means "too many
- * requests" and not "forbidden".
+ * `x-daily-ratelimit-token-*`, and Cloudflare's 403 block page, which means "too many requests" and
+ * not "forbidden".
  *
- * The daily allowance comes back at midnight in the company's time zone (`timeZone`; UTC while the
- * company's is not known). When a 429 says the allowance is spent, its reset header says when, and
- * that answer wins over the rule. The rule is off by an hour on the day a time zone changes its offset.
+ * A 429 for a spent day looks like a burst 429 in its headers (they describe the burst window:
+ * `x-ratelimit-remaining` above 0, a reset of a second or two); its body says the day's budget is
+ * spent, and so does a daily count below the call's cost. Its reset, in the order believed: a header
+ * stating it (Pipedrive has none), the body, the account's rule (`dailyReset`, see
+ * DEFAULT_DAILY_RESET), else a guess the budget keeper probes. The rule is off by an hour on the day
+ * a time zone changes its offset.
  */
-export function pipedriveAdapter(timeZone = "UTC"): SourceAdapter {
+export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET): SourceAdapter {
+  const rule = (now: number) => (dailyReset === "probe" ? undefined : nextMidnight(now, dailyReset));
   return {
     authHeaders: (token) => ({ "x-api-token": token }),
     cost: (type) => TOKEN_COSTS[type],
-    readBudget({ status, headers }, cost, now) {
+    readBudget({ status, headers, body }, cost, now) {
       const reading: BudgetReading = {};
       const limit = intHeader(headers, "x-ratelimit-limit");
       const remaining = intHeader(headers, "x-ratelimit-remaining");
       const reset = intHeader(headers, "x-ratelimit-reset");
       const daily = intHeader(headers, "x-daily-ratelimit-token-remaining");
+      const dailyLimit = intHeader(headers, "x-daily-ratelimit-token-limit");
       if (limit !== undefined) {
         reading.burstCapacity = limit;
         reading.burstWindowMs = BURST_WINDOW_MS;
       }
       if (remaining !== undefined) reading.burstRemaining = remaining;
       if (reset !== undefined) reading.burstResetAt = now + Math.max(reset, 0) * 1000;
+      const refusal = status === 429 ? dailyRefusal(body) : undefined;
+      if (status === 429 && (refusal !== undefined || (daily !== undefined && daily < cost))) {
+        // The day is spent: nothing goes to the account before its reset, whatever the burst headers say.
+        const { resetAt, resetBy } = dailyResetOf({ body: refusal?.resetAt, rule: rule(now) }, now);
+        reading.daily = { remaining: 0, resetAt, resetBy, spent: true };
+        if (dailyLimit !== undefined) reading.daily.limit = dailyLimit;
+        reading.blockedUntil = resetAt;
+        return reading;
+      }
       if (status === 429) reading.blockedUntil = now + Math.max(1, reset ?? RATE_LIMIT_WAIT_S) * 1000;
-      if (daily !== undefined) {
-        // A 429 for want of daily tokens carries the allowance's own reset.
-        const spent = status === 429 && daily < cost && reading.blockedUntil !== undefined;
-        reading.daily = {
-          remaining: daily,
-          resetAt: spent ? reading.blockedUntil! : nextMidnight(now, timeZone),
-        };
+      const ruled = rule(now);
+      if (daily !== undefined && ruled !== undefined) {
+        reading.daily = { remaining: daily, resetAt: ruled, resetBy: "rule" };
+        if (dailyLimit !== undefined) reading.daily.limit = dailyLimit;
       }
       return reading;
     },
@@ -63,7 +77,27 @@ export function pipedriveAdapter(timeZone = "UTC"): SourceAdapter {
   };
 }
 
-const pipedrive = pipedriveAdapter();
+/**
+ * A 429's body that says the company's daily budget is spent (Pipedrive's error envelope), and the
+ * reset it states, if any; undefined for any other body (a burst 429's).
+ */
+export function dailyRefusal(body: string | undefined): { resetAt?: number } | undefined {
+  if (!body) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== "object" || parsed === null) return undefined;
+  const { error, error_info: info, code } = parsed as Record<string, unknown>;
+  const text = [error, info, code].filter((v) => typeof v === "string").join(" ");
+  if (!/daily/i.test(text) || !/budget|limit/i.test(text)) return undefined;
+  const stated = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})/.exec(text);
+  const resetAt = stated ? Date.parse(stated[0]) : Number.NaN;
+  return Number.isFinite(resetAt) ? { resetAt } : {};
+}
+
 
 /**
  * One pacer per source account and process: every task of this worker that talks to the account
@@ -77,14 +111,15 @@ const pacers = new Map<string, HeaderBudgetPacer>();
  */
 export function clientFor(run: RunInfo, baseUrl: string, leased?: BudgetPacer): SourceClient {
   const apiToken = run.secret ?? "";
-  if (leased) return new SourceClient({ baseUrl, apiToken, adapter: pipedrive, pacer: leased });
+  const adapter = pipedriveAdapter(runSettings(run).settings.dailyReset);
+  if (leased) return new SourceClient({ baseUrl, apiToken, adapter, pacer: leased });
   const key = `${run.source}\u0000${run.sourceAccount}`;
   let pacer = pacers.get(key);
   if (!pacer) {
     pacer = new HeaderBudgetPacer();
     pacers.set(key, pacer);
   }
-  return new SourceClient({ baseUrl, apiToken, adapter: pipedrive, pacer });
+  return new SourceClient({ baseUrl, apiToken, adapter, pacer });
 }
 
 /** The first midnight after `now` on the wall clock of `timeZone`. */

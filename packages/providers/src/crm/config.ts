@@ -1,4 +1,5 @@
 import { PermanentError, type RunInfo } from "@drover/provider-sdk";
+import { DEFAULT_DAILY_RESET, dailyResetProblem } from "./daily-reset.js";
 
 export interface CrmSettings {
   /** Page-walking tasks per kind running side by side (stripe i walks pages i, i+N, ...). */
@@ -31,6 +32,11 @@ export interface CrmSettings {
    * run's ETA only; 0 when not given (the ETA then counts only what the source reports left today).
    */
   dailyTokens: number;
+  /**
+   * Where the company's daily token budget returns when no answer says it: an IANA time zone whose
+   * midnight it is (Pipedrive: "midnight at server's timezone"), or "probe" (see DEFAULT_DAILY_RESET).
+   */
+  dailyReset: string;
 }
 
 export const DEFAULT_SETTINGS: CrmSettings = {
@@ -42,9 +48,12 @@ export const DEFAULT_SETTINGS: CrmSettings = {
   bodyConcurrency: 4,
   windowSize: 250,
   dailyTokens: 0,
+  dailyReset: DEFAULT_DAILY_RESET,
 };
 
-const LIMITS: Record<keyof CrmSettings, [number, number]> = {
+type NumericSetting = Exclude<keyof CrmSettings, "dailyReset">;
+
+const LIMITS: Record<NumericSetting, [number, number]> = {
   stripes: [1, 64],
   partitions: [1, 64],
   pageSize: [1, 500],
@@ -59,12 +68,19 @@ const LIMITS: Record<keyof CrmSettings, [number, number]> = {
 export function parseSettings(raw: Record<string, string | number | undefined>): CrmSettings | string {
   const out = { ...DEFAULT_SETTINGS };
   for (const [key, value] of Object.entries(raw)) {
-    if (!(key in LIMITS)) return `unknown crm setting "${key}"; known: ${Object.keys(LIMITS).join(", ")}`;
-    const [min, max] = LIMITS[key as keyof CrmSettings];
+    if (key === "dailyReset") {
+      const problem = dailyResetProblem(String(value));
+      if (problem) return problem;
+      out.dailyReset = String(value);
+      continue;
+    }
+    if (!(key in LIMITS))
+      return `unknown crm setting "${key}"; known: ${[...Object.keys(LIMITS), "dailyReset"].join(", ")}`;
+    const [min, max] = LIMITS[key as NumericSetting];
     const n = typeof value === "number" ? value : Number(value);
     if (!Number.isInteger(n) || n < min || n > max)
       return `crm setting ${key} must be an integer from ${min} to ${max}, got "${value}"`;
-    out[key as keyof CrmSettings] = n;
+    out[key as NumericSetting] = n;
   }
   return out;
 }
