@@ -47,6 +47,7 @@ export class UsageError extends Error {}
 export const USAGE = `usage: drover <command> [options]            (global: --address host:port, --token T, --json)
 
   start    --tenant T --source crm --account A --base-url URL [--api-token T] [--kinds a,b] [--setting k=v ...]
+           [--daily-share F]   the share of the account's daily budget the run may spend per day (0 < F <= 1)
   stop     RUN_ID          cancel pending tasks; running ones commit their window and end
   resume   RUN_ID          re-arm a stopped run
   retry    RUN_ID          re-arm a failed run's failed tasks
@@ -102,6 +103,7 @@ export async function runCommand(
       "base-url": { type: "string" },
       "api-token": { type: "string" },
       setting: { type: "string", multiple: true },
+      "daily-share": { type: "string" },
       address: { type: "string" },
       token: { type: "string" },
     },
@@ -121,6 +123,10 @@ export async function runCommand(
         if (eq <= 0) throw new UsageError(`--setting takes key=value, got "${s}"`);
         settings[s.slice(0, eq)] = s.slice(eq + 1);
       }
+      const share = flags["daily-share"] as string | undefined;
+      const dailyShare = share === undefined ? undefined : Number(share);
+      if (dailyShare !== undefined && !(dailyShare > 0 && dailyShare <= 1))
+        throw new UsageError(`--daily-share takes a share above 0 and at most 1 (e.g. 0.5), got "${share}"`);
       const response = await client.startRun({
         tenantId: need(flags, "tenant"),
         source: (flags.source as string | undefined) ?? "crm",
@@ -131,6 +137,7 @@ export async function runCommand(
           apiToken: (flags["api-token"] as string | undefined) ?? env.DROVER_SOURCE_TOKEN ?? "",
           settings,
         },
+        ...(dailyShare !== undefined ? { dailyShare } : {}),
       });
       const run = response.run!;
       print(

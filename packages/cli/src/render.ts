@@ -121,8 +121,22 @@ export function countsTable(run: Run, options: { total?: boolean; width?: number
  * is from `now`. Undefined when there is no wall ahead or the run no longer goes.
  */
 export function budgetWaitLine(run: Run, now: number, timeZone?: string): string | undefined {
-  const until = run.budget?.blockedUntil;
-  if (!until || isTerminal(run.status)) return undefined;
+  const b = run.budget;
+  if (!b || isTerminal(run.status)) return undefined;
+  if (b.dailySpent && b.dailyResetAt) {
+    // The day's allowance is spent: said in the account's own day (its reset's time zone), which is
+    // what its operator knows the reset by.
+    const at = timestampDate(b.dailyResetAt).getTime();
+    if (at > now) {
+      const zone = b.dailyResetTimeZone || timeZone;
+      // A day's reset is its next midnight: the date is said only when it is further than a day off.
+      const clock = at - now < 86_400_000 ? localTime(at, at, zone) : localTime(at, now, zone);
+      const when = `${clock}${b.dailyResetTimeZone ? ` ${b.dailyResetTimeZone}` : ""}`;
+      return `waiting for the daily budget of ${run.sourceAccount} until ${when} (in ${formatWait((at - now) / 1000)})`;
+    }
+  }
+  const until = b.blockedUntil;
+  if (!until) return undefined;
   const at = timestampDate(until).getTime();
   if (at <= now) return undefined;
   return `waiting for the source's budget (${run.sourceAccount}) until ${localTime(at, now, timeZone)} (in ${formatWait((at - now) / 1000)})`;

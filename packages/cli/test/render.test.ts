@@ -318,6 +318,33 @@ describe("a run whose source account is walled off", () => {
     ).toBe(true);
   });
 
+  it("says while the account's day is spent that it waits for the daily budget, until midnight in the account's time zone", () => {
+    // 19:48 UTC is 20:48 in Berlin: the reset at Berlin's midnight is 3 h 12 m away.
+    const evening = Date.parse("2026-12-01T19:48:00Z");
+    const reset = Date.parse("2026-12-01T23:00:00Z");
+    const spent = create(RunSchema, {
+      ...base,
+      budget: {
+        burstCapacity: 80,
+        dailyKnown: true,
+        dailyRemaining: 0n,
+        dailyResetAt: timestampFromDate(new Date(reset)),
+        blockedUntil: timestampFromDate(new Date(reset)),
+        dailySpent: true,
+        dailyResetTimeZone: "Europe/Berlin",
+        spent: 600_000n,
+      },
+    });
+    const line = "waiting for the daily budget of acme-co until 00:00 Europe/Berlin (in 3 h 12 m)";
+    expect(budgetWaitLine(spent, evening, "UTC")).toBe(line);
+    expect(runSummary(spent, { now: evening }).split("\n")[2]).toBe(line);
+    expect(progressBlock(spent, 10_000, new KindClock(() => evening))[1]).toBe(line);
+    // A count that is merely low is not a spent day: the burst wall, if any, is said as before.
+    const low = create(RunSchema, { ...spent, budget: { ...spent.budget!, dailySpent: false } });
+    expect(budgetWaitLine(low, evening, "UTC")).toMatch(/^waiting for the source's budget/);
+    expect(budgetWaitLine(spent, reset + 1)).toBeUndefined();
+  });
+
   it("spells a wait as a person says it", () => {
     expect([45, 12 * 60, 3 * 3600, 3 * 3600 + 12 * 60 + 30, 2 * 86_400 + 5 * 3600].map(formatWait)).toEqual([
       "45 s",

@@ -26,6 +26,8 @@ export interface NewRun {
   sourceSecretCiphertext: string | null;
   sourceSecretKeyId: string | null;
   traceContext: Record<string, string>;
+  /** The run's share of the account's daily allowance; null: no cap of its own. */
+  dailyShare?: number | null;
 }
 
 /**

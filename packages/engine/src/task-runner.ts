@@ -6,6 +6,7 @@ import {
   type BudgetPacer,
   classifyError,
   describeError,
+  FIRST_PROBE_MS,
   type Provider,
   RateLimitedError,
   type RunInfo,
@@ -314,7 +315,7 @@ async function endFailedAttempt(
   const error = describeError(err);
   const cls = classifyError(err);
   if (cls === "rate_limited") {
-    const retryAt = err instanceof RateLimitedError ? err.retryAt : new Date(Date.now() + 60_000);
+    const retryAt = err instanceof RateLimitedError ? err.retryAt : new Date(knownWall(deps, run));
     const parked = await parkTask(db, task.id, claimToken, retryAt, error);
     // The wall is the account's, not this task's: its pending siblings wait too instead of each hitting it.
     await parkSiblings(db, run, retryAt);
@@ -328,6 +329,16 @@ async function endFailedAttempt(
   return (await finishTaskFailed(db, task.id, claimToken, reason))
     ? { status: "failed", error: reason }
     : { status: "lost" };
+}
+
+/**
+ * A refusal that states no time of its own waits for the wall the account's pacer knows; with none,
+ * for the first probe of a reset nothing stated (the account is asked again then, not hammered).
+ */
+function knownWall(deps: TaskRunnerDeps, run: RunInfo): number {
+  const now = Date.now();
+  const wall = deps.pacerFor?.(run).wallUntil?.() ?? 0;
+  return wall > now ? wall : now + FIRST_PROBE_MS;
 }
 
 /**

@@ -6,6 +6,10 @@ import type { ReportBudgetRequest, ReportBudgetRequestSchema } from "./gen/drove
 export interface DailyAllowance {
   remaining: number;
   resetAt: Date;
+  /** Nothing stated the reset: resetAt is a guess the coordinator replaces by its probe schedule. */
+  guessed?: boolean | undefined;
+  /** The day's whole allowance, when the source states it. */
+  limit?: number | undefined;
 }
 
 /**
@@ -43,6 +47,8 @@ export function budgetReportRequest(
       ? {
           dailyRemaining: BigInt(report.daily.remaining),
           dailyResetAt: timestampFromDate(report.daily.resetAt),
+          ...(report.daily.guessed ? { dailyResetGuessed: true } : {}),
+          ...(report.daily.limit !== undefined ? { dailyLimit: BigInt(report.daily.limit) } : {}),
         }
       : {}),
     ...(report.blockedUntil ? { blockedUntil: timestampFromDate(report.blockedUntil) } : {}),
@@ -55,12 +61,21 @@ export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { pro
     return { problem: "daily_remaining and daily_reset_at are reported together or not at all" };
   }
   if (req.spent < 0n) return { problem: "spent is an increment and cannot be negative" };
+  if (req.dailyLimit !== undefined && req.dailyRemaining === undefined)
+    return { problem: "daily_limit is reported with daily_remaining and daily_reset_at" };
+  if (req.dailyLimit !== undefined && req.dailyLimit < 0n)
+    return { problem: "daily_limit cannot be negative" };
   return {
     spent: Number(req.spent),
     burstCapacity: req.burstCapacity,
     daily:
       req.dailyRemaining !== undefined && req.dailyResetAt
-        ? { remaining: Number(req.dailyRemaining), resetAt: timestampDate(req.dailyResetAt) }
+        ? {
+            remaining: Number(req.dailyRemaining),
+            resetAt: timestampDate(req.dailyResetAt),
+            guessed: req.dailyResetGuessed || undefined,
+            limit: req.dailyLimit === undefined ? undefined : Number(req.dailyLimit),
+          }
         : undefined,
     blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,
   };

@@ -1,5 +1,6 @@
-import { budgets, type Db } from "@drover/db";
+import { budgets, type Db, runs } from "@drover/db";
 import type { BudgetReport } from "@drover/proto";
+import { FIRST_PROBE_MS, nextProbeDelayMs } from "@drover/provider-sdk";
 import { metrics } from "@drover/telemetry";
 import { and, eq, sql } from "drizzle-orm";
 
@@ -32,6 +33,10 @@ export interface BudgetOptions {
   defaultCapacity: number;
   /** The burst window capacity counts over, until a lease says the source's (its adapter knows it). */
   windowMs: number;
+  /** The first probe of a spent day whose reset nothing stated; each probe that finds it spent doubles it, up to an hour. */
+  firstProbeMs: number;
+  /** How long a worker's probe may take to come back before the worker may probe again. */
+  probeAnswerMs: number;
 }
 
 export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
@@ -41,12 +46,15 @@ export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
   persistEveryMs: 60_000,
   defaultCapacity: 20,
   windowMs: 2_000,
+  firstProbeMs: FIRST_PROBE_MS,
+  probeAnswerMs: 30_000,
 };
 
 export type LeaseResult =
   | { kind: "granted"; granted: number; firstSlotAt: number; intervalMs: number; graceMs: number }
   | { kind: "wait"; retryAt: number }
-  | { kind: "exhausted"; retryAt: number };
+  /** The account's day is spent, or (`share`) the run's share of it: nothing before retryAt. */
+  | { kind: "exhausted"; retryAt: number; share?: boolean };
 
 interface AccountState {
   id: number;
@@ -56,11 +64,24 @@ interface AccountState {
   blockedUntil: number;
   dailyRemaining: number | null;
   dailyResetAt: number | null;
+  /** The day's whole allowance, as the source last stated it. */
+  dailyLimit: number | null;
+  /** The day is known spent until then (a refusal said so, or the grants used it up): 0 when not. */
+  spentUntil: number;
+  /** The backoff of the current probe, while the day's reset is a guess; null when it is not. */
+  probeDelayMs: number | null;
+  /** Workers given their one probe since the guessed reset passed, with when. */
+  probedBy: Map<string, number>;
+  /** Tokens granted to each run with a daily share on the day that ends at shareDayEndsAt. */
+  runGranted: Map<string, number>;
+  shareDayEndsAt: number;
   spentDelta: number;
   dirty: boolean;
   dailyMoved: boolean;
   persistedAt: number;
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const remainingGauge = metrics.gauge(
   "drover_budget_daily_remaining",
@@ -80,6 +101,7 @@ const waitsCounter = metrics.counter(
 
 export class BudgetKeeper {
   private readonly accounts = new Map<string, Promise<AccountState>>();
+  private readonly shares = new Map<string, Promise<number | null>>();
   /** When this process began granting: a previous leader's grants reach at most a horizon past it. */
   private grantingSince: number;
 
@@ -98,27 +120,63 @@ export class BudgetKeeper {
     return capacity > 1 ? (windowMs + graceMs) / (capacity - 1) : windowMs + graceMs;
   }
 
-  /** `burstWindowMs` is the window the source counts its capacity over; 0 when the worker does not know. */
+  /**
+   * `burstWindowMs` is the window the source counts its capacity over; 0 when the worker does not
+   * know. `runId` names the run the slots are for (its daily share caps them), `workerId` the asking
+   * process (one probe each while the day's reset is a guess).
+   */
   async lease(
     source: string,
     account: string,
     want: number,
     tokensPerSlot: number,
     burstWindowMs = 0,
+    runId = "",
+    workerId = "",
   ): Promise<LeaseResult> {
     const a = await this.account(source, account);
+    const share = runId ? await this.shareOf(runId) : null;
     if (burstWindowMs > 0) a.windowMs = burstWindowMs;
     const now = this.now();
+    this.rollShareDay(a, now);
     if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
-      if (a.dailyResetAt !== null && a.dailyResetAt > now)
+      if (a.dailyResetAt !== null && a.dailyResetAt > now) {
+        if (a.spentUntil < a.dailyResetAt) {
+          // Known spent from here on: said in GetRun, and written at once for a successor leader.
+          a.spentUntil = a.dailyResetAt;
+          a.dirty = true;
+          a.dailyMoved = true;
+        }
         return { kind: "exhausted", retryAt: a.dailyResetAt };
+      }
       // The reset passed: the allowance is back until the source says otherwise.
       a.dailyRemaining = null;
+      a.probedBy.clear();
+    }
+    if (a.probeDelayMs !== null) {
+      // The reset was a guess: each worker may send one request to find out, and waits for its answer.
+      const probed = a.probedBy.get(workerId);
+      if (probed !== undefined && now - probed < this.options.probeAnswerMs)
+        return { kind: "wait", retryAt: now + Math.min(2_000, this.options.probeAnswerMs) };
+      a.probedBy.set(workerId, now);
+      want = 1;
+    }
+    if (share !== null && a.dailyLimit !== null && tokensPerSlot > 0) {
+      const left = Math.floor((share * a.dailyLimit - (a.runGranted.get(runId) ?? 0)) / tokensPerSlot);
+      if (left < 1) {
+        return {
+          kind: "exhausted",
+          retryAt: a.shareDayEndsAt > now ? a.shareDayEndsAt : now + this.options.firstProbeMs,
+          share: true,
+        };
+      }
+      want = Math.min(want, left);
     }
     const interval = this.intervalMs(a.capacity, a.windowMs);
     const start = Math.max(now + this.options.leadMs, a.nextSlotAt, a.blockedUntil);
     const reach = now + this.options.leadMs + this.options.horizonMs;
     if (start > reach) {
+      if (a.probeDelayMs !== null) a.probedBy.delete(workerId);
       waitsCounter.inc({ account });
       return { kind: "wait", retryAt: start - this.options.leadMs - this.options.horizonMs };
     }
@@ -127,6 +185,7 @@ export class BudgetKeeper {
       granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
       a.dailyRemaining -= granted * tokensPerSlot;
     }
+    if (share !== null) a.runGranted.set(runId, (a.runGranted.get(runId) ?? 0) + granted * tokensPerSlot);
     a.nextSlotAt = start + granted * interval;
     grantedCounter.inc({ account }, granted);
     return {
@@ -148,18 +207,56 @@ export class BudgetKeeper {
       // changes, so a successor leader that read the default from the row would pace by it for good.
       a.dailyMoved = true;
     }
+    const now = this.now();
+    let blockedUntil = r.blockedUntil?.getTime() ?? 0;
     if (r.daily) {
-      const { remaining, resetAt } = r.daily;
-      if (remaining !== a.dailyRemaining || resetAt.getTime() !== a.dailyResetAt) a.dailyMoved = true;
-      a.dailyRemaining = remaining;
-      a.dailyResetAt = resetAt.getTime();
+      const { remaining, guessed, limit } = r.daily;
+      let resetAt = r.daily.resetAt.getTime();
+      if (limit !== undefined && limit > 0) a.dailyLimit = limit;
+      const before = [a.dailyRemaining, a.dailyResetAt];
+      if (guessed) {
+        // Nothing said when the day returns: probe then, later each time the probe finds it spent.
+        a.probeDelayMs = nextProbeDelayMs(a.probeDelayMs ?? undefined, this.options.firstProbeMs);
+        a.probedBy.clear();
+        resetAt = now + a.probeDelayMs;
+        a.dailyRemaining = 0;
+        a.dailyResetAt = resetAt;
+        blockedUntil = Math.max(blockedUntil, resetAt);
+      } else if (resetAt <= now) {
+        // A reading of a day that is already over says nothing of this one.
+      } else if (a.dailyRemaining !== null && a.dailyResetAt !== null && now < a.dailyResetAt) {
+        // The same day: its count only falls, whatever order the workers' reports arrive in, and
+        // the keeper's own count already holds what it granted and the source has not seen yet.
+        a.dailyRemaining = Math.min(remaining, a.dailyRemaining);
+        a.dailyResetAt = Math.min(resetAt, a.dailyResetAt);
+      } else {
+        a.dailyRemaining = remaining;
+        a.dailyResetAt = resetAt;
+      }
+      if (!guessed && remaining > 0 && a.probeDelayMs !== null) {
+        // The source counts a day again: the guessing is over.
+        a.probeDelayMs = null;
+        a.probedBy.clear();
+      }
+      if (a.dailyRemaining !== before[0] || a.dailyResetAt !== before[1]) a.dailyMoved = true;
+      if (r.daily.remaining <= 0 && a.dailyResetAt !== null && a.dailyResetAt > now) {
+        a.spentUntil = a.dailyResetAt;
+        blockedUntil = Math.max(blockedUntil, a.dailyResetAt);
+      }
       a.dirty = true;
-      remainingGauge.set({ account }, remaining);
+      remainingGauge.set({ account }, a.dailyRemaining ?? remaining);
+    } else if (r.spent > 0 && a.probeDelayMs !== null) {
+      // A probe came back answered: the day's allowance is back, and the guessing is over.
+      a.probeDelayMs = null;
+      a.probedBy.clear();
+      a.dailyRemaining = null;
+      a.spentUntil = 0;
+      a.dailyMoved = true;
     }
-    if (r.blockedUntil && r.blockedUntil.getTime() > a.blockedUntil) {
-      // A refusal (a 429, or a throttling the source's adapter recognised): nothing more is
-      // scheduled before the source's reset.
-      a.blockedUntil = r.blockedUntil.getTime();
+    if (blockedUntil > a.blockedUntil) {
+      // A refusal (a 429, a spent day, or a throttling the source's adapter recognised): nothing
+      // more is scheduled before the source's reset.
+      a.blockedUntil = blockedUntil;
       a.nextSlotAt = Math.max(a.nextSlotAt, a.blockedUntil);
       a.dirty = true;
       this.onWall(source, account, a.blockedUntil);
@@ -193,7 +290,10 @@ export class BudgetKeeper {
           burstResetAt: a.blockedUntil > 0 ? new Date(a.blockedUntil) : null,
           dailyRemaining: a.dailyRemaining,
           dailyResetAt: a.dailyResetAt === null ? null : new Date(a.dailyResetAt),
-          exhaustedAt: a.dailyRemaining !== null && a.dailyRemaining <= 0 ? new Date() : null,
+          exhaustedAt:
+            a.spentUntil > this.now() || (a.dailyRemaining !== null && a.dailyRemaining <= 0)
+              ? new Date()
+              : null,
           spent: sql`${budgets.spent} + ${delta}`,
           updatedAt: new Date(),
         })
@@ -207,6 +307,33 @@ export class BudgetKeeper {
   clear(): void {
     this.accounts.clear();
     this.grantingSince = this.now();
+  }
+
+  /** A run's daily share, read once per run (it is fixed at StartRun); null for none or no such run. */
+  private shareOf(runId: string): Promise<number | null> {
+    let share = this.shares.get(runId);
+    if (!share) {
+      share = UUID.test(runId)
+        ? this.db
+            .select({ share: runs.dailyShare })
+            .from(runs)
+            .where(eq(runs.id, runId))
+            .then(([row]) => row?.share ?? null)
+        : Promise.resolve(null);
+      this.shares.set(runId, share);
+      share.catch(() => this.shares.delete(runId));
+    }
+    return share;
+  }
+
+  /** A new day (the account's reset passed) starts every run's share afresh. */
+  private rollShareDay(a: AccountState, now: number): void {
+    if (a.shareDayEndsAt > 0 && now >= a.shareDayEndsAt) {
+      a.runGranted.clear();
+      a.shareDayEndsAt = 0;
+    }
+    if (a.shareDayEndsAt === 0 && a.dailyResetAt !== null && a.dailyResetAt > now)
+      a.shareDayEndsAt = a.dailyResetAt;
   }
 
   private account(source: string, account: string): Promise<AccountState> {
@@ -247,6 +374,13 @@ export class BudgetKeeper {
       blockedUntil: blocked > now ? blocked : 0,
       dailyRemaining: row!.dailyRemaining,
       dailyResetAt: row!.dailyResetAt?.getTime() ?? null,
+      dailyLimit: null,
+      spentUntil:
+        row!.exhaustedAt && (row!.dailyResetAt?.getTime() ?? 0) > now ? row!.dailyResetAt!.getTime() : 0,
+      probeDelayMs: null,
+      probedBy: new Map(),
+      runGranted: new Map(),
+      shareDayEndsAt: 0,
       spentDelta: 0,
       dirty: false,
       dailyMoved: false,

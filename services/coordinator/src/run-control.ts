@@ -76,6 +76,11 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
       const settings = requireSettings("source_config.settings", config?.settings ?? {});
       const problem = p.validateConfig({ baseUrl, apiToken, settings });
       if (problem) throw invalid(`source_config: ${problem}`);
+      const share = req.dailyShare;
+      if (share !== undefined && !(Number.isFinite(share) && share > 0 && share <= 1))
+        throw invalid(
+          `daily_share must be above 0 and at most 1 (a share of the account's day), got ${share}`,
+        );
 
       const runId = randomUUID();
       const sealed = apiToken ? sealSourceSecret(secrets, runId, apiToken) : undefined;
@@ -91,6 +96,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         sourceSecretCiphertext: sealed?.ciphertext ?? null,
         sourceSecretKeyId: sealed?.keyId ?? null,
         traceContext: injectTraceContext(),
+        dailyShare: share ?? null,
       });
       ctx.logger.info({ run_id: run.id, tenant_id: tenantId, source: p.name, kinds }, "run started");
       return advanced(run.id);

@@ -9,6 +9,7 @@ import {
   timestampFromDate,
   toProtoRunStatus,
 } from "@drover/proto";
+import { DEFAULT_DAILY_RESET } from "@drover/providers";
 import { and, eq, sql } from "drizzle-orm";
 import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import { type Eta, estimateEta } from "./run-eta.js";
@@ -144,9 +145,15 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
             ...(budget.burstResetAt && budget.burstResetAt.getTime() > Date.now()
               ? { blockedUntil: timestampFromDate(budget.burstResetAt) }
               : {}),
+            dailySpent:
+              budget.exhaustedAt !== null &&
+              budget.dailyResetAt !== null &&
+              budget.dailyResetAt.getTime() > Date.now(),
+            dailyResetTimeZone: dailyResetTimeZone(run),
           },
         }
       : {}),
+    ...(run.dailyShare !== null ? { dailyShare: run.dailyShare } : {}),
   });
 }
 
@@ -186,6 +193,16 @@ async function liveEta(
 function slotInterval(capacity: number): number {
   const { windowMs, graceMs } = DEFAULT_BUDGET_OPTIONS;
   return capacity > 1 ? (windowMs + graceMs) / (capacity - 1) : windowMs + graceMs;
+}
+
+/**
+ * The time zone whose midnight the run's source account resets its day at: its `dailyReset` setting
+ * (crm), else the crm's documented default; empty where the account's reset is probed, not a rule.
+ */
+function dailyResetTimeZone(run: RunRow): string {
+  const setting = (run.sourceConfig.settings as Record<string, unknown> | undefined)?.dailyReset;
+  if (setting === "probe") return "";
+  return typeof setting === "string" && setting !== "" ? setting : DEFAULT_DAILY_RESET;
 }
 
 export async function loadRun(q: Queryable, runId: string): Promise<RunRow | undefined> {

@@ -50,6 +50,7 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
         throw invalid("tokens_per_slot must be between 0 and 10000");
       if (req.burstWindowMs < 0 || req.burstWindowMs > 86_400_000)
         throw invalid("burst_window_ms must be between 0 (unknown) and 86400000");
+      if (req.runId.length > 64) throw invalid("run_id must be a run's id (at most 64 characters)");
       if (!ctx.isLeader())
         return (await forward()).leaseBudget(req, {
           signal: call.signal,
@@ -57,14 +58,23 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
           // The leader checks the worker's own credential.
           metadata: forwardedCredentials(call),
         });
-      const result = await ctx.budgets.lease(source, account, req.want, req.tokensPerSlot, req.burstWindowMs);
+      const result = await ctx.budgets.lease(
+        source,
+        account,
+        req.want,
+        req.tokensPerSlot,
+        req.burstWindowMs,
+        req.runId,
+        req.workerId,
+      );
       if (result.kind === "exhausted") {
+        const until = new Date(result.retryAt).toISOString();
         throw new RpcError(
           Code.RESOURCE_EXHAUSTED,
-          `the daily allowance of ${source}:${account} is used up until ${new Date(result.retryAt).toISOString()}`,
-          {
-            retry_at: new Date(result.retryAt).toISOString(),
-          },
+          result.share
+            ? `run ${req.runId} has spent its daily share of ${source}:${account} until ${until}`
+            : `the daily allowance of ${source}:${account} is used up until ${until}`,
+          { retry_at: until, scope: result.share ? "run" : "account" },
         );
       }
       if (result.kind === "wait") return { granted: 0, retryAt: timestampFromDate(new Date(result.retryAt)) };

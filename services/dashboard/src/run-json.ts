@@ -53,7 +53,7 @@ export interface RunJson {
    * While the run's source account is walled off (a 429's reset, a spent daily allowance): the
    * sentence the page shows, finished there with `until` in the reader's time and how long that is.
    */
-  budgetWait: { text: string; until: string } | null;
+  budgetWait: { text: string; until: string; timeZone?: string } | null;
   /**
    * A live run's ETA against its source account's budget (GetRun's eta): `text` as the page shows
    * it ("about 2 days 5 hours"), with what the run still needs; null once it ended or when the
@@ -191,6 +191,20 @@ const LIVE = new Set([RunStatus.PENDING, RunStatus.RUNNING, RunStatus.STOPPING])
 
 /** The same words as `drover status` and `drover watch` say them (packages/cli render.ts). */
 function budgetWait(run: Run, now: number): RunJson["budgetWait"] {
+  const b = run.budget;
+  if (
+    b?.dailySpent &&
+    b.dailyResetAt &&
+    LIVE.has(run.status) &&
+    timestampDate(b.dailyResetAt).getTime() > now
+  ) {
+    // The day's allowance is spent: the page says the reset in the account's time zone, as status does.
+    return {
+      text: `waiting for the daily budget of ${run.sourceAccount} until`,
+      until: iso(b.dailyResetAt)!,
+      ...(b.dailyResetTimeZone ? { timeZone: b.dailyResetTimeZone } : {}),
+    };
+  }
   const until = run.budget?.blockedUntil;
   if (!until || !LIVE.has(run.status) || timestampDate(until).getTime() <= now) return null;
   return { text: `waiting for the source's budget (${run.sourceAccount}) until`, until: iso(until)! };

@@ -91,8 +91,14 @@ function waitText(seconds) {
 }
 
 /** The time of day in the reader's time zone, with the date in front when it is not today's. */
-function localTime(iso) {
+function localTime(iso, timeZone) {
   const at = new Date(iso);
+  if (timeZone) {
+    // A day's reset, said in the account's own time zone; the date only when it is over a day off.
+    const time = at.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", timeZone });
+    const within = at.getTime() - Date.now() < 86_400_000;
+    return `${within ? time : `${at.toLocaleDateString([], { timeZone })} ${time}`} ${timeZone}`;
+  }
   const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
   return at.toDateString() === new Date().toDateString() ? time : `${at.toLocaleDateString()} ${time}`;
 }
@@ -488,7 +494,7 @@ class RunView {
     const showWait = () => {
       const left = wait ? (Date.parse(wait.until) - Date.now()) / 1000 : 0;
       this.budgetWait.textContent =
-        left > 0 ? `${wait.text} ${localTime(wait.until)} (in ${waitText(left)})` : "";
+        left > 0 ? `${wait.text} ${localTime(wait.until, wait.timeZone)} (in ${waitText(left)})` : "";
       this.budgetWait.hidden = !(left > 0);
       if (left <= 0 || shownRun !== this) clearInterval(this.waitTimer);
     };

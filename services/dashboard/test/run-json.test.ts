@@ -151,6 +151,31 @@ describe("the run as the page draws it", () => {
     expect(runJson(run).eta).toBeNull();
   });
 
+  it("says while the account's day is spent that the run waits for the daily budget, in the account's time zone", () => {
+    const now = Date.parse("2026-11-30T19:48:00Z");
+    const reset = timestampFromDate(new Date("2026-11-30T23:00:00Z"));
+    const spent = create(RunSchema, {
+      ...init,
+      status: RunStatus.RUNNING,
+      budget: {
+        burstCapacity: 80,
+        dailyKnown: true,
+        dailyRemaining: 0n,
+        dailyResetAt: reset,
+        blockedUntil: reset,
+        dailySpent: true,
+        dailyResetTimeZone: "Europe/Berlin",
+        spent: 400n,
+      },
+    });
+    expect(runJson(spent, now).budgetWait).toEqual({
+      text: "waiting for the daily budget of acme-co until",
+      until: "2026-11-30T23:00:00.000Z",
+      timeZone: "Europe/Berlin",
+    });
+    expect(runJson(spent, Date.parse("2026-11-30T23:00:01Z")).budgetWait).toBeNull();
+  });
+
   it("carries the finished run's verification, and says when it is still to come", () => {
     expect(runJson(run)).toMatchObject({ verification: null, verificationPending: true });
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).verificationPending).toBe(

@@ -9,6 +9,7 @@ import {
 } from "@drover/proto";
 import {
   type BudgetPacer,
+  FIRST_PROBE_MS,
   type PacedAnswer,
   RateLimitedError,
   sleep,
@@ -50,14 +51,23 @@ export class LeasedBudgetPacer implements BudgetPacer {
   private blockedUntil = 0;
   /** Readings not yet reported. */
   private pending: BudgetReport = { spent: 0 };
-  private known: { capacity?: number; windowMs?: number; dailyRemaining?: number; dailyResetAt?: number } =
-    {};
+  private known: {
+    capacity?: number;
+    windowMs?: number;
+    dailyRemaining?: number;
+    dailyResetAt?: number;
+    dailyLimit?: number;
+  } = {};
   private reportedAt = Date.now();
   private reporting: Promise<void> | undefined;
 
   constructor(
     private readonly client: Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">,
     private readonly account: { source: string; sourceAccount: string; workerId: string },
+    /** The run whose tasks use this pacer ("" for none): the coordinator caps it by its daily share. */
+    private readonly runId = "",
+    /** Called when the account's day is spent, so the other runs' pacers of this process wall too. */
+    private readonly onAccountWall: (until: number) => void = () => {},
   ) {}
 
   async acquire(cost: number, signal?: AbortSignal, count = 1): Promise<number[]> {
@@ -101,13 +111,23 @@ export class LeasedBudgetPacer implements BudgetPacer {
     const daily = reading.daily;
     if (
       daily &&
-      (daily.remaining !== this.known.dailyRemaining || daily.resetAt !== this.known.dailyResetAt)
+      (daily.spent ||
+        daily.remaining !== this.known.dailyRemaining ||
+        daily.resetAt !== this.known.dailyResetAt ||
+        daily.limit !== this.known.dailyLimit)
     ) {
       this.known.dailyRemaining = daily.remaining;
       this.known.dailyResetAt = daily.resetAt;
-      this.pending.daily = { remaining: daily.remaining, resetAt: new Date(daily.resetAt) };
+      this.known.dailyLimit = daily.limit;
+      this.pending.daily = {
+        remaining: daily.remaining,
+        resetAt: new Date(daily.resetAt),
+        ...(daily.resetBy === "guess" ? { guessed: true } : {}),
+        ...(daily.limit !== undefined ? { limit: daily.limit } : {}),
+      };
       urgent = true;
     }
+    if (daily?.spent && reading.blockedUntil !== undefined) this.onAccountWall(reading.blockedUntil);
     if (reading.blockedUntil !== undefined) {
       if (status === 429) rateLimited.inc({ account: this.account.sourceAccount });
       // Never send again before the reset: drop what was leased before it, and tell the coordinator.
@@ -123,6 +143,18 @@ export class LeasedBudgetPacer implements BudgetPacer {
 
   wallUntil(): number {
     return this.blockedUntil;
+  }
+
+  /**
+   * When the account may be asked again, as far as this process knows: its wall, else the reset of
+   * a day it saw spent, else the first probe of a day whose reset nothing said.
+   */
+  private knownWall(): number {
+    const now = Date.now();
+    if (this.blockedUntil > now) return this.blockedUntil;
+    if (this.known.dailyRemaining === 0 && (this.known.dailyResetAt ?? 0) > now)
+      return this.known.dailyResetAt!;
+    return now + FIRST_PROBE_MS;
   }
 
   /** Another worker hit a 429 on this account: nothing goes out before `until`. */
@@ -182,6 +214,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
             want,
             tokensPerSlot: cost,
             burstWindowMs: this.known.windowMs ?? 0,
+            runId: this.runId,
           },
           { deadline: new Date(Date.now() + 5_000), ...(signal ? { signal } : {}) },
         );
@@ -207,7 +240,11 @@ export class LeasedBudgetPacer implements BudgetPacer {
       } catch (err) {
         if (err instanceof RateLimitedError || err instanceof TransientError) throw err;
         if (isRpcError(err, Code.RESOURCE_EXHAUSTED)) {
-          const at = Date.parse(err.details.retry_at ?? "") || Date.now() + 60_000;
+          const at = Date.parse(err.details.retry_at ?? "") || this.knownWall();
+          // Every task of this process on the account waits for it too, without asking again; a
+          // run's spent share walls only that run's pacer.
+          if (err.details.scope !== "run") this.onAccountWall(at);
+          else this.wall(at);
           throw new RateLimitedError(err.message, new Date(at));
         }
         if (signal?.aborted) throw err;
@@ -231,19 +268,26 @@ export class BudgetLeases {
     private readonly workerId: string,
   ) {}
 
-  for(source: string, sourceAccount: string): LeasedBudgetPacer {
-    const key = `${source}\u0000${sourceAccount}`;
+  /** One pacer per account and run: a run's daily share is leased apart, the account's walls are shared. */
+  for(source: string, sourceAccount: string, runId = ""): LeasedBudgetPacer {
+    const key = `${source}\u0000${sourceAccount}\u0000${runId}`;
     let pacer = this.pacers.get(key);
     if (!pacer) {
-      pacer = new LeasedBudgetPacer(this.client, { source, sourceAccount, workerId: this.workerId });
+      pacer = new LeasedBudgetPacer(
+        this.client,
+        { source, sourceAccount, workerId: this.workerId },
+        runId,
+        (until) => this.wall(source, sourceAccount, until),
+      );
       this.pacers.set(key, pacer);
     }
     return pacer;
   }
 
-  /** Applies a wall the coordinator announced for an account this process may hold slots of. */
+  /** Applies a wall the coordinator announced (or a run's pacer met) to every pacer of the account. */
   wall(source: string, sourceAccount: string, until: number): void {
-    this.pacers.get(`${source}\u0000${sourceAccount}`)?.wall(until);
+    const prefix = `${source}\u0000${sourceAccount}\u0000`;
+    for (const [key, pacer] of this.pacers) if (key.startsWith(prefix)) pacer.wall(until);
   }
 
   /** Flushes every account's unreported readings (graceful shutdown). */

@@ -114,7 +114,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     },
   });
   const runner: TaskRunnerDeps = {
-    pacerFor: (run) => budgets.for(run.source, run.sourceAccount),
+    pacerFor: (run) => budgets.for(run.source, run.sourceAccount, run.id),
     db: database.db,
     providers: options.providers ?? defaultProviders,
     workerId: config.DROVER_WORKER_ID,

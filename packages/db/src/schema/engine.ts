@@ -3,6 +3,7 @@ import {
   bigint,
   bigserial,
   check,
+  doublePrecision,
   index,
   integer,
   jsonb,
@@ -60,6 +61,11 @@ export const runs = drover.table(
     traceContext: jsonb("trace_context").$type<Record<string, string>>(),
     error: text("error"),
     verification: jsonb("verification"),
+    /**
+     * The share of the source account's daily allowance this run may spend per day (0 < share <= 1),
+     * enforced by the budget keeper; null: no cap of its own.
+     */
+    dailyShare: doublePrecision("daily_share"),
     /** Per-kind counts and task counts, frozen when the reaper prunes the run's tasks. */
     summary: jsonb("summary").$type<RunSummary>(),
     /**
