@@ -1,6 +1,7 @@
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
+  DroverError,
   HeaderBudgetPacer,
   type Provider,
   RateLimitedError,
@@ -56,6 +57,44 @@ describe("a 429", () => {
       [cousin.id, "pending", 0, true],
       [stranger.id, "pending", 0, false],
     ]);
+  });
+});
+
+/** A refusal classified as rate limited that states no time of its own. */
+class TimelessRefusal extends DroverError {
+  readonly class = "rate_limited" as const;
+}
+
+describe("a rate-limited refusal without a time of its own", () => {
+  it("parks the task until the wall its account's pacer knows (a spent day's reset), not a flat minute", async () => {
+    const dayReturns = Date.now() + 3 * 3_600_000;
+    const timeless: Provider = {
+      ...walled,
+      runTask: async () => {
+        throw new TimelessRefusal("the source refused for the rate");
+      },
+    };
+    const pacer = new HeaderBudgetPacer();
+    pacer.absorb({ status: 429, cost: 20, reading: { blockedUntil: dayReturns } });
+    const run = await insertRun(h.db, { sourceAccount: "spent-day", tenantId: "t-d" });
+    const task = await insertTask(h.db, run.id);
+    const outcome = await runAssignment(
+      {
+        db: h.db,
+        providers: new Map([["test", timeless]]),
+        workerId: "w",
+        maxAttempts: 3,
+        notesCap: 10,
+        pacerFor: () => pacer,
+      },
+      task.id,
+      { shutdown: new AbortController().signal, working: () => {} },
+    );
+    expect(outcome.status).toBe("parked");
+    const [row] = await h.db.execute<{ attempts: number; available_at: Date }>(sql`
+      select attempts, available_at from drover.tasks where id = ${task.id}`);
+    expect(row!.attempts).toBe(0);
+    expect(new Date(row!.available_at).getTime()).toBe(dayReturns);
   });
 });
 

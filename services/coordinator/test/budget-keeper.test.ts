@@ -114,4 +114,105 @@ describe("budget keeper", () => {
     );
     expect(row).toEqual({ spent: "1002", daily_remaining: "1000" });
   });
+
+  it("parks every lease on a spent day until the reset a worker reported, whatever later reports of that day say, then grants again", async () => {
+    const walls: number[] = [];
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now, (_s, _a, until) =>
+      walls.push(until),
+    );
+    const rule = new Date(clock + 3_600_000);
+    await keeper.report("crm", "d1", {
+      burstCapacity: 20,
+      daily: { remaining: 400, resetAt: rule },
+      spent: 0,
+    });
+    clock += 5_000;
+    // The 429's body said the day returns in 40 s: every worker is told, and nothing is granted.
+    const stated = new Date(clock + 40_000);
+    await keeper.report("crm", "d1", {
+      daily: { remaining: 0, resetAt: stated },
+      blockedUntil: stated,
+      spent: 0,
+    });
+    expect(walls).toEqual([stated.getTime()]);
+    // A worker's answer from before the refusal, reported late, cannot give the day back.
+    await keeper.report("crm", "d1", { daily: { remaining: 380, resetAt: rule }, spent: 20 });
+    expect(await keeper.lease("crm", "d1", 4, 20)).toEqual({ kind: "exhausted", retryAt: stated.getTime() });
+    expect(await keeper.lease("crm", "d1", 4, 2)).toEqual({ kind: "exhausted", retryAt: stated.getTime() });
+    expect(await keeper.persist()).toBe(1);
+    const [row] = await database.db.execute<{ exhausted: boolean }>(
+      sql`select exhausted_at is not null as exhausted from drover.budgets where source_account = 'd1'`,
+    );
+    expect(row!.exhausted).toBe(true);
+    clock = stated.getTime() + 1;
+    expect(await keeper.lease("crm", "d1", 4, 20)).toMatchObject({ kind: "granted", granted: 4 });
+  });
+
+  it("probes a day whose reset nothing stated once per worker, later each time the probe finds it still spent, never more than an hour apart", async () => {
+    const options = { ...DEFAULT_BUDGET_OPTIONS, firstProbeMs: 60_000 };
+    const keeper = new BudgetKeeper(database.db, options, now);
+    await keeper.report("crm", "d2", { burstCapacity: 20, spent: 0 });
+    const guess = () => ({ remaining: 0, resetAt: new Date(clock + 1), guessed: true });
+    const delays: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      clock += 1_000;
+      await keeper.report("crm", "d2", { daily: guess(), spent: 0 });
+      const refused = await keeper.lease("crm", "d2", 5, 20, 0, "", "w1");
+      expect(refused.kind).toBe("exhausted");
+      delays.push((refused as { retryAt: number }).retryAt - clock);
+      clock += delays.at(-1)!;
+      // The probe: one slot for each worker, and a second ask of the same worker waits for its answer.
+      expect(await keeper.lease("crm", "d2", 5, 20, 0, "", "w1")).toMatchObject({
+        kind: "granted",
+        granted: 1,
+      });
+      expect(await keeper.lease("crm", "d2", 5, 20, 0, "", "w2")).toMatchObject({
+        kind: "granted",
+        granted: 1,
+      });
+      expect((await keeper.lease("crm", "d2", 5, 20, 0, "", "w1")).kind).toBe("wait");
+    }
+    expect(delays).toEqual([60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000]);
+    // A probe answered: the day is back, and leases are whole again.
+    await keeper.report("crm", "d2", { spent: 20 });
+    expect(await keeper.lease("crm", "d2", 5, 20, 0, "", "w1")).toMatchObject({
+      kind: "granted",
+      granted: 5,
+    });
+  });
+
+  it("holds a run with a daily share to its share of the day's allowance, and starts it afresh the next day", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    const [half] = await database.db.execute<{ id: string }>(sql`
+      insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, daily_share)
+      values ('t-share', 'crm', 'd3', '{deals}', '[["deals"]]', 'running', 0.5) returning id`);
+    const reset = new Date(clock + 3_600_000);
+    await keeper.report("crm", "d3", {
+      burstCapacity: 1_000,
+      daily: { remaining: 1_000, resetAt: reset, limit: 1_000 },
+      spent: 0,
+    });
+    let granted = 0;
+    for (let i = 0; i < 20; i++) {
+      clock += 1_000;
+      const r = await keeper.lease("crm", "d3", 10, 20, 0, half!.id, "w1");
+      if (r.kind === "granted") granted += r.granted;
+      else expect(r).toEqual({ kind: "exhausted", retryAt: reset.getTime(), share: true });
+    }
+    expect(granted * 20).toBe(500);
+    // A run without a share still has the rest of the day.
+    expect(await keeper.lease("crm", "d3", 10, 20, 0, "", "w1")).toMatchObject({
+      kind: "granted",
+      granted: 10,
+    });
+    clock = reset.getTime() + 1;
+    await keeper.report("crm", "d3", {
+      daily: { remaining: 1_000, resetAt: new Date(clock + 3_600_000), limit: 1_000 },
+      spent: 0,
+    });
+    expect(await keeper.lease("crm", "d3", 10, 20, 0, half!.id, "w1")).toMatchObject({
+      kind: "granted",
+      granted: 10,
+    });
+  });
 });

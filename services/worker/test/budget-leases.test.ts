@@ -1,9 +1,9 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Client, timestampFromDate, type WorkerService } from "@drover/proto";
-import { type SourceAdapter, SourceClient, TransientError } from "@drover/provider-sdk";
+import { type Client, Code, RpcError, timestampFromDate, type WorkerService } from "@drover/proto";
+import { RateLimitedError, type SourceAdapter, SourceClient, TransientError } from "@drover/provider-sdk";
 import { describe, expect, it } from "vitest";
-import { LeasedBudgetPacer } from "../src/budget-leases.js";
+import { BudgetLeases, LeasedBudgetPacer } from "../src/budget-leases.js";
 
 type Leases = Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">;
 
@@ -103,5 +103,65 @@ describe("a wall announced after slots were leased and handed out", () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
+  });
+});
+
+describe("a spent day", () => {
+  it("is reported at once with its reset, guessed or not, and walls every run's pacer of the account in this process", async () => {
+    const reports: Record<string, unknown>[] = [];
+    const leases = new BudgetLeases(
+      { ...coordinator(40), reportBudget: async (req) => (reports.push(req as never), {}) as never },
+      "w",
+    );
+    const mine = leases.for("crm", "acct", "run-a");
+    const theirs = leases.for("crm", "acct", "run-b");
+    const elsewhere = leases.for("crm", "other", "run-c");
+    const resetAt = Date.now() + 300_000;
+    mine.absorb({
+      status: 429,
+      cost: 20,
+      reading: {
+        daily: { remaining: 0, resetAt, resetBy: "guess", spent: true, limit: 1_000 },
+        blockedUntil: resetAt,
+      },
+    });
+    await mine.report();
+    expect(reports).toMatchObject([
+      { sourceAccount: "acct", dailyRemaining: 0n, dailyResetGuessed: true, dailyLimit: 1_000n },
+    ]);
+    expect(theirs.wallUntil()).toBe(resetAt);
+    expect(elsewhere.wallUntil()).toBe(0);
+    // No task of either run asks the coordinator again: each parks until the reset.
+    const err = await theirs.acquire(20).catch((e) => e);
+    expect(err).toBeInstanceOf(RateLimitedError);
+    expect((err as RateLimitedError).retryAt.getTime()).toBe(resetAt);
+  });
+
+  it("that the coordinator refuses without a time parks until the reset this process knows, not a flat minute", async () => {
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...coordinator(40),
+        leaseBudget: async () => {
+          throw new RpcError(Code.RESOURCE_EXHAUSTED, "the daily allowance is used up");
+        },
+      },
+      account,
+    );
+    const resetAt = Date.now() + 5 * 3_600_000;
+    pacer.absorb({ status: 200, cost: 20, reading: { daily: { remaining: 0, resetAt } } });
+    const err = await pacer.acquire(20).catch((e) => e);
+    expect(err).toBeInstanceOf(RateLimitedError);
+    expect((err as RateLimitedError).retryAt.getTime()).toBe(resetAt);
+  });
+
+  it("asks the coordinator with the run the slots are for, whose daily share caps them", async () => {
+    const asked: Record<string, unknown>[] = [];
+    const base = coordinator(40);
+    const pacer = new BudgetLeases(
+      { ...base, leaseBudget: (...args) => (asked.push(args[0] as never), base.leaseBudget(...args)) },
+      "w",
+    ).for("crm", "acct", "run-a");
+    await pacer.acquire(20);
+    expect(asked).toMatchObject([{ runId: "run-a", workerId: "w" }]);
   });
 });
