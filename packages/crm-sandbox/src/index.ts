@@ -15,6 +15,7 @@ export {
   type SandboxOptions,
   type TokenCosts,
 } from "./options.js";
+export type { DayLog } from "./rate-limit.js";
 export type { Stats } from "./stats.js";
 export {
   type ActivitiesTruth,
@@ -82,7 +83,7 @@ export async function startSandbox(
     url: `http://${host}:${port}`,
     port,
     truth: ((kinds?: readonly TruthKind[]) => app.truth(kinds ?? TRUTH_KINDS)) as Sandbox["truth"],
-    stats: () => app.stats.snapshot(app.limiter.budgetRemaining),
+    stats: () => app.stats.snapshot(app.limiter.budgetRemaining, app.limiter.dayLog()),
     resetStats: () => app.stats.reset(),
     applyChanges: (atMs?: number) => app.applyChanges(atMs).applied,
     close: () => {

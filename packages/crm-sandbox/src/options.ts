@@ -32,7 +32,10 @@ export interface SandboxOptions {
   burstWindowMs?: number;
   /** Token units per company per day, shared by every token; 0 = unlimited. */
   dailyBudget?: number;
-  /** The length of the sandbox's "day": the daily budget is whole again this often (60 for tests). */
+  /**
+   * The length of the sandbox's "day" (60 for tests): the daily budget is whole again at every
+   * multiple of it since the epoch (with the default, at midnight UTC).
+   */
   dailyResetSeconds?: number;
   /**
    * 1 (default): a daily 429's body says when the budget resets, as the only place that does; 0: it

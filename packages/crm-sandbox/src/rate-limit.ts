@@ -14,6 +14,24 @@ export type Admission =
   /** Cloudflare has stepped in: the client ignored a 429. */
   | { outcome: "blocked" };
 
+/** One day of the daily budget as the sandbox saw it: what tests and benchmarks judge a client by. */
+export interface DayLog {
+  /** When the day began (epoch ms): the previous day's reset. */
+  startedAt: number;
+  endsAt: number;
+  /** The first request admitted in the day; null while none was. */
+  firstAdmittedAt: number | null;
+  admitted: number;
+  /** Token units charged in the day (5xx refunded). */
+  spent: number;
+  /** Token units charged per API token: several runs with their own tokens share one company's day. */
+  spentByToken: Record<string, number>;
+  /** 429s for a spent day, 429s for a full burst window, and 403 block pages. */
+  dailyRefusals: number;
+  burstRefusals: number;
+  blocked: number;
+}
+
 interface TokenState {
   /** Admission times inside the burst window, oldest first. */
   times: number[];
@@ -33,12 +51,41 @@ export class RateLimiter {
   private readonly tokens = new Map<string, TokenState>();
   private spent = 0;
   private dailyResetAt: number;
+  private readonly days: DayLog[] = [];
 
   constructor(
     private readonly settings: RateLimitSettings,
     private readonly now: () => number = Date.now,
   ) {
-    this.dailyResetAt = now() + settings.dailyResetSeconds * 1000;
+    // Days start at multiples of their length since the epoch, as Pipedrive's start at a midnight:
+    // a day of 86,400 s resets at midnight UTC, and a client can know the reset by that rule.
+    const periodMs = settings.dailyResetSeconds * 1000;
+    this.dailyResetAt = Math.floor(now() / periodMs) * periodMs + periodMs;
+    this.days.push(this.newDay());
+  }
+
+  /** Every day so far, the current one last. */
+  dayLog(): DayLog[] {
+    this.rollDay(this.now());
+    return this.days.map((d) => ({ ...d, spentByToken: { ...d.spentByToken } }));
+  }
+
+  private newDay(): DayLog {
+    return {
+      startedAt: this.dailyResetAt - this.settings.dailyResetSeconds * 1000,
+      endsAt: this.dailyResetAt,
+      firstAdmittedAt: null,
+      admitted: 0,
+      spent: 0,
+      spentByToken: {},
+      dailyRefusals: 0,
+      burstRefusals: 0,
+      blocked: 0,
+    };
+  }
+
+  private get today(): DayLog {
+    return this.days[this.days.length - 1]!;
   }
 
   get budgetRemaining(): number | null {
@@ -54,6 +101,7 @@ export class RateLimiter {
     if (now >= state.penaltyUntil) {
       state.strikes = 0;
     } else if (s.abuseThreshold > 0 && ++state.strikes > s.abuseThreshold) {
+      this.today.blocked++;
       return { outcome: "blocked" };
     }
     while (state.times.length > 0 && (state.times[0] as number) <= now - s.burstWindowMs) state.times.shift();
@@ -61,10 +109,12 @@ export class RateLimiter {
     if (s.burstLimit > 0 && state.times.length >= s.burstLimit) {
       const leavesAt = (state.times[0] as number) + s.burstWindowMs;
       state.penaltyUntil = Math.max(state.penaltyUntil, leavesAt);
+      this.today.burstRefusals++;
       return { outcome: "burst", headers: this.refusal(state, now, leavesAt) };
     }
     if (s.dailyBudget > 0 && this.spent + cost > s.dailyBudget) {
       state.penaltyUntil = Math.max(state.penaltyUntil, this.dailyResetAt);
+      this.today.dailyRefusals++;
       // Pipedrive's headers describe the burst window only: x-ratelimit-remaining stays above 0 and
       // x-ratelimit-reset / Retry-After say "a second or two", not the day's reset.
       const oldest = state.times[0];
@@ -77,12 +127,21 @@ export class RateLimiter {
     }
     if (s.burstLimit > 0) state.times.push(now);
     this.spent += cost;
+    const day = this.today;
+    day.firstAdmittedAt ??= now;
+    day.admitted++;
+    day.spent += cost;
+    day.spentByToken[token] = (day.spentByToken[token] ?? 0) + cost;
     return { outcome: "ok", headers: this.headers(state, now) };
   }
 
   /** Gives back a reservation whose request failed server-side. */
-  refund(cost: number): void {
+  refund(cost: number, token?: string): void {
     this.spent = Math.max(0, this.spent - cost);
+    const day = this.today;
+    day.spent = Math.max(0, day.spent - cost);
+    if (token !== undefined && day.spentByToken[token] !== undefined)
+      day.spentByToken[token] = Math.max(0, day.spentByToken[token] - cost);
   }
 
   /** Current limit headers for a token, e.g. for a response whose budget was just refunded. */
@@ -106,6 +165,7 @@ export class RateLimiter {
     const periodMs = this.settings.dailyResetSeconds * 1000;
     this.dailyResetAt += Math.ceil((now - this.dailyResetAt + 1) / periodMs) * periodMs;
     this.spent = 0;
+    this.days.push(this.newDay());
   }
 
   /** A 429's headers: the usual ones, and Retry-After (seconds), which Pipedrive documents on a 429. */

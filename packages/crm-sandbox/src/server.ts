@@ -143,7 +143,7 @@ export class SandboxApp {
       return sendJson(res, 200, this.truth(kinds as TruthKind[]));
     }
     if (method === "GET" && action === "stats") {
-      return sendJson(res, 200, this.stats.snapshot(this.limiter.budgetRemaining));
+      return sendJson(res, 200, this.stats.snapshot(this.limiter.budgetRemaining, this.limiter.dayLog()));
     }
     if (method === "POST" && action === "faults") {
       const change: Record<string, number> = {};
@@ -219,7 +219,7 @@ export class SandboxApp {
     const plan = this.faults.next();
     if (plan.delayMs > 0) await this.sleep(plan.delayMs);
     if (plan.transient) {
-      this.limiter.refund(cost);
+      this.limiter.refund(cost, token);
       this.stats.record(plan.transient.status, route.callType, 0, true);
       const { status, contentType, body } = plan.transient;
       return sendText(res, status, contentType, body, this.limiter.headersFor(token));
@@ -228,7 +228,7 @@ export class SandboxApp {
     try {
       result = route.run();
     } catch (error) {
-      this.limiter.refund(cost);
+      this.limiter.refund(cost, token);
       throw error;
     }
     this.stats.record(result.status, route.callType, cost, false);

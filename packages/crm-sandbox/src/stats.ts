@@ -1,4 +1,5 @@
 import type { CallType } from "./options.js";
+import type { DayLog } from "./rate-limit.js";
 
 /** Counters over API requests (/v1/...) only: sandbox endpoints would skew benchmarks. */
 export interface Stats {
@@ -23,6 +24,8 @@ export interface Stats {
   firstRequestAt: number | null;
   lastRequestAt: number | null;
   since: string;
+  /** Each day of the daily budget so far, the current one last (one, unending, without a budget). */
+  days: DayLog[];
 }
 
 /** Statuses of requests the rate limiter never admitted. */
@@ -55,7 +58,7 @@ export class StatsRecorder {
     }
   }
 
-  snapshot(dailyBudgetRemaining: number | null): Stats {
+  snapshot(dailyBudgetRemaining: number | null, days: DayLog[] = []): Stats {
     return {
       requests: this.requests,
       byStatus: { ...this.byStatus },
@@ -68,6 +71,7 @@ export class StatsRecorder {
       firstRequestAt: this.firstRequestAt,
       lastRequestAt: this.lastRequestAt,
       since: this.since,
+      days,
     };
   }
 

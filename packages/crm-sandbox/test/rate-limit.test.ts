@@ -80,8 +80,8 @@ describe("daily token budget", () => {
     expect(exhausted.headers.get("x-ratelimit-reset")).toBeNull();
     expect(Number(exhausted.headers.get("retry-after"))).toBe(1);
     const resetAt = Date.parse(/resets at (\S+)$/.exec(String(exhausted.body.error))?.[1] ?? "");
-    expect(resetAt - Date.now()).toBeGreaterThan(3_590_000);
-    expect(resetAt - Date.now()).toBeLessThanOrEqual(3_600_000);
+    // The day ends at the next whole hour (days are multiples of their length since the epoch).
+    expect(resetAt).toBe(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000);
     // A cheaper call still fits in what is left.
     expect((await get(s, "/v1/deals/2", "c")).status).toBe(200);
     expect(s.stats().tokensSpent).toBe(86);
@@ -108,13 +108,40 @@ describe("daily token budget", () => {
     expect(spent.body.error).toBe("Daily API token budget reached");
   });
 
-  it("refills the budget when the daily period rolls over", async () => {
+  it("refills the budget when the daily period rolls over, and logs each day: when it began, what it admitted and refused, and who spent it", async () => {
     const clock = manualClock();
+    // Days begin at whole seconds (multiples of their length since the epoch).
+    clock.advance(1_000 - (clock.now() % 1_000));
+    const start = clock.now();
     const s = await sandbox({ dailyBudget: 20, dailyResetSeconds: 1 }, { clock: clock.now });
-    expect((await get(s, "/v1/deals")).status).toBe(200);
-    expect((await get(s, "/v1/deals")).status).toBe(429);
+    expect((await get(s, "/v1/deals", "a")).status).toBe(200);
+    expect((await get(s, "/v1/deals", "b")).status).toBe(429);
     clock.advance(1_050);
-    expect((await get(s, "/v1/deals")).status).toBe(200);
+    expect((await get(s, "/v1/deals", "b")).status).toBe(200);
+    expect(s.stats().days).toEqual([
+      {
+        startedAt: start,
+        endsAt: start + 1_000,
+        firstAdmittedAt: start,
+        admitted: 1,
+        spent: 20,
+        spentByToken: { a: 20 },
+        dailyRefusals: 1,
+        burstRefusals: 0,
+        blocked: 0,
+      },
+      {
+        startedAt: start + 1_000,
+        endsAt: start + 2_000,
+        firstAdmittedAt: start + 1_050,
+        admitted: 1,
+        spent: 20,
+        spentByToken: { b: 20 },
+        dailyRefusals: 0,
+        burstRefusals: 0,
+        blocked: 0,
+      },
+    ]);
   });
 
   it("charges nothing for requests that fail with 5xx", async () => {

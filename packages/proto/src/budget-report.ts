@@ -8,8 +8,6 @@ export interface DailyAllowance {
   resetAt: Date;
   /** Nothing stated the reset: resetAt is a guess the coordinator replaces by its probe schedule. */
   guessed?: boolean | undefined;
-  /** The day's whole allowance, when the source states it. */
-  limit?: number | undefined;
 }
 
 /**
@@ -19,6 +17,8 @@ export interface DailyAllowance {
 export interface BudgetReport {
   burstCapacity?: number | undefined;
   daily?: DailyAllowance | undefined;
+  /** The day's whole allowance in token units, when the source states it. */
+  dailyLimit?: number | undefined;
   /** A refusal: nothing may be sent to the account before this. */
   blockedUntil?: Date | undefined;
   spent: number;
@@ -48,9 +48,9 @@ export function budgetReportRequest(
           dailyRemaining: BigInt(report.daily.remaining),
           dailyResetAt: timestampFromDate(report.daily.resetAt),
           ...(report.daily.guessed ? { dailyResetGuessed: true } : {}),
-          ...(report.daily.limit !== undefined ? { dailyLimit: BigInt(report.daily.limit) } : {}),
         }
       : {}),
+    ...(report.dailyLimit !== undefined ? { dailyLimit: BigInt(report.dailyLimit) } : {}),
     ...(report.blockedUntil ? { blockedUntil: timestampFromDate(report.blockedUntil) } : {}),
   };
 }
@@ -61,8 +61,6 @@ export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { pro
     return { problem: "daily_remaining and daily_reset_at are reported together or not at all" };
   }
   if (req.spent < 0n) return { problem: "spent is an increment and cannot be negative" };
-  if (req.dailyLimit !== undefined && req.dailyRemaining === undefined)
-    return { problem: "daily_limit is reported with daily_remaining and daily_reset_at" };
   if (req.dailyLimit !== undefined && req.dailyLimit < 0n)
     return { problem: "daily_limit cannot be negative" };
   return {
@@ -74,9 +72,9 @@ export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { pro
             remaining: Number(req.dailyRemaining),
             resetAt: timestampDate(req.dailyResetAt),
             guessed: req.dailyResetGuessed || undefined,
-            limit: req.dailyLimit === undefined ? undefined : Number(req.dailyLimit),
           }
         : undefined,
     blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,
+    ...(req.dailyLimit !== undefined ? { dailyLimit: Number(req.dailyLimit) } : {}),
   };
 }

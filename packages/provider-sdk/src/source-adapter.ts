@@ -16,8 +16,6 @@ export interface DailyReading {
   resetAt: number;
   /** Where resetAt comes from; absent means the account's rule. */
   resetBy?: DailyResetSource;
-  /** The day's whole allowance, when the answer states it. */
-  limit?: number;
   /** The answer refused the call because the day's allowance is spent (not the burst window). */
   spent?: boolean;
 }
@@ -33,6 +31,8 @@ export interface BudgetReading {
   /** When the current burst window ends (epoch ms). */
   burstResetAt?: number;
   daily?: DailyReading;
+  /** The day's whole allowance in token units, when the answer states it. */
+  dailyLimit?: number;
   /**
    * The answer refused the call for the rate: nothing may be sent to the account before this (epoch
    * ms). The source client sets it for every refusal, from the adapter or its own default.

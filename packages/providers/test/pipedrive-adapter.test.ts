@@ -2,6 +2,7 @@ import { startSandbox } from "@drover/crm-sandbox";
 import { type BudgetPacer, type PacedAnswer, RateLimitedError, SourceClient } from "@drover/provider-sdk";
 import { describe, expect, it } from "vitest";
 import { dailyRefusal, nextMidnight, pipedriveAdapter } from "../src/crm/client.js";
+import { crmProvider } from "../src/crm/provider.js";
 
 /** Sends at once and keeps every answer the client hands it. */
 function recordingPacer(): BudgetPacer & { answers: PacedAnswer[]; costs: number[] } {
@@ -28,7 +29,12 @@ async function withSandbox<T>(
   const pacer = recordingPacer();
   try {
     return await fn(
-      new SourceClient({ baseUrl: sandbox.url, apiToken: "pd-token", adapter: pipedriveAdapter(dailyReset), pacer }),
+      new SourceClient({
+        baseUrl: sandbox.url,
+        apiToken: "pd-token",
+        adapter: pipedriveAdapter(dailyReset),
+        pacer,
+      }),
       pacer,
     );
   } finally {
@@ -65,9 +71,10 @@ describe("the Pipedrive adapter", () => {
         const refused = pacer.answers[1]!;
         expect(refused.status).toBe(429);
         expect(refused.reading.burstRemaining).toBeGreaterThan(0);
-        expect(refused.reading.daily).toMatchObject({ remaining: 0, spent: true, resetBy: "body", limit: 30 });
+        expect(refused.reading.daily).toMatchObject({ remaining: 0, spent: true, resetBy: "body" });
+        expect(refused.reading.dailyLimit).toBe(30);
         expect(refused.reading.daily!.resetAt).toBe(refused.reading.blockedUntil);
-        expect(refused.reading.daily!.resetAt).toBeGreaterThan(before + 3_500_000);
+        expect(refused.reading.daily!.resetAt).toBe(Math.floor(before / 3_600_000) * 3_600_000 + 3_600_000);
         expect((err as RateLimitedError).retryAt.getTime()).toBe(refused.reading.blockedUntil);
       },
     );
@@ -99,6 +106,16 @@ describe("the Pipedrive adapter", () => {
         rule,
       );
     }
+  });
+
+  it("puts a shorter day's reset (a sandbox's) at the next multiple of its length since the epoch", () => {
+    const headers = new Headers({
+      "x-daily-ratelimit-token-remaining": "500",
+      "x-daily-ratelimit-token-limit": "900",
+    });
+    const reading = pipedriveAdapter("UTC", 30).readBudget({ status: 200, headers }, 20, 1_000_012_345);
+    expect(reading.daily).toEqual({ remaining: 500, resetAt: 1_000_020_000, resetBy: "rule" });
+    expect(reading.dailyLimit).toBe(900);
   });
 
   it("reads a burst 429 as the burst window's, not as a spent day", () => {
@@ -133,5 +150,20 @@ describe("the Pipedrive adapter", () => {
       Date.parse("2026-01-01T15:00:00Z"),
     );
     expect(nextMidnight(Date.parse("2026-01-01T00:00:00Z"), "UTC")).toBe(Date.parse("2026-01-02T00:00:00Z"));
+  });
+});
+
+describe("the account's daily reset setting", () => {
+  it("takes a time zone or probe, and a day length up to a day, and says what to fix otherwise", () => {
+    const check = (settings: Record<string, string>) =>
+      crmProvider.validateConfig({ baseUrl: "https://x.pipedrive.com", apiToken: "t", settings });
+    expect(check({ dailyReset: "Europe/Berlin" })).toBeUndefined();
+    expect(check({ dailyReset: "probe", daySeconds: "60" })).toBeUndefined();
+    expect(check({ dailyReset: "Mars/Olympus" })).toBe(
+      'crm setting dailyReset must be an IANA time zone (e.g. Europe/Berlin) or "probe", got "Mars/Olympus"',
+    );
+    expect(check({ daySeconds: "0" })).toBe(
+      'crm setting daySeconds must be an integer from 1 to 86400, got "0"',
+    );
   });
 });

@@ -209,10 +209,10 @@ export class BudgetKeeper {
     }
     const now = this.now();
     let blockedUntil = r.blockedUntil?.getTime() ?? 0;
+    if (r.dailyLimit !== undefined && r.dailyLimit > 0) a.dailyLimit = r.dailyLimit;
     if (r.daily) {
-      const { remaining, guessed, limit } = r.daily;
+      const { remaining, guessed } = r.daily;
       let resetAt = r.daily.resetAt.getTime();
-      if (limit !== undefined && limit > 0) a.dailyLimit = limit;
       const before = [a.dailyRemaining, a.dailyResetAt];
       if (guessed) {
         // Nothing said when the day returns: probe then, later each time the probe finds it spent.

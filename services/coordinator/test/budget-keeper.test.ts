@@ -189,7 +189,8 @@ describe("budget keeper", () => {
     const reset = new Date(clock + 3_600_000);
     await keeper.report("crm", "d3", {
       burstCapacity: 1_000,
-      daily: { remaining: 1_000, resetAt: reset, limit: 1_000 },
+      daily: { remaining: 1_000, resetAt: reset },
+      dailyLimit: 1_000,
       spent: 0,
     });
     let granted = 0;
@@ -207,7 +208,7 @@ describe("budget keeper", () => {
     });
     clock = reset.getTime() + 1;
     await keeper.report("crm", "d3", {
-      daily: { remaining: 1_000, resetAt: new Date(clock + 3_600_000), limit: 1_000 },
+      daily: { remaining: 1_000, resetAt: new Date(clock + 3_600_000) },
       spent: 0,
     });
     expect(await keeper.lease("crm", "d3", 10, 20, 0, half!.id, "w1")).toMatchObject({

@@ -113,18 +113,20 @@ export class LeasedBudgetPacer implements BudgetPacer {
       daily &&
       (daily.spent ||
         daily.remaining !== this.known.dailyRemaining ||
-        daily.resetAt !== this.known.dailyResetAt ||
-        daily.limit !== this.known.dailyLimit)
+        daily.resetAt !== this.known.dailyResetAt)
     ) {
       this.known.dailyRemaining = daily.remaining;
       this.known.dailyResetAt = daily.resetAt;
-      this.known.dailyLimit = daily.limit;
       this.pending.daily = {
         remaining: daily.remaining,
         resetAt: new Date(daily.resetAt),
         ...(daily.resetBy === "guess" ? { guessed: true } : {}),
-        ...(daily.limit !== undefined ? { limit: daily.limit } : {}),
       };
+      urgent = true;
+    }
+    if (reading.dailyLimit !== undefined && reading.dailyLimit !== this.known.dailyLimit) {
+      this.known.dailyLimit = reading.dailyLimit;
+      this.pending.dailyLimit = reading.dailyLimit;
       urgent = true;
     }
     if (daily?.spent && reading.blockedUntil !== undefined) this.onAccountWall(reading.blockedUntil);
@@ -168,7 +170,11 @@ export class LeasedBudgetPacer implements BudgetPacer {
   report(): Promise<void> {
     const p = this.pending;
     const hasNews =
-      p.burstCapacity !== undefined || p.daily !== undefined || p.blockedUntil !== undefined || p.spent > 0;
+      p.burstCapacity !== undefined ||
+      p.daily !== undefined ||
+      p.dailyLimit !== undefined ||
+      p.blockedUntil !== undefined ||
+      p.spent > 0;
     if (!hasNews) return this.reporting ?? Promise.resolve();
     this.pending = { spent: 0 };
     this.reportedAt = Date.now();
@@ -184,6 +190,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
           this.pending = {
             burstCapacity: this.pending.burstCapacity ?? p.burstCapacity,
             daily: this.pending.daily ?? p.daily,
+            dailyLimit: this.pending.dailyLimit ?? p.dailyLimit,
             blockedUntil: this.pending.blockedUntil ?? p.blockedUntil,
             spent: this.pending.spent + p.spent,
           };

@@ -121,7 +121,8 @@ describe("a spent day", () => {
       status: 429,
       cost: 20,
       reading: {
-        daily: { remaining: 0, resetAt, resetBy: "guess", spent: true, limit: 1_000 },
+        daily: { remaining: 0, resetAt, resetBy: "guess", spent: true },
+        dailyLimit: 1_000,
         blockedUntil: resetAt,
       },
     });

@@ -37,8 +37,15 @@ const EDGE_BLOCK_MS = 60_000;
  * DEFAULT_DAILY_RESET), else a guess the budget keeper probes. The rule is off by an hour on the day
  * a time zone changes its offset.
  */
-export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET): SourceAdapter {
-  const rule = (now: number) => (dailyReset === "probe" ? undefined : nextMidnight(now, dailyReset));
+export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 86_400): SourceAdapter {
+  const dayMs = daySeconds * 1000;
+  const rule = (now: number) =>
+    dailyReset === "probe"
+      ? undefined
+      : daySeconds === 86_400
+        ? nextMidnight(now, dailyReset)
+        : // A shorter day (a sandbox's) starts at multiples of its length since the epoch.
+          Math.floor(now / dayMs) * dayMs + dayMs;
   return {
     authHeaders: (token) => ({ "x-api-token": token }),
     cost: (type) => TOKEN_COSTS[type],
@@ -54,22 +61,20 @@ export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET): SourceAdapte
         reading.burstWindowMs = BURST_WINDOW_MS;
       }
       if (remaining !== undefined) reading.burstRemaining = remaining;
+      if (dailyLimit !== undefined) reading.dailyLimit = dailyLimit;
       if (reset !== undefined) reading.burstResetAt = now + Math.max(reset, 0) * 1000;
       const refusal = status === 429 ? dailyRefusal(body) : undefined;
       if (status === 429 && (refusal !== undefined || (daily !== undefined && daily < cost))) {
         // The day is spent: nothing goes to the account before its reset, whatever the burst headers say.
         const { resetAt, resetBy } = dailyResetOf({ body: refusal?.resetAt, rule: rule(now) }, now);
         reading.daily = { remaining: 0, resetAt, resetBy, spent: true };
-        if (dailyLimit !== undefined) reading.daily.limit = dailyLimit;
         reading.blockedUntil = resetAt;
         return reading;
       }
       if (status === 429) reading.blockedUntil = now + Math.max(1, reset ?? RATE_LIMIT_WAIT_S) * 1000;
       const ruled = rule(now);
-      if (daily !== undefined && ruled !== undefined) {
+      if (daily !== undefined && ruled !== undefined)
         reading.daily = { remaining: daily, resetAt: ruled, resetBy: "rule" };
-        if (dailyLimit !== undefined) reading.daily.limit = dailyLimit;
-      }
       return reading;
     },
     throttledUntil: ({ status, body }, now) =>
@@ -98,7 +103,6 @@ export function dailyRefusal(body: string | undefined): { resetAt?: number } | u
   return Number.isFinite(resetAt) ? { resetAt } : {};
 }
 
-
 /**
  * One pacer per source account and process: every task of this worker that talks to the account
  * reads the same rate-limit headers, so they slow down together instead of each finding the wall.
@@ -111,7 +115,8 @@ const pacers = new Map<string, HeaderBudgetPacer>();
  */
 export function clientFor(run: RunInfo, baseUrl: string, leased?: BudgetPacer): SourceClient {
   const apiToken = run.secret ?? "";
-  const adapter = pipedriveAdapter(runSettings(run).settings.dailyReset);
+  const { dailyReset, daySeconds } = runSettings(run).settings;
+  const adapter = pipedriveAdapter(dailyReset, daySeconds);
   if (leased) return new SourceClient({ baseUrl, apiToken, adapter, pacer: leased });
   const key = `${run.source}\u0000${run.sourceAccount}`;
   let pacer = pacers.get(key);

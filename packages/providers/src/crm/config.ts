@@ -37,6 +37,11 @@ export interface CrmSettings {
    * midnight it is (Pipedrive: "midnight at server's timezone"), or "probe" (see DEFAULT_DAILY_RESET).
    */
   dailyReset: string;
+  /**
+   * The length of the source's day in seconds: 86400 for Pipedrive; shorter only for a sandbox
+   * whose day is (its days then start at multiples of this since the epoch).
+   */
+  daySeconds: number;
 }
 
 export const DEFAULT_SETTINGS: CrmSettings = {
@@ -49,6 +54,7 @@ export const DEFAULT_SETTINGS: CrmSettings = {
   windowSize: 250,
   dailyTokens: 0,
   dailyReset: DEFAULT_DAILY_RESET,
+  daySeconds: 86_400,
 };
 
 type NumericSetting = Exclude<keyof CrmSettings, "dailyReset">;
@@ -62,6 +68,7 @@ const LIMITS: Record<NumericSetting, [number, number]> = {
   bodyConcurrency: [1, 16],
   windowSize: [1, 1000],
   dailyTokens: [0, 1_000_000_000],
+  daySeconds: [1, 86_400],
 };
 
 /** Returns what to fix, or the settings. */

@@ -187,7 +187,8 @@ export type ReportBudgetRequest = Message<"drover.v1.ReportBudgetRequest"> & {
   dailyResetGuessed: boolean;
 
   /**
-   * The day's whole allowance in token units, when the source states it (a run's daily_share is of this).
+   * The day's whole allowance in token units, when the source states it (a run's daily_share is of
+   * this); sent when it changes, with or without a daily count.
    *
    * @generated from field: optional int64 daily_limit = 12;
    */
