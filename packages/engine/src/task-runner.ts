@@ -317,8 +317,9 @@ async function endFailedAttempt(
   if (cls === "rate_limited") {
     const retryAt = err instanceof RateLimitedError ? err.retryAt : new Date(knownWall(deps, run));
     const parked = await parkTask(db, task.id, claimToken, retryAt, error);
-    // The wall is the account's, not this task's: its pending siblings wait too instead of each hitting it.
-    await parkSiblings(db, run, retryAt);
+    // The wall is the account's, not this task's: its pending siblings wait too instead of each
+    // hitting it (only the run's own, when it is the run's spent daily share).
+    await parkSiblings(db, run, retryAt, err instanceof RateLimitedError ? err.scope : "account");
     return parked ? { status: "parked", error } : { status: "lost" };
   }
   if (cls === "transient" && task.attempts < deps.maxAttempts) {

@@ -280,13 +280,16 @@ export async function parkTask(
  */
 export async function parkSiblings(
   q: Queryable,
-  account: { source: string; sourceAccount: string },
+  account: { id?: string; source: string; sourceAccount: string },
   retryAt: Date,
+  /** "run": the wall is the run's alone (its daily share is spent), the account's other runs go on. */
+  scope: "account" | "run" = "account",
 ): Promise<number> {
+  const onlyRun = scope === "run" && account.id ? sql`and r.id = ${account.id}::uuid` : sql``;
   const rows = await q.execute(sql`
     update drover.tasks t set available_at = ${retryAt.toISOString()}::timestamptz, dispatched_at = null, updated_at = now()
       from drover.runs r
-     where r.id = t.run_id and r.source = ${account.source} and r.source_account = ${account.sourceAccount}
+     where r.id = t.run_id and r.source = ${account.source} and r.source_account = ${account.sourceAccount} ${onlyRun}
        and r.status = 'running' and t.status = 'pending' and t.available_at < ${retryAt.toISOString()}::timestamptz
     returning t.id`);
   return rows.length;

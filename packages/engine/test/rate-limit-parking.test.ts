@@ -60,6 +60,37 @@ describe("a 429", () => {
   });
 });
 
+describe("a run's spent daily share", () => {
+  it("parks the run's own tasks until the next day, and leaves the other runs on the account going", async () => {
+    const shareReturns = new Date(Date.now() + 3_600_000);
+    const shareSpent: Provider = {
+      ...walled,
+      runTask: async () => {
+        throw new RateLimitedError("run has spent its daily share", shareReturns, { scope: "run" });
+      },
+    };
+    const run = await insertRun(h.db, { sourceAccount: "shared", tenantId: "t-s1" });
+    const other = await insertRun(h.db, { sourceAccount: "shared", tenantId: "t-s2" });
+    const task = await insertTask(h.db, run.id);
+    const sibling = await insertTask(h.db, run.id);
+    const cousin = await insertTask(h.db, other.id);
+    const outcome = await runAssignment(
+      { db: h.db, providers: new Map([["test", shareSpent]]), workerId: "w", maxAttempts: 3, notesCap: 10 },
+      task.id,
+      { shutdown: new AbortController().signal, working: () => {} },
+    );
+    expect(outcome.status).toBe("parked");
+    const rows = await h.db.execute<{ id: string; parked: boolean }>(sql`
+      select id, available_at >= ${shareReturns.toISOString()}::timestamptz - interval '1 second' as parked
+        from drover.tasks where id in (${task.id}, ${sibling.id}, ${cousin.id}) order by id`);
+    expect(rows.map((r) => [Number(r.id), r.parked])).toEqual([
+      [task.id, true],
+      [sibling.id, true],
+      [cousin.id, false],
+    ]);
+  });
+});
+
 /** A refusal classified as rate limited that states no time of its own. */
 class TimelessRefusal extends DroverError {
   readonly class = "rate_limited" as const;

@@ -22,7 +22,10 @@ export const MAX_PROBE_MS = 3_600_000;
  * it, the refusal's own body, the account's documented rule; else a guess (`now + FIRST_PROBE_MS`)
  * that the budget keeper turns into probes with backoff. A reset already behind `now` says nothing.
  */
-export function dailyResetOf(clues: DailyResetClues, now: number): { resetAt: number; resetBy: DailyResetSource } {
+export function dailyResetOf(
+  clues: DailyResetClues,
+  now: number,
+): { resetAt: number; resetBy: DailyResetSource } {
   for (const by of ["header", "body", "rule"] as const) {
     const at = clues[by];
     if (at !== undefined && Number.isFinite(at) && at > now) return { resetAt: at, resetBy: by };

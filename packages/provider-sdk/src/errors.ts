@@ -36,13 +36,19 @@ export class TransientError extends DroverError {
 
 export class RateLimitedError extends DroverError {
   readonly class = "rate_limited" as const;
+  /**
+   * Whose wall it is: the source account's (a 429, a spent day: every run on it waits), or only
+   * this run's (it has spent its daily share; the others on the account go on).
+   */
+  readonly scope: "account" | "run";
   constructor(
     message: string,
     /** Not before this instant. */
     readonly retryAt: Date,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; scope?: "account" | "run" },
   ) {
     super(message, options);
+    this.scope = options?.scope ?? "account";
   }
 }
 

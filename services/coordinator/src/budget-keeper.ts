@@ -181,6 +181,12 @@ export class BudgetKeeper {
       return { kind: "wait", retryAt: start - this.options.leadMs - this.options.horizonMs };
     }
     let granted = Math.min(Math.max(1, want), Math.floor((reach - start) / interval) + 1);
+    if (share !== null && a.shareDayEndsAt > 0) {
+      // A share is counted per day as the source counts it, by when the call arrives: no slot of
+      // today's share lands in tomorrow.
+      if (start >= a.shareDayEndsAt) return { kind: "wait", retryAt: a.shareDayEndsAt };
+      granted = Math.min(granted, Math.ceil((a.shareDayEndsAt - start) / interval));
+    }
     if (a.dailyRemaining !== null && tokensPerSlot > 0) {
       granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
       a.dailyRemaining -= granted * tokensPerSlot;

@@ -250,9 +250,10 @@ export class LeasedBudgetPacer implements BudgetPacer {
           const at = Date.parse(err.details.retry_at ?? "") || this.knownWall();
           // Every task of this process on the account waits for it too, without asking again; a
           // run's spent share walls only that run's pacer.
-          if (err.details.scope !== "run") this.onAccountWall(at);
+          const scope = err.details.scope === "run" ? "run" : "account";
+          if (scope === "account") this.onAccountWall(at);
           else this.wall(at);
-          throw new RateLimitedError(err.message, new Date(at));
+          throw new RateLimitedError(err.message, new Date(at), { scope });
         }
         if (signal?.aborted) throw err;
         // The coordinator is restarting or failing over: wait a little, then give the task back.

@@ -1,0 +1,173 @@
+import type { DayLog } from "@drover/crm-sandbox";
+import { accountFor, accountingProblems } from "@drover/local-cluster";
+import { RunStatus } from "@drover/proto";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Harness, openClusterHarness, until, watchToEnd } from "../support/cluster-harness.js";
+
+/**
+ * Runs that span days: a sandbox whose "day" lasts DAY_S seconds and whose daily budget covers
+ * about a third of the account. The import must finish over several resets with every row
+ * accounted for, without a 403, without a failed task or a spent attempt, wasting at most one
+ * request per worker per reset, and resuming within 10 s of each reset. Then two tenants' runs on
+ * one account, with daily shares of 0.5 and 0.25, each stay within its share of every day.
+ */
+const DAY_S = 30;
+const WORKERS = 2;
+/** About a third of what the account below costs to import (lists 20 tokens, one mail body 2). */
+const DAILY_BUDGET = 1_400;
+const ACCOUNT = "daily-co";
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await openClusterHarness({
+    workers: WORKERS,
+    laneWidth: 3,
+    sandbox: {
+      organizations: 60,
+      persons: 120,
+      deals: 100,
+      leads: 40,
+      activities: 100,
+      notes: 100,
+      "mail-per-deal-max": 2,
+      "list-include-body": 0,
+      "burst-limit": 40,
+      "daily-budget": DAILY_BUDGET,
+      "daily-reset-seconds": DAY_S,
+      "latency-ms": 5,
+    },
+    env: { DROVER_REAPER_INTERVAL_MS: "500" },
+  });
+}, 180_000);
+
+afterAll(async () => {
+  await h?.close();
+}, 120_000);
+
+async function days(): Promise<DayLog[]> {
+  return ((await (await fetch(`${h.cluster.sandboxUrl}/__sandbox/stats`)).json()) as { days: DayLog[] }).days;
+}
+
+/** The account's settings as its operator gives them: the sandbox's short day, reset by the rule. */
+const settings = { pageSize: "25", dailyReset: "UTC", daySeconds: String(DAY_S) };
+
+describe("a run that spans days", () => {
+  it("finishes over several resets with every row, no 403, no spent attempt, at most one wasted request per worker per reset, resuming within 10 s", async () => {
+    const tenantId = "daily-e2e";
+    const since = new Date();
+    const { run } = await h.client.startRun({
+      tenantId,
+      source: "crm",
+      sourceAccount: ACCOUNT,
+      sourceConfig: { baseUrl: h.cluster.sandboxUrl, apiToken: "daily-token", settings },
+    });
+    // While the day is spent, GetRun says what the run waits for and until when.
+    const parked = await until(
+      "the run to wait for the daily budget",
+      async () => {
+        const r = (await h.client.getRun({ runId: run!.id })).run!;
+        return r.budget?.dailySpent ? r : r.status === RunStatus.RUNNING ? undefined : r;
+      },
+      3 * DAY_S * 1000,
+    );
+    expect(parked.budget?.dailySpent).toBe(true);
+    expect(parked.budget?.dailyResetTimeZone).toBe("UTC");
+
+    const last = await watchToEnd(h.client, run!.id);
+    const ended = Date.now();
+    expect(last.status).toBe(RunStatus.SUCCEEDED);
+
+    const truth = (await (await fetch(`${h.cluster.sandboxUrl}/__sandbox/truth`)).json()) as {
+      kinds: Record<string, { ids: string[]; malformed: string[] }>;
+    };
+    const accounts = await accountFor(
+      h.database.db,
+      { tenantId, source: "crm", sourceAccount: ACCOUNT, since },
+      truth.kinds,
+    );
+    expect(accountingProblems(accounts)).toEqual([]);
+
+    // No task failed, and none spent an attempt on a wait: every one finished on its first.
+    const [tasks] = await h.database.db.execute<{ failed: string; most: number; total: string }>(sql`
+      select count(*) filter (where status = 'failed') as failed, max(attempts) as most, count(*) as total
+        from drover.tasks where run_id = ${run!.id}::uuid`);
+    expect({ failed: Number(tasks!.failed), mostAttempts: tasks!.most }).toEqual({
+      failed: 0,
+      mostAttempts: 1,
+    });
+
+    const log = (await days()).filter((d) => d.endsAt > since.getTime() && d.startedAt < ended);
+    // The resets the run lived through: the days that began after its first request.
+    const firstSent = Math.min(...log.map((d) => d.firstAdmittedAt ?? Number.POSITIVE_INFINITY));
+    const resets = log.filter((d) => d.startedAt > firstSent);
+    const lines = log.map(
+      (d) =>
+        `day from ${new Date(d.startedAt).toISOString()}: ${d.admitted} admitted, ${d.spent}/${DAILY_BUDGET} tokens, ` +
+        `${d.dailyRefusals} daily 429, ${d.burstRefusals} burst 429, ${d.blocked} 403, first request ` +
+        (d.firstAdmittedAt === null
+          ? "none"
+          : `${((d.firstAdmittedAt - d.startedAt) / 1000).toFixed(1)} s in`),
+    );
+    console.log(`daily budget run over ${resets.length} resets:\n  ${lines.join("\n  ")}`);
+    expect(resets.length).toBeGreaterThanOrEqual(3);
+    for (const d of log) {
+      expect(d.blocked, "403 blocks").toBe(0);
+      expect(d.dailyRefusals + d.burstRefusals, "wasted requests in a day").toBeLessThanOrEqual(WORKERS);
+    }
+    // Every day the run spent whole (it waited for the reset) resumed within 10 s of it.
+    for (const d of resets.slice(0, -1)) {
+      expect(d.firstAdmittedAt, `the day from ${new Date(d.startedAt).toISOString()}`).not.toBeNull();
+      expect(d.firstAdmittedAt! - d.startedAt).toBeLessThanOrEqual(10_000);
+    }
+  }, 300_000);
+
+  it("holds two tenants' runs on one account to their daily shares of each day", async () => {
+    const shares = { "share-a": 0.5, "share-b": 0.25 } as const;
+    const started = Date.now();
+    const runIds: string[] = [];
+    for (const [tenantId, dailyShare] of Object.entries(shares)) {
+      const { run } = await h.client.startRun({
+        tenantId,
+        source: "crm",
+        sourceAccount: ACCOUNT,
+        sourceConfig: { baseUrl: h.cluster.sandboxUrl, apiToken: `${tenantId}-token`, settings },
+        dailyShare,
+      });
+      expect(run!.dailyShare).toBe(dailyShare);
+      runIds.push(run!.id);
+    }
+    // Two whole days after the first reset, unless both are done before.
+    const firstReset = Math.ceil(started / (DAY_S * 1000)) * DAY_S * 1000;
+    await until(
+      "two days of shared budget",
+      async () => {
+        if (Date.now() > firstReset + 2 * DAY_S * 1000 + 500) return true;
+        const runs = await Promise.all(runIds.map(async (runId) => (await h.client.getRun({ runId })).run!));
+        return runs.every((r) => r.status !== RunStatus.RUNNING);
+      },
+      4 * DAY_S * 1000,
+    );
+    for (const runId of runIds) await h.client.stopRun({ runId }).catch(() => {});
+
+    const log = (await days()).filter((d) => d.endsAt > started);
+    console.log(
+      `daily shares: ${log
+        .map(
+          (d) =>
+            `${new Date(d.startedAt).toISOString()} a=${d.spentByToken["share-a-token"] ?? 0} b=${d.spentByToken["share-b-token"] ?? 0}`,
+        )
+        .join(", ")}`,
+    );
+    for (const d of log) {
+      expect(d.spentByToken["share-a-token"] ?? 0).toBeLessThanOrEqual(shares["share-a"] * DAILY_BUDGET);
+      expect(d.spentByToken["share-b-token"] ?? 0).toBeLessThanOrEqual(shares["share-b"] * DAILY_BUDGET);
+      expect(d.blocked).toBe(0);
+    }
+    // Each run had its share of the first whole day.
+    const whole = log.find((d) => d.startedAt >= firstReset);
+    expect(whole?.spentByToken["share-a-token"]).toBeGreaterThan(0);
+    expect(whole?.spentByToken["share-b-token"]).toBeGreaterThan(0);
+  }, 300_000);
+});
