@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { checkServices, REPO_ROOT } from "@drover/local-cluster";
 import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
 import { crmEngineScenario } from "./crm-engine.js";
+import { dailyBudgetScenario } from "./daily-budget.js";
 import { closeOpenClusters, DATABASE_URL, NATS_URL } from "./harness.js";
 import { ledgerGrowthScenario } from "./ledger-growth.js";
 import { parallelFetchScenario } from "./parallel-fetch.js";
@@ -37,6 +38,7 @@ const SCENARIOS: readonly Scenario[] = [
   crmEngineScenario,
   tableCopyScenario,
   ledgerGrowthScenario,
+  dailyBudgetScenario,
 ];
 
 /** Names that select several scenarios at once. */
@@ -67,6 +69,8 @@ const FIGURE_ORDER = [
   "copy_pipe_rows_per_s",
   "table_streamed_vs_copy_pipe",
   "table_worker_rss_mb",
+  "daily_wasted_requests_per_reset",
+  "daily_resume_lag_s",
 ];
 
 const COUNTS = new Set([
@@ -102,6 +106,8 @@ const GOALS: readonly Goal[] = [
   { figure: "table_vs_insert_select", op: ">=", target: 0.85 },
   { figure: "table_streamed_vs_copy_pipe", op: ">=", target: 0.8 },
   { figure: "table_worker_rss_mb", op: "<=", target: 300 },
+  { figure: "daily_wasted_requests_per_reset", op: "<=", target: 1 },
+  { figure: "daily_resume_lag_s", op: "<=", target: 10 },
 ];
 
 /** Figures printed without a goal, on purpose. */

@@ -1,0 +1,92 @@
+import type { DayLog } from "@drover/crm-sandbox";
+import { openBenchCluster } from "./harness.js";
+import type { Scenario, ScenarioResult } from "./scenario.js";
+
+/**
+ * daily_wasted_requests_per_reset and daily_resume_lag_s: an import that spans several "days" of a
+ * sandbox whose day lasts DAY_S seconds and whose daily budget covers about a third of the account
+ * (the account of test/e2e/daily-budget.test.ts), by two workers of lane width 3, the account's
+ * reset known by its rule (crm settings dailyReset UTC, daySeconds DAY_S).
+ *
+ * wasted = the worst day's refused requests (429s of either kind and 403s) ÷ workers: the goal is at
+ * most one wasted request per worker per reset. resume lag = the longest wait, over the resets the
+ * run lived through, from a reset to the first request the sandbox admitted after it.
+ */
+
+const WORKERS = 2;
+const LANE_WIDTH = 3;
+
+function workload(quick: boolean) {
+  // Quick: half the account and 20 s days; the run still crosses about three resets.
+  const scale = quick ? 0.5 : 1;
+  const rows = (n: number) => Math.max(1, Math.round(n * scale));
+  const daySeconds = quick ? 20 : 30;
+  return {
+    daySeconds,
+    sandbox: {
+      seed: 42,
+      organizations: rows(60),
+      persons: rows(120),
+      deals: rows(100),
+      leads: rows(40),
+      activities: rows(100),
+      notes: rows(100),
+      "mail-per-deal-max": 2,
+      "list-include-body": 0,
+      "burst-limit": 40,
+      "daily-budget": Math.round(1_400 * scale),
+      "daily-reset-seconds": daySeconds,
+      "latency-ms": 5,
+    },
+    settings: { pageSize: "25", dailyReset: "UTC", daySeconds: String(daySeconds) },
+  };
+}
+
+export const dailyBudgetScenario: Scenario & {
+  run(context?: { quick?: boolean }): Promise<ScenarioResult>;
+} = {
+  name: "daily_budget",
+  selects: ["daily_wasted_requests_per_reset", "daily_resume_lag_s"],
+  async run(context?: { quick?: boolean }): Promise<ScenarioResult> {
+    const { daySeconds, sandbox, settings } = workload(context?.quick === true);
+    const bench = await openBenchCluster({
+      name: "daily-budget",
+      workers: WORKERS,
+      laneWidth: LANE_WIDTH,
+      sandbox,
+      env: { DROVER_REAPER_INTERVAL_MS: "500" },
+    });
+    try {
+      const outcome = await bench.runToEnd(
+        { tenantId: "bench", sourceAccount: "bench-daily", kinds: [], settings },
+        20 * daySeconds * 1000,
+      );
+      const days = (outcome.stats as { days?: DayLog[] }).days ?? [];
+      const lived = days.filter((d) => d.endsAt > outcome.startedAt && d.startedAt < outcome.finishedAt);
+      const firstSent = Math.min(...lived.map((d) => d.firstAdmittedAt ?? Number.POSITIVE_INFINITY));
+      const resets = lived.filter((d) => d.startedAt > firstSent);
+      const wasted = lived.map((d) => d.dailyRefusals + d.burstRefusals + d.blocked);
+      const lags = resets.map((d) =>
+        d.firstAdmittedAt === null ? daySeconds : (d.firstAdmittedAt - d.startedAt) / 1000,
+      );
+      if (resets.length === 0) throw new Error("the run ended within one day: no reset to measure");
+      return {
+        figures: {
+          daily_wasted_requests_per_reset: Math.max(0, ...wasted) / WORKERS,
+          daily_resume_lag_s: Math.max(...lags),
+        },
+        settings: { workers: WORKERS, laneWidth: LANE_WIDTH, sandbox, crmSettings: settings },
+        details: {
+          resets: resets.length,
+          days: lived,
+          wastedPerDay: wasted,
+          resumeLagsSeconds: lags,
+          runSeconds: (outcome.finishedAt - outcome.startedAt) / 1000,
+          logs: bench.cluster.logDir,
+        },
+      };
+    } finally {
+      await bench.close();
+    }
+  },
+};
