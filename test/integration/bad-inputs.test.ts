@@ -77,6 +77,7 @@ const good = () => ({
     apiToken: API_TOKEN,
     settings: { ...SETTINGS } as Record<string, string>,
   },
+  dailyShare: undefined as number | undefined,
 });
 type StartRequest = ReturnType<typeof good>;
 const startWith = (spoil: (r: StartRequest) => void) => (client: Client) => {
@@ -210,6 +211,20 @@ const INVALID_CALLS: Case[] = [
       message,
     }),
   ),
+  ...([0, -0.5, 1.5, Number.NaN] as const).map(
+    (share): Case => ({
+      name: `StartRun, daily_share ${share}`,
+      call: startWith((r) => (r.dailyShare = share)),
+      code: Code.INVALID_ARGUMENT,
+      message: /^daily_share must be above 0 and at most 1 \(a share of the account's day\), got /,
+    }),
+  ),
+  {
+    name: "StartRun, a crm dailyReset that names no time zone",
+    call: startWith((r) => (r.sourceConfig.settings.dailyReset = "Mars/Olympus")),
+    code: Code.INVALID_ARGUMENT,
+    message: /dailyReset must be an IANA time zone \(e\.g\. Europe\/Berlin\) or "probe", got "Mars\/Olympus"/,
+  },
   // Run ids: malformed, and well-formed but unknown, on every RPC that takes one.
   ...(["getRun", "stopRun", "resumeRun", "retryRun", "verifyRun", "listNotes"] as const).flatMap(
     (rpc): Case[] => [
