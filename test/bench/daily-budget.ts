@@ -38,7 +38,7 @@ function workload(quick: boolean) {
       "daily-reset-seconds": daySeconds,
       "latency-ms": 5,
     },
-    settings: { pageSize: "25", dailyReset: "UTC", daySeconds: String(daySeconds) },
+    settings: { pageSize: "25", dealsPerMailTask: "2", dailyReset: "UTC", daySeconds: String(daySeconds) },
   };
 }
 
