@@ -81,7 +81,7 @@ describe("a run that spans days", () => {
 
     const last = await Promise.race([
       watchToEnd(h.client, run!.id),
-      new Promise<undefined>((r) => setTimeout(r, 8 * DAY_S * 1000)),
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 8 * DAY_S * 1000)),
     ]);
     // A run that did not finish in time must not spend the next test's days.
     if (last?.status !== RunStatus.SUCCEEDED) await h.client.stopRun({ runId: run!.id }).catch(() => {});
