@@ -110,7 +110,13 @@ describe("a spent day", () => {
   it("is reported at once with its reset, guessed or not, and walls every run's pacer of the account in this process", async () => {
     const reports: Record<string, unknown>[] = [];
     const leases = new BudgetLeases(
-      { ...coordinator(40), reportBudget: async (req) => (reports.push(req as never), {}) as never },
+      {
+        ...coordinator(40),
+        reportBudget: async (req) => {
+          reports.push(req as never);
+          return {} as never;
+        },
+      },
       "w",
     );
     const mine = leases.for("crm", "acct", "run-a");
@@ -159,7 +165,13 @@ describe("a spent day", () => {
     const asked: Record<string, unknown>[] = [];
     const base = coordinator(40);
     const pacer = new BudgetLeases(
-      { ...base, leaseBudget: (...args) => (asked.push(args[0] as never), base.leaseBudget(...args)) },
+      {
+        ...base,
+        leaseBudget: (...args) => {
+          asked.push(args[0] as never);
+          return base.leaseBudget(...args);
+        },
+      },
       "w",
     ).for("crm", "acct", "run-a");
     await pacer.acquire(20);
