@@ -19,6 +19,8 @@ export interface BudgetReport {
   daily?: DailyAllowance | undefined;
   /** The day's whole allowance in token units, when the source states it. */
   dailyLimit?: number | undefined;
+  /** Token units of granted slots that went unused (late, or taken back by a wall): an increment. */
+  unused?: number | undefined;
   /** A refusal: nothing may be sent to the account before this. */
   blockedUntil?: Date | undefined;
   spent: number;
@@ -28,6 +30,8 @@ export interface BudgetReportAccount {
   source: string;
   sourceAccount: string;
   workerId: string;
+  /** The run the reporting pacer leases for, if it leases per run. */
+  runId?: string | undefined;
 }
 
 /**
@@ -51,6 +55,7 @@ export function budgetReportRequest(
         }
       : {}),
     ...(report.dailyLimit !== undefined ? { dailyLimit: BigInt(report.dailyLimit) } : {}),
+    ...(report.unused ? { unused: BigInt(report.unused) } : {}),
     ...(report.blockedUntil ? { blockedUntil: timestampFromDate(report.blockedUntil) } : {}),
   };
 }
@@ -61,6 +66,7 @@ export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { pro
     return { problem: "daily_remaining and daily_reset_at are reported together or not at all" };
   }
   if (req.spent < 0n) return { problem: "spent is an increment and cannot be negative" };
+  if (req.unused < 0n) return { problem: "unused is an increment and cannot be negative" };
   if (req.dailyLimit !== undefined && req.dailyLimit < 0n)
     return { problem: "daily_limit cannot be negative" };
   return {
@@ -76,5 +82,6 @@ export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { pro
         : undefined,
     blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,
     ...(req.dailyLimit !== undefined ? { dailyLimit: Number(req.dailyLimit) } : {}),
+    ...(req.unused > 0n ? { unused: Number(req.unused) } : {}),
   };
 }

@@ -79,6 +79,8 @@ export class SourceClient {
         continue;
       }
       if (Date.now() - at <= this.pacer.graceMs) return;
+      // Too late to use: the pacer hears that it went unused, and a fresh one is taken.
+      this.pacer.release?.(1);
       at = (await this.pacer.acquire(cost, signal, 1))[0]!;
     }
   }

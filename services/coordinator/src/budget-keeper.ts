@@ -204,7 +204,7 @@ export class BudgetKeeper {
   }
 
   /** What a worker read from the source's answers: only the readings that changed, spent as an increment. */
-  async report(source: string, account: string, r: BudgetReport): Promise<void> {
+  async report(source: string, account: string, r: BudgetReport, runId = ""): Promise<void> {
     const a = await this.account(source, account);
     if (r.burstCapacity !== undefined && r.burstCapacity > 0 && r.burstCapacity !== a.capacity) {
       a.capacity = r.burstCapacity;
@@ -270,6 +270,13 @@ export class BudgetKeeper {
     if (r.spent > 0) {
       a.spentDelta += r.spent;
       a.dirty = true;
+    }
+    if (r.unused !== undefined && r.unused > 0) {
+      // Granted slots that went unused: counted off the day at the grant, they are the day's again
+      // (and the run's share's); the source's next count still caps what the keeper believes.
+      if (a.dailyRemaining !== null && a.spentUntil <= now) a.dailyRemaining += r.unused;
+      if (runId && a.runGranted.has(runId))
+        a.runGranted.set(runId, Math.max(0, a.runGranted.get(runId)! - r.unused));
     }
   }
 

@@ -98,7 +98,7 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
           // The leader checks the worker's own credential.
           metadata: forwardedCredentials(call),
         });
-      await ctx.budgets.report(source, account, report);
+      await ctx.budgets.report(source, account, report, req.runId);
       return {};
     },
   };

@@ -216,4 +216,23 @@ describe("budget keeper", () => {
       granted: 10,
     });
   });
+
+  it("gives the day and the run's share back the tokens of granted slots a worker reports unused", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    const [run] = await database.db.execute<{ id: string }>(sql`
+      insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, daily_share)
+      values ('t-unused', 'crm', 'd4', '{deals}', '[["deals"]]', 'running', 0.1) returning id`);
+    await keeper.report("crm", "d4", {
+      burstCapacity: 1_000,
+      daily: { remaining: 200, resetAt: new Date(clock + 3_600_000) },
+      dailyLimit: 1_000,
+      spent: 0,
+    });
+    clock += 1_000;
+    expect(await keeper.lease("crm", "d4", 10, 20, 0, run!.id, "w1")).toMatchObject({ granted: 5 });
+    expect((await keeper.lease("crm", "d4", 1, 20, 0, run!.id, "w1")).kind).toBe("exhausted");
+    // Three of the five came too late to be used.
+    await keeper.report("crm", "d4", { spent: 40, unused: 60 }, run!.id);
+    expect(await keeper.lease("crm", "d4", 10, 20, 0, run!.id, "w1")).toMatchObject({ granted: 3 });
+  });
 });

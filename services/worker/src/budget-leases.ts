@@ -48,6 +48,14 @@ export class LeasedBudgetPacer implements BudgetPacer {
   private leasing: Promise<void> | undefined;
   /** Slots wanted by every acquire waiting right now: one lease asks for all of them. */
   private demand = 0;
+  /**
+   * What those waiting slots will cost, in token units: a lease asks for all of them at their mean
+   * cost, so that a list's lease for bodies' slots (or the other way round) neither overstates nor
+   * understates what the coordinator counts off the day.
+   */
+  private demandTokens = 0;
+  /** What the coordinator counted per slot of the last lease. */
+  private slotTokens = 0;
   private blockedUntil = 0;
   /** Readings not yet reported. */
   private pending: BudgetReport = { spent: 0 };
@@ -74,24 +82,33 @@ export class LeasedBudgetPacer implements BudgetPacer {
     const out: number[] = [];
     const started = Date.now();
     this.demand += count;
+    this.demandTokens += count * cost;
     try {
       while (out.length < count) {
         signal?.throwIfAborted();
         // A slot granted before a wall went up is never handed out: nothing may go out before it.
         const usableFrom = Math.max(Date.now() - this.graceMs + 5, this.blockedUntil);
-        while (this.slots.length > 0 && this.slots[0]! < usableFrom) this.slots.shift();
+        let late = 0;
+        while (this.slots.length > 0 && this.slots[0]! < usableFrom) {
+          this.slots.shift();
+          late++;
+        }
+        this.giveBack(late);
         if (this.slots.length > 0) {
           out.push(this.slots.shift()!);
           this.demand--;
+          this.demandTokens -= cost;
           continue;
         }
-        this.leasing ??= this.lease(Math.max(1, this.demand), cost, signal).finally(() => {
+        const meanCost = this.demand > 0 ? Math.ceil(this.demandTokens / this.demand) : cost;
+        this.leasing ??= this.lease(Math.max(1, this.demand), meanCost, signal).finally(() => {
           this.leasing = undefined;
         });
         await this.leasing;
       }
     } finally {
       this.demand -= count - out.length;
+      this.demandTokens -= (count - out.length) * cost;
     }
     leaseWait.observe({}, (Date.now() - started) / 1000);
     return out;
@@ -134,7 +151,9 @@ export class LeasedBudgetPacer implements BudgetPacer {
       if (status === 429) rateLimited.inc({ account: this.account.sourceAccount });
       // Never send again before the reset: drop what was leased before it, and tell the coordinator.
       this.blockedUntil = Math.max(this.blockedUntil, reading.blockedUntil);
-      this.slots = this.slots.filter((t) => t >= this.blockedUntil);
+      const kept = this.slots.filter((t) => t >= this.blockedUntil);
+      this.giveBack(this.slots.length - kept.length);
+      this.slots = kept;
       this.pending.blockedUntil = new Date(this.blockedUntil);
       urgent = true;
     } else if (status > 0 && status < 500) {
@@ -145,6 +164,20 @@ export class LeasedBudgetPacer implements BudgetPacer {
 
   wallUntil(): number {
     return this.blockedUntil;
+  }
+
+  /** Slots handed out that will never be used (late, or before a wall): their tokens go back. */
+  release(count: number): void {
+    this.giveBack(count);
+  }
+
+  /**
+   * Counts unused slots at what the last lease said each costs, for the next report: the keeper
+   * counted them off the day (and the run's share) when it granted them.
+   */
+  private giveBack(count: number): void {
+    if (count <= 0 || this.slotTokens <= 0) return;
+    this.pending.unused = (this.pending.unused ?? 0) + count * this.slotTokens;
   }
 
   /**
@@ -163,7 +196,9 @@ export class LeasedBudgetPacer implements BudgetPacer {
   wall(until: number): void {
     if (until <= this.blockedUntil) return;
     this.blockedUntil = until;
-    this.slots = this.slots.filter((t) => t >= until);
+    const kept = this.slots.filter((t) => t >= until);
+    this.giveBack(this.slots.length - kept.length);
+    this.slots = kept;
   }
 
   /** Sends what changed since the last report; a failed report keeps its readings for the next. */
@@ -174,12 +209,13 @@ export class LeasedBudgetPacer implements BudgetPacer {
       p.daily !== undefined ||
       p.dailyLimit !== undefined ||
       p.blockedUntil !== undefined ||
-      p.spent > 0;
+      p.spent > 0 ||
+      (p.unused ?? 0) > 0;
     if (!hasNews) return this.reporting ?? Promise.resolve();
     this.pending = { spent: 0 };
     this.reportedAt = Date.now();
     const { source, sourceAccount, workerId } = this.account;
-    const request = budgetReportRequest({ source, sourceAccount, workerId }, p);
+    const request = budgetReportRequest({ source, sourceAccount, workerId, runId: this.runId }, p);
     const previous = this.reporting ?? Promise.resolve();
     this.reporting = previous
       .then(() => this.client.reportBudget(request, { deadline: new Date(Date.now() + 5_000) }))
@@ -191,6 +227,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
             burstCapacity: this.pending.burstCapacity ?? p.burstCapacity,
             daily: this.pending.daily ?? p.daily,
             dailyLimit: this.pending.dailyLimit ?? p.dailyLimit,
+            unused: (this.pending.unused ?? 0) + (p.unused ?? 0),
             blockedUntil: this.pending.blockedUntil ?? p.blockedUntil,
             spent: this.pending.spent + p.spent,
           };
@@ -232,6 +269,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
               "the coordinator's lease carries no grace_ms: it is older than this worker",
             );
           this.graceMs = res.graceMs;
+          this.slotTokens = cost;
           const first = timestampDate(res.firstSlotAt).getTime();
           for (let i = 0; i < res.granted; i++) this.slots.push(first + i * res.intervalMs);
           return;

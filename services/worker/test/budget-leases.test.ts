@@ -177,4 +177,25 @@ describe("a spent day", () => {
     await pacer.acquire(20);
     expect(asked).toMatchObject([{ runId: "run-a", workerId: "w" }]);
   });
+
+  it("gives back the tokens of slots a wall took back or that came too late, with the next report", async () => {
+    const reports: Record<string, unknown>[] = [];
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...coordinator(40, 4, 200, 30),
+        reportBudget: async (req) => {
+          reports.push(req as never);
+          return {} as never;
+        },
+      },
+      account,
+      "run-a",
+    );
+    await pacer.acquire(20);
+    // Three slots are still held: a wall takes them back.
+    pacer.wall(Date.now() + 60_000);
+    pacer.release(1);
+    await pacer.report();
+    expect(reports).toMatchObject([{ unused: 80n, runId: "run-a" }]);
+  });
 });
