@@ -202,7 +202,12 @@ describe("the sandbox against the recorded Pipedrive fixtures", () => {
   });
 
   it("answers a spent daily budget with the recorded daily 429's body and only documented headers", async () => {
-    const s = await sandbox({ seed: 34, deals: 20, burstLimit: 10, dailyBudget: 20, dailyResetSeconds: 60 });
+    // A second into a day, on a clock that stands still: no reset falls inside the test.
+    const dayStart = Math.floor(Date.now() / 60_000) * 60_000 + 61_000;
+    const s = await sandbox(
+      { seed: 34, deals: 20, burstLimit: 10, dailyBudget: 20, dailyResetSeconds: 60 },
+      { clock: () => dayStart },
+    );
     const served: Json[] = [];
     for (const path of ["/api/v2/deals?limit=5", "/api/v2/deals?limit=5", "/v1/leads?limit=5"]) {
       const res = await fetch(`${s.url}${path}`, { headers: { "x-api-token": TOKEN } });

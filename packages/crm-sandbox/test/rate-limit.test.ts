@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { get, sandbox } from "./helpers.js";
 
-/** A clock the test moves by hand: a window or a day passes at once, with no sleep. */
-function manualClock() {
-  let t = Date.now();
+/**
+ * A clock the test moves by hand: a window or a day passes at once, with no sleep. `dayMs` puts it
+ * a second into the next day of that length, so that no reset falls inside the test by chance.
+ */
+function manualClock(dayMs?: number) {
+  let t = dayMs ? Math.floor(Date.now() / dayMs) * dayMs + dayMs + 1_000 : Date.now();
   return {
     now: () => t,
     advance(ms: number) {
@@ -66,7 +69,8 @@ describe("burst limit", () => {
 
 describe("daily token budget", () => {
   it("charges list 20 and get 2, shares the budget across tokens and 429s when exhausted", async () => {
-    const s = await sandbox({ dailyBudget: 100, dailyResetSeconds: 3600 });
+    const clock = manualClock(3_600_000);
+    const s = await sandbox({ dailyBudget: 100, dailyResetSeconds: 3600 }, { clock: clock.now });
     const first = await get(s, "/v1/deals/1", "a");
     expect(first.headers.get("x-daily-ratelimit-token-limit")).toBe("100");
     expect(first.headers.get("x-daily-ratelimit-token-remaining")).toBe("98");
@@ -81,7 +85,7 @@ describe("daily token budget", () => {
     expect(Number(exhausted.headers.get("retry-after"))).toBe(1);
     const resetAt = Date.parse(/resets at (\S+)$/.exec(String(exhausted.body.error))?.[1] ?? "");
     // The day ends at the next whole hour (days are multiples of their length since the epoch).
-    expect(resetAt).toBe(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000);
+    expect(resetAt).toBe(clock.now() - 1_000 + 3_600_000);
     // A cheaper call still fits in what is left.
     expect((await get(s, "/v1/deals/2", "c")).status).toBe(200);
     expect(s.stats().tokensSpent).toBe(86);
@@ -89,7 +93,11 @@ describe("daily token budget", () => {
   });
 
   it("answers a spent day like Pipedrive: a 429 whose headers describe the burst window, with remaining above 0", async () => {
-    const s = await sandbox({ dailyBudget: 40, dailyResetSeconds: 60, burstLimit: 10, burstWindowMs: 2000 });
+    const clock = manualClock(60_000);
+    const s = await sandbox(
+      { dailyBudget: 40, dailyResetSeconds: 60, burstLimit: 10, burstWindowMs: 2000 },
+      { clock: clock.now },
+    );
     for (let i = 0; i < 2; i++) expect((await get(s, "/v1/deals", "a")).status).toBe(200);
     const spent = await get(s, "/v1/deals", "a");
     expect(spent.status).toBe(429);
@@ -101,7 +109,11 @@ describe("daily token budget", () => {
   });
 
   it("can leave the reset out of a daily 429's body, so a client must know it by other means", async () => {
-    const s = await sandbox({ dailyBudget: 20, dailyResetSeconds: 60, dailyResetInBody: 0 });
+    const clock = manualClock(60_000);
+    const s = await sandbox(
+      { dailyBudget: 20, dailyResetSeconds: 60, dailyResetInBody: 0 },
+      { clock: clock.now },
+    );
     await get(s, "/v1/deals");
     const spent = await get(s, "/v1/deals");
     expect(spent.status).toBe(429);

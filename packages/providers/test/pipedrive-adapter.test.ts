@@ -20,12 +20,18 @@ function recordingPacer(): BudgetPacer & { answers: PacedAnswer[]; costs: number
   };
 }
 
+/** A second into the next hour, standing still: the sandbox's day resets at no moment of a test. */
+const NEXT_HOUR = Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_601_000;
+
 async function withSandbox<T>(
   options: Parameters<typeof startSandbox>[0],
   fn: (client: SourceClient, pacer: ReturnType<typeof recordingPacer>) => Promise<T>,
   dailyReset?: string,
 ): Promise<T> {
-  const sandbox = await startSandbox({ port: 0, tokens: ["pd-token"], ...options });
+  const sandbox = await startSandbox(
+    { port: 0, tokens: ["pd-token"], ...options },
+    { clock: () => NEXT_HOUR },
+  );
   const pacer = recordingPacer();
   try {
     return await fn(
@@ -74,7 +80,8 @@ describe("the Pipedrive adapter", () => {
         expect(refused.reading.daily).toMatchObject({ remaining: 0, spent: true, resetBy: "body" });
         expect(refused.reading.dailyLimit).toBe(30);
         expect(refused.reading.daily!.resetAt).toBe(refused.reading.blockedUntil);
-        expect(refused.reading.daily!.resetAt).toBe(Math.floor(before / 3_600_000) * 3_600_000 + 3_600_000);
+        expect(refused.reading.daily!.resetAt).toBe(NEXT_HOUR - 1_000 + 3_600_000);
+        expect(refused.reading.daily!.resetAt).toBeGreaterThan(before);
         expect((err as RateLimitedError).retryAt.getTime()).toBe(refused.reading.blockedUntil);
       },
     );
