@@ -220,7 +220,10 @@ export class BudgetKeeper {
       const { remaining, guessed } = r.daily;
       let resetAt = r.daily.resetAt.getTime();
       const before = [a.dailyRemaining, a.dailyResetAt];
-      if (guessed) {
+      if (guessed && a.probeDelayMs !== null && a.dailyResetAt !== null && a.dailyResetAt > now) {
+        // Another worker's refusal of the same round: the next probe is already scheduled.
+        blockedUntil = Math.max(blockedUntil, a.dailyResetAt);
+      } else if (guessed) {
         // Nothing said when the day returns: probe then, later each time the probe finds it spent.
         a.probeDelayMs = nextProbeDelayMs(a.probeDelayMs ?? undefined, this.options.firstProbeMs);
         a.probedBy.clear();
