@@ -68,6 +68,8 @@ export class LeasedBudgetPacer implements BudgetPacer {
   } = {};
   private reportedAt = Date.now();
   private reporting: Promise<void> | undefined;
+  /** When a task last asked for a slot or handed in an answer: an idle run's pacer is let go. */
+  usedAt = Date.now();
 
   constructor(
     private readonly client: Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">,
@@ -81,6 +83,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
   async acquire(cost: number, signal?: AbortSignal, count = 1): Promise<number[]> {
     const out: number[] = [];
     const started = Date.now();
+    this.usedAt = started;
     this.demand += count;
     this.demandTokens += count * cost;
     try {
@@ -115,6 +118,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
   }
 
   absorb({ status, cost, reading }: PacedAnswer): void {
+    this.usedAt = Date.now();
     let urgent = false;
     // A successful answer that states no burst limit means the source announces none.
     const limit = reading.burstCapacity ?? (status >= 200 && status < 300 ? UNLIMITED : undefined);
@@ -305,9 +309,13 @@ export class LeasedBudgetPacer implements BudgetPacer {
   }
 }
 
-/** One LeasedBudgetPacer per source account in this process. */
+/** A run's pacer nobody used for this long is let go (its readings reported first). */
+const IDLE_PACER_MS = 3_600_000;
+
+/** One LeasedBudgetPacer per source account and run in this process. */
 export class BudgetLeases {
   private readonly pacers = new Map<string, LeasedBudgetPacer>();
+  private sweptAt = Date.now();
 
   constructor(
     private readonly client: Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">,
@@ -316,6 +324,7 @@ export class BudgetLeases {
 
   /** One pacer per account and run: a run's daily share is leased apart, the account's walls are shared. */
   for(source: string, sourceAccount: string, runId = ""): LeasedBudgetPacer {
+    this.sweep();
     const key = `${source}\u0000${sourceAccount}\u0000${runId}`;
     let pacer = this.pacers.get(key);
     if (!pacer) {
@@ -334,6 +343,18 @@ export class BudgetLeases {
   wall(source: string, sourceAccount: string, until: number): void {
     const prefix = `${source}\u0000${sourceAccount}\u0000`;
     for (const [key, pacer] of this.pacers) if (key.startsWith(prefix)) pacer.wall(until);
+  }
+
+  /** Lets go of the pacers of runs idle for an hour (finished, or parked for the day), at most every 10 minutes. */
+  private sweep(): void {
+    const now = Date.now();
+    if (now - this.sweptAt < IDLE_PACER_MS / 6) return;
+    this.sweptAt = now;
+    for (const [key, pacer] of this.pacers) {
+      if (now - pacer.usedAt < IDLE_PACER_MS) continue;
+      this.pacers.delete(key);
+      void pacer.report();
+    }
   }
 
   /** Flushes every account's unreported readings (graceful shutdown). */

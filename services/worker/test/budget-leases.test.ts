@@ -2,7 +2,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Client, Code, RpcError, timestampFromDate, type WorkerService } from "@drover/proto";
 import { RateLimitedError, type SourceAdapter, SourceClient, TransientError } from "@drover/provider-sdk";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { BudgetLeases, LeasedBudgetPacer } from "../src/budget-leases.js";
 
 type Leases = Pick<Client<typeof WorkerService>, "leaseBudget" | "reportBudget">;
@@ -197,5 +197,23 @@ describe("a spent day", () => {
     pacer.release(1);
     await pacer.report();
     expect(reports).toMatchObject([{ unused: 80n, runId: "run-a" }]);
+  });
+});
+
+describe("the pacers of a worker", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("let go of a run's pacer nobody used for an hour, and keep the busy ones", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const leases = new BudgetLeases(coordinator(40), "w");
+    const idle = leases.for("crm", "acct", "run-done");
+    const busy = leases.for("crm", "acct", "run-going");
+    vi.setSystemTime(Date.now() + 50 * 60_000);
+    busy.absorb({ status: 200, cost: 20, reading: {} });
+    vi.setSystemTime(Date.now() + 20 * 60_000);
+    expect(leases.for("crm", "acct", "run-going")).toBe(busy);
+    expect(leases.for("crm", "acct", "run-done")).not.toBe(idle);
   });
 });
