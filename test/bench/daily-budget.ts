@@ -34,7 +34,7 @@ function workload(quick: boolean) {
       "mail-per-deal-max": 2,
       "list-include-body": 0,
       "burst-limit": 40,
-      "daily-budget": Math.round(1_150 * scale),
+      "daily-budget": Math.round(950 * scale),
       "daily-reset-seconds": daySeconds,
       "latency-ms": 5,
     },
