@@ -44,18 +44,12 @@ const rateLimited = metrics.counter("drover_worker_source_429_total", "Responses
 export class LeasedBudgetPacer implements BudgetPacer {
   /** How late a slot may still be used: the coordinator's, sent with each grant (see BudgetKeeper). */
   graceMs = 0;
-  private slots: number[] = [];
-  private leasing: Promise<void> | undefined;
-  /** Slots wanted by every acquire waiting right now: one lease asks for all of them. */
-  private demand = 0;
   /**
-   * What those waiting slots will cost, in token units: a lease asks for all of them at their mean
-   * cost, so that a list's lease for bodies' slots (or the other way round) neither overstates nor
-   * understates what the coordinator counts off the day.
+   * Leased slots by what each call costs: the coordinator counts a grant off the day (and the run's
+   * share) at the cost it was leased for, so a slot leased for a 2-token get is never spent on a
+   * 20-token list.
    */
-  private demandTokens = 0;
-  /** What the coordinator counted per slot of the last lease. */
-  private slotTokens = 0;
+  private readonly pools = new Map<number, SlotPool>();
   private blockedUntil = 0;
   /** Readings not yet reported. */
   private pending: BudgetReport = { spent: 0 };
@@ -84,34 +78,32 @@ export class LeasedBudgetPacer implements BudgetPacer {
     const out: number[] = [];
     const started = Date.now();
     this.usedAt = started;
-    this.demand += count;
-    this.demandTokens += count * cost;
+    const pool = this.pools.get(cost) ?? { slots: [], demand: 0, leasing: undefined };
+    this.pools.set(cost, pool);
+    pool.demand += count;
     try {
       while (out.length < count) {
         signal?.throwIfAborted();
         // A slot granted before a wall went up is never handed out: nothing may go out before it.
         const usableFrom = Math.max(Date.now() - this.graceMs + 5, this.blockedUntil);
         let late = 0;
-        while (this.slots.length > 0 && this.slots[0]! < usableFrom) {
-          this.slots.shift();
+        while (pool.slots.length > 0 && pool.slots[0]! < usableFrom) {
+          pool.slots.shift();
           late++;
         }
-        this.giveBack(late);
-        if (this.slots.length > 0) {
-          out.push(this.slots.shift()!);
-          this.demand--;
-          this.demandTokens -= cost;
+        this.giveBack(late, cost);
+        if (pool.slots.length > 0) {
+          out.push(pool.slots.shift()!);
+          pool.demand--;
           continue;
         }
-        const meanCost = this.demand > 0 ? Math.ceil(this.demandTokens / this.demand) : cost;
-        this.leasing ??= this.lease(Math.max(1, this.demand), meanCost, signal).finally(() => {
-          this.leasing = undefined;
+        pool.leasing ??= this.lease(pool, Math.max(1, pool.demand), cost, signal).finally(() => {
+          pool.leasing = undefined;
         });
-        await this.leasing;
+        await pool.leasing;
       }
     } finally {
-      this.demand -= count - out.length;
-      this.demandTokens -= (count - out.length) * cost;
+      pool.demand -= count - out.length;
     }
     leaseWait.observe({}, (Date.now() - started) / 1000);
     return out;
@@ -155,9 +147,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
       if (status === 429) rateLimited.inc({ account: this.account.sourceAccount });
       // Never send again before the reset: drop what was leased before it, and tell the coordinator.
       this.blockedUntil = Math.max(this.blockedUntil, reading.blockedUntil);
-      const kept = this.slots.filter((t) => t >= this.blockedUntil);
-      this.giveBack(this.slots.length - kept.length);
-      this.slots = kept;
+      this.dropBefore(this.blockedUntil);
       this.pending.blockedUntil = new Date(this.blockedUntil);
       urgent = true;
     } else if (status > 0 && status < 500) {
@@ -171,17 +161,26 @@ export class LeasedBudgetPacer implements BudgetPacer {
   }
 
   /** Slots handed out that will never be used (late, or before a wall): their tokens go back. */
-  release(count: number): void {
-    this.giveBack(count);
+  release(count: number, cost = 0): void {
+    this.giveBack(count, cost);
   }
 
   /**
-   * Counts unused slots at what the last lease said each costs, for the next report: the keeper
-   * counted them off the day (and the run's share) when it granted them.
+   * Counts unused slots at the cost they were leased for, for the next report: the keeper counted
+   * them off the day (and the run's share) when it granted them.
    */
-  private giveBack(count: number): void {
-    if (count <= 0 || this.slotTokens <= 0) return;
-    this.pending.unused = (this.pending.unused ?? 0) + count * this.slotTokens;
+  private giveBack(count: number, cost: number): void {
+    if (count <= 0 || cost <= 0) return;
+    this.pending.unused = (this.pending.unused ?? 0) + count * cost;
+  }
+
+  /** Takes back every held slot before `until`, giving its tokens back. */
+  private dropBefore(until: number): void {
+    for (const [cost, pool] of this.pools) {
+      const kept = pool.slots.filter((t) => t >= until);
+      this.giveBack(pool.slots.length - kept.length, cost);
+      pool.slots = kept;
+    }
   }
 
   /**
@@ -200,9 +199,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
   wall(until: number): void {
     if (until <= this.blockedUntil) return;
     this.blockedUntil = until;
-    const kept = this.slots.filter((t) => t >= until);
-    this.giveBack(this.slots.length - kept.length);
-    this.slots = kept;
+    this.dropBefore(until);
   }
 
   /** Sends what changed since the last report; a failed report keeps its readings for the next. */
@@ -240,7 +237,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
     return this.reporting;
   }
 
-  private async lease(want: number, cost: number, signal?: AbortSignal): Promise<void> {
+  private async lease(pool: SlotPool, want: number, cost: number, signal?: AbortSignal): Promise<void> {
     if (this.blockedUntil > Date.now()) {
       if (this.blockedUntil - Date.now() > PARK_AFTER_MS) {
         throw new RateLimitedError(
@@ -273,9 +270,8 @@ export class LeasedBudgetPacer implements BudgetPacer {
               "the coordinator's lease carries no grace_ms: it is older than this worker",
             );
           this.graceMs = res.graceMs;
-          this.slotTokens = cost;
           const first = timestampDate(res.firstSlotAt).getTime();
-          for (let i = 0; i < res.granted; i++) this.slots.push(first + i * res.intervalMs);
+          for (let i = 0; i < res.granted; i++) pool.slots.push(first + i * res.intervalMs);
           return;
         }
         const retryAt = res.retryAt ? timestampDate(res.retryAt).getTime() : Date.now() + 500;
@@ -311,6 +307,13 @@ export class LeasedBudgetPacer implements BudgetPacer {
 
 /** A run's pacer nobody used for this long is let go (its readings reported first). */
 const IDLE_PACER_MS = 3_600_000;
+
+/** The slots of one call cost, and the acquires waiting for them: one lease asks for all of them. */
+interface SlotPool {
+  slots: number[];
+  demand: number;
+  leasing: Promise<void> | undefined;
+}
 
 /** One LeasedBudgetPacer per source account and run in this process. */
 export class BudgetLeases {

@@ -161,6 +161,25 @@ describe("a spent day", () => {
     expect((err as RateLimitedError).retryAt.getTime()).toBe(resetAt);
   });
 
+  it("spends a slot only on a call of the cost it was leased for, as the coordinator counted it", async () => {
+    const asked: Record<string, unknown>[] = [];
+    const base = coordinator(10_000, 4, 0, 0);
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...base,
+        leaseBudget: (...args) => {
+          asked.push(args[0] as never);
+          return base.leaseBudget(...args);
+        },
+      },
+      account,
+    );
+    await pacer.acquire(2);
+    await pacer.acquire(20);
+    await pacer.acquire(2, undefined, 3);
+    expect(asked).toMatchObject([{ tokensPerSlot: 2 }, { tokensPerSlot: 20 }]);
+  });
+
   it("asks the coordinator with the run the slots are for, whose daily share caps them", async () => {
     const asked: Record<string, unknown>[] = [];
     const base = coordinator(40);
@@ -194,7 +213,7 @@ describe("a spent day", () => {
     await pacer.acquire(20);
     // Three slots are still held: a wall takes them back.
     pacer.wall(Date.now() + 60_000);
-    pacer.release(1);
+    pacer.release(1, 20);
     await pacer.report();
     expect(reports).toMatchObject([{ unused: 80n, runId: "run-a" }]);
   });
