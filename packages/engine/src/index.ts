@@ -39,6 +39,7 @@ export {
   cancelPendingTask,
   cancelPendingTasksOfRun,
   claimTask,
+  DeadWorkerError,
   finishTaskCancelled,
   finishTaskFailed,
   finishTaskSucceeded,
@@ -53,6 +54,7 @@ export {
   redispatchLostTasks,
   releaseStaleTasks,
   releaseTask,
+  releaseTasksOfDeadWorkers,
   touchTask,
   undispatchTasks,
   writeCheckpoint,
@@ -87,3 +89,4 @@ export {
   writeBatches,
   writeRows,
 } from "./window-writer.js";
+export { heartbeatWorker, liveLaneSlots, registerWorker, removeWorker } from "./worker-liveness.js";

@@ -16,6 +16,7 @@ export function toTaskRow(r: Record<string, unknown>): TaskRow {
     attempts: Number(r.attempts),
     lockedBy: (r.locked_by as string | null) ?? null,
     lockedAt: date(r.locked_at),
+    worker: (r.worker as string | null) ?? null,
     availableAt: date(r.available_at) ?? new Date(0),
     dispatchedAt: date(r.dispatched_at),
     stats: (r.stats ?? {}) as Record<string, number>,

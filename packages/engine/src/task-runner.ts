@@ -66,6 +66,12 @@ export interface TaskRunnerDeps {
    * under the reaper's stale threshold: checked at start by the worker's configuration.
    */
   touchEveryMs?: number;
+  /**
+   * The id of the worker's current liveness record (drover.workers): claims are fenced on it being
+   * alive and name it, so the reaper can release them the moment the worker dies. Without it claims
+   * carry no record and only the stale-lock threshold frees a dead worker's tasks.
+   */
+  workerRecord?(): string;
 }
 
 export interface AssignmentControls {
@@ -115,7 +121,8 @@ export const TOUCH_EVERY_MS = 15_000;
 /**
  * Runs one assignment: load the task and run, refuse what must not run, claim, hand off to the
  * provider, and end the attempt according to the error taxonomy. Never throws for a task's own
- * failure; a throw means the database itself is unreachable and the message should come back later.
+ * failure; a throw means the database itself is unreachable, or this worker's liveness record expired
+ * (DeadWorkerError), and the message should come back later.
  */
 export async function runAssignment(
   deps: TaskRunnerDeps,
@@ -145,7 +152,8 @@ export async function runAssignment(
   if (!provider) return { status: "dropped", reason: `unknown source ${run.source}` };
 
   const claimToken = `${deps.workerId}/${randomUUID().slice(0, 8)}`;
-  const claimed = await claimTask(db, task.id, claimToken);
+  // A DeadWorkerError (this worker's record expired) propagates: the message comes back for a live worker.
+  const claimed = await claimTask(db, task.id, claimToken, deps.workerRecord?.());
   if (!claimed) return { status: "dropped", reason: "claimed by another worker" };
 
   const info: TaskInfo = {

@@ -92,21 +92,44 @@ export async function undispatchTasks(q: Queryable, taskIds: readonly number[]):
  * a claim can never slip in after a stop was requested. `claimToken` is unique per claim, and every
  * later write of this attempt (checkpoint, finish) is fenced on it, so a worker the reaper gave up
  * on can never overwrite the attempt that replaced it.
+ *
+ * With `worker` (the claimer's liveness record, drover.workers), the claim is also fenced on that
+ * record being alive, and names it on the task: a worker the reaper declared dead (a frozen process
+ * that came back) can take nothing new under that record, and every task it holds is one the reaper
+ * can release the moment the record expires. Such a refusal throws DeadWorkerError rather than
+ * answering "not claimed": the task is still pending and its message must come back, not be acked.
  */
 export async function claimTask(
   q: Queryable,
   taskId: number,
   claimToken: string,
+  worker?: string,
 ): Promise<TaskRow | undefined> {
   const rows = await q.execute(sql`
     update drover.tasks t
        set status = 'running', attempts = t.attempts + 1, locked_by = ${claimToken}, locked_at = now(),
+           worker = ${worker ?? null}::uuid,
            started_at = coalesce(t.started_at, now()), updated_at = now()
      where t.id = ${taskId} and t.status = 'pending' and t.available_at <= now()
        and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = 'running')
+       ${worker === undefined ? sql`` : sql`and exists (select 1 from drover.workers w where w.id = ${worker}::uuid and w.expires_at > now())`}
     returning t.*`);
   const row = rows[0];
-  return row ? toTaskRow(row) : undefined;
+  if (row) return toTaskRow(row);
+  if (worker !== undefined) {
+    const [alive] = await q.execute(sql`
+      select 1 from drover.workers where id = ${worker}::uuid and expires_at > now()`);
+    if (!alive) throw new DeadWorkerError(worker);
+  }
+  return undefined;
+}
+
+/** The claimer's liveness record has expired or is gone: it may claim nothing until it registers again. */
+export class DeadWorkerError extends Error {
+  constructor(readonly worker: string) {
+    super(`worker record ${worker} is not alive; the worker must register again before it claims`);
+    this.name = "DeadWorkerError";
+  }
 }
 
 /** Keeps a long task's lock fresh between windows, so the reaper does not mistake it for a dead worker's. */
@@ -387,6 +410,45 @@ export async function releaseStaleTasks(
   return {
     released: rows.filter((t) => t.status === "pending").length,
     failed: rows.filter((t) => t.status === "failed").length,
+  };
+}
+
+/**
+ * The reaper's release of the tasks of dead workers, without waiting for their locks to go stale:
+ * a running task whose claim names a liveness record that has expired or is gone goes back to
+ * pending, cursor intact, or fails once it has used `maxAttempts` (as releaseStaleTasks). A live
+ * worker's record never expires while its process runs (it is moved forward every few seconds,
+ * however long a fetch or window takes), so this takes only what nobody works on; and a worker
+ * that was frozen past its expiry and comes back finds its claim tokens gone, its record dead
+ * (heartbeatWorker refuses to revive it) and its claims refused. Expired records are deleted in
+ * the same statement. Tasks claimed without a record (workers of an older version) are left to
+ * releaseStaleTasks. Returns the ids (DROVER_WORKER_ID) of the workers declared dead.
+ */
+export async function releaseTasksOfDeadWorkers(
+  q: Queryable,
+  options: { maxAttempts: number },
+): Promise<{ released: number; failed: number; deadWorkers: string[] }> {
+  const { maxAttempts } = options;
+  const rows = await q.execute<{ what: string; status: string | null; worker_id: string | null }>(sql`
+    with released as (
+      update drover.tasks t
+         set status = case when t.attempts >= ${maxAttempts} then 'failed' else 'pending' end,
+             last_error = case when t.attempts >= ${maxAttempts}
+                               then 'its worker stopped responding on every attempt' else 'its worker stopped responding' end,
+             finished_at = case when t.attempts >= ${maxAttempts} then now() end,
+             locked_by = null, locked_at = null, dispatched_at = null, available_at = now(), updated_at = now()
+       where t.status = 'running' and t.worker is not null
+         and not exists (select 1 from drover.workers w where w.id = t.worker and w.expires_at > now())
+      returning t.status),
+    dead as (
+      delete from drover.workers w where w.expires_at <= now() returning w.worker_id)
+    select 'task' as what, status, null as worker_id from released
+    union all
+    select 'worker', null, worker_id from dead`);
+  return {
+    released: rows.filter((r) => r.what === "task" && r.status === "pending").length,
+    failed: rows.filter((r) => r.what === "task" && r.status === "failed").length,
+    deadWorkers: rows.filter((r) => r.what === "worker").map((r) => r.worker_id!),
   };
 }
 

@@ -32,6 +32,12 @@ const schema = z.object({
   DROVER_LEADER_TIMEOUT_MS: intVar(3_000, 600_000, 15_000),
   /** The reaper interval's former name, read when DROVER_REAPER_INTERVAL_MS is unset. Deprecated. */
   DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000).optional(),
+  /**
+   * At most this many tasks of one tenant in flight (running, or published and not yet claimed), over
+   * all its live runs: a tenant with many runs or a huge one cannot take the whole pool. 0: no cap.
+   * Within it every live run gets an equal share of the live workers' lane slots (dispatcher.ts).
+   */
+  DROVER_TENANT_MAX_INFLIGHT: intVar(0, 100_000, 0),
   /** A published task still pending after this long was lost by the broker; publish it again. */
   DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000),
   /**

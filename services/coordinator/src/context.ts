@@ -11,8 +11,11 @@ export interface CoordinatorContext {
   config: CoordinatorConfig;
   providers: ReadonlyMap<string, Provider>;
   logger: Logger;
-  /** Publishes the run's deficit of tasks. */
-  topUp(runId: string): Promise<number>;
+  /**
+   * Deals the pool's lane slots out among the live runs (fair shares, the tenant cap) and publishes
+   * each run's deficit of tasks; returns how many were published (dispatcher.ts).
+   */
+  dispatch(): Promise<number>;
   /** Source budgets; authoritative only on the leader. */
   budgets: BudgetKeeper;
   isLeader(): boolean;

@@ -34,7 +34,7 @@ import { authInterceptor } from "./auth.js";
 import { BudgetKeeper, DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
 import type { CoordinatorContext } from "./context.js";
-import { topUpRun } from "./dispatcher.js";
+import { dispatch } from "./dispatcher.js";
 import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { reaperPass } from "./reaper.js";
 import { runService } from "./run-service.js";
@@ -107,17 +107,15 @@ export async function startCoordinator(
     clientCredentials: security.clientCredentials,
     providers: options.providers ?? defaultProviders,
     logger,
-    topUp: (runId) =>
-      topUpRun(
-        {
-          db: database.db,
-          js,
-          names,
-          maxInflight: 2 * config.DROVER_LANE_WIDTH,
-          ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
-        },
-        runId,
-      ),
+    dispatch: () =>
+      dispatch({
+        db: database.db,
+        js,
+        names,
+        laneWidth: config.DROVER_LANE_WIDTH,
+        tenantCap: config.DROVER_TENANT_MAX_INFLIGHT,
+        ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
+      }),
   };
 
   const health = createHealthService();
@@ -180,6 +178,11 @@ export async function startCoordinator(
     if (!leader.held) return;
     await budgets.persist();
     const report = await reaperPass(ctx);
+    if (report.deadWorkers.length > 0)
+      logger.warn(
+        { workers: report.deadWorkers },
+        "workers stopped heartbeating (liveness record expired); their tasks were handed on",
+      );
     if (report.released + report.failed + report.redispatched > 0)
       logger.info(report, "reaper repaired tasks");
     await verifications.pass().catch((err) => logger.error({ err }, "asking for verifications failed"));

@@ -1,49 +1,104 @@
 import type { Db } from "@drover/db";
-import { markTasksDispatched, undispatchTasks } from "@drover/engine";
+import { liveLaneSlots, markTasksDispatched, undispatchTasks } from "@drover/engine";
 import { publishTask, type TaskQueueNames } from "@drover/task-queue";
 import { Attr, extractTraceContext, injectTraceContext, SpanKind, withSpan } from "@drover/telemetry";
 import type { JetStreamClient } from "@nats-io/jetstream";
+import { sql } from "drizzle-orm";
+import { fairShares, type RunDemand } from "./fair-share.js";
 
 export interface DispatcherDeps {
   db: Db;
   js: JetStreamClient;
   names: TaskQueueNames;
-  /** Twice the lane width: enough queued that a worker finishing a task never waits on us. */
-  maxInflight: number;
+  /** The workers' lane width: the pool is never taken for smaller than one worker's lane. */
+  laneWidth: number;
+  /** DROVER_TENANT_MAX_INFLIGHT: tasks in flight per tenant over all its runs; 0 for no cap. */
+  tenantCap: number;
   /** Re-creates the stream when publishing fails (someone deleted it, the broker lost it). */
   ensureQueue(): Promise<void>;
 }
 
-/**
- * Tops a run up to maxInflight tasks in flight (running, or published and not yet claimed),
- * publishing the deficit — never one-in-one-out, which decays to a single running task.
- * Publishing twice is harmless (the claim is fenced); publishing too few stalls the run, so a task
- * whose publish fails is unmarked for the next top-up.
- */
-export async function topUpRun(deps: DispatcherDeps, runId: string): Promise<number> {
-  const picked = await markTasksDispatched(deps.db, runId, deps.maxInflight);
-  if (picked.ids.length === 0) return 0;
+type DemandRow = RunDemand & { traceContext: Record<string, string> | null } & Record<string, unknown>;
 
-  const parent = extractTraceContext(picked.traceContext ?? {});
-  return withSpan(
-    "dispatch",
-    { [Attr.runId]: runId, "drover.dispatched": picked.ids.length },
-    async () => {
-      const headers = injectTraceContext();
-      const failed: number[] = [];
-      for (const taskId of picked.ids) {
-        try {
-          await publishTask(deps.js, deps.names, { taskId, runId }, headers);
-        } catch {
-          failed.push(taskId);
-        }
+/**
+ * Serializes dispatch rounds across coordinators (a TaskFinished may reach any of them): two rounds
+ * computing shares from the same counts would both fill the same deficit.
+ */
+const DISPATCH_LOCK = sql`pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
+
+/**
+ * One dispatch round: reads what every running run has in flight and ready, deals the live
+ * workers' lane slots out among them (fair-share.ts: equal shares, one queued task of headroom
+ * each, the tenant cap), marks each run's deficit as published in the same transaction, then
+ * publishes, interleaving the runs (one task of each in turn) so the FIFO work queue serves them
+ * round-robin. Workers pull only as many messages as they have free slots, so what is published
+ * is what is about to run: a small run's task waits behind about one task of each other run, never
+ * behind a large run's backlog. Publishing twice is harmless (the claim is fenced); publishing too
+ * few stalls a run, so a task whose publish fails is unmarked for the next round.
+ */
+export async function dispatch(deps: DispatcherDeps): Promise<number> {
+  const rounds = await deps.db.transaction(async (tx) => {
+    await tx.execute(sql`select ${DISPATCH_LOCK}`);
+    const demand = await tx.execute<DemandRow>(sql`
+      select r.id as "runId", r.tenant_id as "tenantId", r.trace_context as "traceContext",
+             count(t.id) filter (where t.status = 'running')::int as running,
+             count(t.id) filter (where t.status = 'pending' and t.dispatched_at is not null)::int as queued,
+             count(t.id) filter (where t.status = 'pending' and t.dispatched_at is null
+                                   and t.phase = r.current_phase and t.available_at <= now())::int as ready
+        from drover.runs r
+        left join drover.tasks t on t.run_id = r.id and t.status in ('running', 'pending')
+       where r.status = 'running'
+       group by r.id
+       order by r.created_at`);
+    if (demand.length === 0) return [];
+    const live = await liveLaneSlots(tx);
+    const targets = fairShares(demand, {
+      slots: Math.max(live.slots, deps.laneWidth),
+      tenantCap: deps.tenantCap,
+    });
+    const picked: { runId: string; ids: number[]; traceContext: Record<string, string> | null }[] = [];
+    for (const run of demand) {
+      const target = targets.get(run.runId) ?? 0;
+      if (run.ready === 0 || target <= run.running + run.queued) continue;
+      const marked = await markTasksDispatched(tx, run.runId, target);
+      if (marked.ids.length > 0)
+        picked.push({ runId: run.runId, ids: marked.ids, traceContext: run.traceContext });
+    }
+    return picked;
+  });
+  if (rounds.length === 0) return 0;
+
+  // Each run's tasks carry its own trace (StartRun → dispatch → the worker's task).
+  const headers = new Map<string, Record<string, string>>();
+  for (const r of rounds) {
+    headers.set(
+      r.runId,
+      await withSpan(
+        "dispatch",
+        { [Attr.runId]: r.runId, "drover.dispatched": r.ids.length },
+        async () => injectTraceContext(),
+        { parent: extractTraceContext(r.traceContext ?? {}), kind: SpanKind.PRODUCER },
+      ),
+    );
+  }
+  const failed: number[] = [];
+  let published = 0;
+  const longest = Math.max(...rounds.map((r) => r.ids.length));
+  for (let i = 0; i < longest; i++) {
+    for (const r of rounds) {
+      const taskId = r.ids[i];
+      if (taskId === undefined) continue;
+      try {
+        await publishTask(deps.js, deps.names, { taskId, runId: r.runId }, headers.get(r.runId));
+        published++;
+      } catch {
+        failed.push(taskId);
       }
-      if (failed.length > 0) {
-        await deps.ensureQueue().catch(() => {});
-        await undispatchTasks(deps.db, failed);
-      }
-      return picked.ids.length - failed.length;
-    },
-    { parent, kind: SpanKind.PRODUCER },
-  );
+    }
+  }
+  if (failed.length > 0) {
+    await deps.ensureQueue().catch(() => {});
+    await undispatchTasks(deps.db, failed);
+  }
+  return published;
 }

@@ -1,5 +1,10 @@
 import { ENDED_TASK_STATUSES, type Queryable, type RunRow, type RunSummary } from "@drover/db";
-import { pruneFinishedRuns, redispatchLostTasks, releaseStaleTasks } from "@drover/engine";
+import {
+  pruneFinishedRuns,
+  redispatchLostTasks,
+  releaseStaleTasks,
+  releaseTasksOfDeadWorkers,
+} from "@drover/engine";
 import { sql } from "drizzle-orm";
 import type { CoordinatorContext } from "./context.js";
 import { advanceRun } from "./run-advance.js";
@@ -8,6 +13,8 @@ import { kindOutcomes, type Sources } from "./run-outcomes.js";
 export interface ReaperReport {
   released: number;
   failed: number;
+  /** Workers whose liveness record expired this pass (DROVER_WORKER_ID), their tasks released. */
+  deadWorkers: string[];
   redispatched: number;
   runsProgressed: number;
   pruned: number;
@@ -16,15 +23,18 @@ export interface ReaperReport {
 /**
  * One pass of the leader's reaper. Postgres is the source of truth and the broker only a doorbell,
  * so each pass repairs whatever a crash, a lost message or a lost RPC left behind:
- * - running tasks whose lock went stale (their worker died) go back to pending, or fail once they
- *   have used their attempts;
+ * - running tasks of a dead worker (its liveness record expired: within seconds of a SIGKILL) go
+ *   back to pending, or fail once they have used their attempts; the same for running tasks whose
+ *   lock went stale (a worker without a record, or an attempt that stopped touching its lock);
  * - tasks published long ago and still pending were lost by the broker: unmark them for re-publishing;
- * - every live run is advanced (barrier, finalize, stop settling) and topped up;
+ * - every live run is advanced (barrier, finalize, stop settling), then the pool's slots are
+ *   dealt out again among them (dispatcher.ts);
  * - finished runs older than the retention period lose their tasks and notes, their counts frozen first.
  * Every statement is the engine's (task-transitions, run-transitions).
  */
 export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport> {
   const { db, config } = ctx;
+  const dead = await releaseTasksOfDeadWorkers(db, { maxAttempts: config.DROVER_MAX_ATTEMPTS });
   const stale = await releaseStaleTasks(db, {
     staleMs: config.DROVER_STALE_TASK_MS,
     maxAttempts: config.DROVER_MAX_ATTEMPTS,
@@ -35,13 +45,21 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
   );
   for (const run of live) {
     try {
-      await advanceRun(ctx, run.id);
+      await advanceRun(ctx, run.id, { dispatch: false });
     } catch (err) {
       ctx.logger.error({ err, run_id: run.id }, "the reaper could not advance a run");
     }
   }
+  await ctx.dispatch();
   const pruned = await pruneRunsPastRetention(ctx);
-  return { ...stale, redispatched, runsProgressed: live.length, pruned };
+  return {
+    released: dead.released + stale.released,
+    failed: dead.failed + stale.failed,
+    deadWorkers: dead.deadWorkers,
+    redispatched,
+    runsProgressed: live.length,
+    pruned,
+  };
 }
 
 /** Finished runs past DROVER_RETENTION_DAYS lose their tasks and notes, their counts frozen first. */

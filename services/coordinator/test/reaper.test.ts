@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { openDatabase, runs, tasks } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import { registerWorker } from "@drover/engine";
 import { providers } from "@drover/providers";
 import { createLogger } from "@drover/telemetry";
 import { sql } from "drizzle-orm";
@@ -14,7 +15,7 @@ import { runView } from "../src/run-view.js";
 let testDb: TestDatabase;
 let database: ReturnType<typeof openDatabase>;
 let ctx: CoordinatorContext;
-const toppedUp: string[] = [];
+let dispatches = 0;
 
 beforeAll(async () => {
   testDb = await createTestDatabase();
@@ -30,8 +31,8 @@ beforeAll(async () => {
     }),
     providers,
     logger: createLogger("test", { level: "silent" }),
-    topUp: async (runId) => {
-      toppedUp.push(runId);
+    dispatch: async () => {
+      dispatches++;
       return 0;
     },
   };
@@ -99,7 +100,58 @@ describe("reaper pass", () => {
       [poison.id, "failed", null],
       [alive.id, "running", "here/1"],
     ]);
-    expect(toppedUp).toContain(r.id);
+    expect(dispatches).toBeGreaterThan(0);
+  });
+
+  it("releases a dead worker's tasks as soon as its liveness record expires, never a live worker's", async () => {
+    const r = await run();
+    const live = randomUUID();
+    const dead = randomUUID();
+    await registerWorker(database.db, {
+      id: live,
+      workerId: "live-worker",
+      laneWidth: 4,
+      livenessMs: 60_000,
+    });
+    await database.db.execute(sql`
+      insert into drover.workers (id, worker_id, lane_width, expires_at)
+      values (${dead}::uuid, 'dead-worker', 4, now() - interval '1 second')`);
+    // Locks far fresher than the stale threshold: only the liveness record tells these apart.
+    const ofDead = await task(r.id, {
+      status: "running",
+      lockedBy: "dead-worker/1",
+      lockedAt: new Date(),
+      worker: dead,
+      attempts: 1,
+    });
+    const ofGone = await task(r.id, {
+      status: "running",
+      lockedBy: "gone/1",
+      lockedAt: new Date(),
+      worker: randomUUID(),
+      attempts: 1,
+    });
+    const ofLive = await task(r.id, {
+      status: "running",
+      lockedBy: "live-worker/1",
+      lockedAt: minutesAgo(0.5),
+      worker: live,
+      attempts: 1,
+    });
+    const report = await reaperPass(ctx);
+    expect(report.deadWorkers).toEqual(["dead-worker"]);
+    const rows = await database.db.execute<{ id: string; status: string; locked_by: string | null }>(
+      sql`select id, status, locked_by from drover.tasks where run_id = ${r.id} order by id`,
+    );
+    expect(rows.map((t) => [Number(t.id), t.status, t.locked_by])).toEqual([
+      [ofDead.id, "pending", null],
+      [ofGone.id, "pending", null],
+      [ofLive.id, "running", "live-worker/1"],
+    ]);
+    const records = await database.db.execute<{ worker_id: string }>(
+      sql`select worker_id from drover.workers`,
+    );
+    expect(records.map((w) => w.worker_id)).toEqual(["live-worker"]);
   });
 
   it("unmarks a task the broker lost so the dispatcher publishes it again", async () => {

@@ -184,7 +184,7 @@ describe("a run's counts and reasons", () => {
       config: loadCoordinatorConfig({}),
       providers,
       logger: createLogger("test", { level: "silent" }),
-      topUp: async () => 0,
+      dispatch: async () => 0,
     } satisfies CoordinatorContext;
     expect(await pruneRunsPastRetention(ctx)).toBeGreaterThanOrEqual(1);
     const [pruned] = await database.db.select().from(runs).where(sql`id = ${run.id}`);

@@ -49,6 +49,12 @@ const schema = z.object({
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000),
   /** How often a running task refreshes its lock; unset, derived from DROVER_STALE_TASK_MS. */
   DROVER_TASK_TOUCH_MS: taskTouchMs(),
+  /**
+   * How long this worker's liveness record lives without a heartbeat (sent every fifth of it): a
+   * worker silent for this long is dead to the reaper, which hands its tasks on at once. A frozen
+   * or partitioned worker that comes back later is fenced. Well under DROVER_STALE_TASK_MS.
+   */
+  DROVER_WORKER_LIVENESS_MS: intVar(2_000, 600_000, 10_000),
   /** How long the worker tries to get its queue consumer back before it fails (exits non-zero). */
   DROVER_CONSUMER_RECOVERY_MS: intVar(1_000, 3_600_000, 120_000),
   /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */

@@ -22,6 +22,7 @@ import { ACTIVE_CONNECTIONS_RATIO, pressureGauge } from "./database-pressure.js"
 import { HeldTasks } from "./held-tasks.js";
 import { taskMessageHandler } from "./task-message.js";
 import { WorkerLifecycle, type WorkerState } from "./worker-lifecycle.js";
+import { WorkerLiveness } from "./worker-liveness.js";
 
 export type { WorkerState } from "./worker-lifecycle.js";
 
@@ -102,6 +103,23 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     // A stream kept at another replica count is a setting to fix (exit code 2), not a crash.
     throw err instanceof TaskQueueConfigError ? new ConfigError([err.message]) : err;
   });
+  // Registered before the lane pulls, so every claim this worker makes names a live record.
+  const liveness = new WorkerLiveness({
+    databaseUrl: config.DATABASE_URL,
+    workerId: config.DROVER_WORKER_ID,
+    laneWidth: config.DROVER_LANE_WIDTH,
+    livenessMs: config.DROVER_WORKER_LIVENESS_MS,
+    logger,
+  });
+  try {
+    await liveness.start();
+  } catch (err) {
+    await liveness.stop();
+    await nc.close().catch(() => {});
+    coordinator.close();
+    await database.close();
+    throw err;
+  }
   const shutdown = new AbortController();
   const held = new HeldTasks();
 
@@ -122,6 +140,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     notesCap: config.DROVER_NOTES_CAP,
     windowDeadlineMs: config.DROVER_WINDOW_DEADLINE_MS,
     touchEveryMs: config.DROVER_TASK_TOUCH_MS,
+    workerRecord: () => liveness.record,
     secrets,
   };
   const handle = taskMessageHandler({
@@ -172,6 +191,8 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
         logger.warn({ handed_back: handedBack, still_held: held.size }, "grace time over; handed back");
       }
       life.moveTo("DRAINED");
+      // Holds nothing now (or handed back what it could; the reaper releases the rest at once).
+      await liveness.stop();
       walls.unsubscribe();
       await budgets.flush();
       coordinator.close();

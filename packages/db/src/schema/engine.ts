@@ -113,6 +113,12 @@ export const tasks = drover.table(
     attempts: integer("attempts").notNull().default(0),
     lockedBy: text("locked_by"),
     lockedAt: timestamp("locked_at", { withTimezone: true }),
+    /**
+     * The liveness record (drover.workers) of the worker that made the current claim: the reaper
+     * releases a running task at once when that record has expired or is gone, instead of waiting
+     * for its lock to go stale. Set by the claim only; read only while the task is running.
+     */
+    worker: uuid("worker"),
     availableAt: timestamp("available_at", { withTimezone: true }).notNull().defaultNow(),
     dispatchedAt: timestamp("dispatched_at", { withTimezone: true }),
     stats: jsonb("stats").$type<Record<string, number>>().notNull().default({}),
@@ -143,6 +149,31 @@ export const tasks = drover.table(
     index("tasks_running_locked").on(t.lockedAt).where(sql`status = 'running'`),
   ],
 );
+
+/**
+ * One row per running worker process, heartbeated every few seconds: how the leader's reaper tells a
+ * dead worker (SIGKILL, a lost host) from a slow one within seconds, and how the dispatcher knows
+ * how many lane slots the pool has. A record is a lease: the worker moves `expires_at` forward by
+ * its own liveness timeout, never once it has passed (engine worker-liveness.ts). An expired record
+ * is dead for good: the reaper releases its tasks and deletes it, a claim under it is refused, and
+ * the worker registers anew under a fresh id. Times are the database's, so hosts' clocks do not matter.
+ */
+export const workers = drover.table(
+  "workers",
+  {
+    /** One registration of one worker process; a new one after its record expired. */
+    id: uuid("id").primaryKey(),
+    /** DROVER_WORKER_ID, for people: it also prefixes the worker's claim tokens. */
+    workerId: text("worker_id").notNull(),
+    laneWidth: integer("lane_width").notNull(),
+    startedAt: timestamp("started_at", { withTimezone: true }).notNull().defaultNow(),
+    heartbeatAt: timestamp("heartbeat_at", { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+  },
+  (t) => [index("workers_expires").on(t.expiresAt)],
+);
+
+export type WorkerRow = typeof workers.$inferSelect;
 
 export const ledger = drover.table(
   "ledger",
