@@ -1,0 +1,136 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { openDatabase, runs, tasks } from "@drover/db";
+import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
+import { registerWorker } from "@drover/engine";
+import { ensureTaskQueue, parseAssignment, type TaskAssignment, taskQueueNames } from "@drover/task-queue";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type DispatcherDeps, dispatch } from "../src/dispatcher.js";
+
+const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
+const names = taskQueueNames(`disp${randomBytes(4).toString("hex")}`);
+let testDb: TestDatabase;
+let database: ReturnType<typeof openDatabase>;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  database = openDatabase(testDb.url, { max: 4 });
+  nc = await connect({ servers: NATS_URL });
+  await ensureTaskQueue(await jetstreamManager(nc), names);
+});
+afterAll(async () => {
+  await (await jetstreamManager(nc)).streams.delete(names.stream).catch(() => false);
+  await nc.drain();
+  await database.close();
+  await testDb.drop();
+});
+beforeEach(async () => {
+  // Each case starts from an empty pool, no live run and an empty queue.
+  await database.db.execute(sql`delete from drover.workers`);
+  await database.db.execute(sql`update drover.runs set status = 'succeeded' where status = 'running'`);
+  await (await jetstreamManager(nc)).streams.purge(names.stream);
+});
+
+function deps(tenantCap = 0): DispatcherDeps {
+  return {
+    db: database.db,
+    js: jetstream(nc),
+    names,
+    laneWidth: 4,
+    tenantCap,
+    ensureQueue: () => jetstreamManager(nc).then((jsm) => ensureTaskQueue(jsm, names)),
+  };
+}
+
+async function liveWorkers(n: number): Promise<void> {
+  for (let i = 0; i < n; i++)
+    await registerWorker(database.db, {
+      id: randomUUID(),
+      workerId: `w${i}`,
+      laneWidth: 4,
+      livenessMs: 60_000,
+    });
+}
+
+async function runWithTasks(tenantId: string, count: number): Promise<string> {
+  const [r] = await database.db
+    .insert(runs)
+    .values({
+      tenantId,
+      source: "crm",
+      sourceAccount: `acct-${randomUUID()}`,
+      kinds: ["organizations"],
+      plan: [["organizations"]],
+      status: "running",
+    })
+    .returning();
+  await database.db.insert(tasks).values(
+    Array.from({ length: count }, () => ({
+      runId: r!.id,
+      kind: "organizations",
+      phase: 0,
+      seedKey: randomUUID(),
+      cursor: {},
+    })),
+  );
+  return r!.id;
+}
+
+/** The messages in the work queue, in the order workers would pull them. */
+async function queued(): Promise<TaskAssignment[]> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(names.stream);
+  const out: TaskAssignment[] = [];
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+    const msg = await jsm.streams.getMessage(names.stream, { seq }).catch(() => undefined);
+    const a = msg && parseAssignment(msg.data);
+    if (a && "taskId" in a) out.push(a);
+  }
+  return out;
+}
+
+function byRun(list: TaskAssignment[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const a of list) counts[a.runId] = (counts[a.runId] ?? 0) + 1;
+  return counts;
+}
+
+describe("fair dispatch", () => {
+  it("a small run beside a large one gets what it needs, published between the large run's tasks", async () => {
+    await liveWorkers(2);
+    const large = await runWithTasks("big-tenant", 200);
+    const small = await runWithTasks("small-tenant", 2);
+    expect(await dispatch(deps())).toBe(10);
+    const order = await queued();
+    expect(byRun(order)).toEqual({ [large]: 8, [small]: 2 });
+    // Round-robin: the small run's two tasks are among the first four in the queue, not behind 8.
+    expect(order.slice(0, 4).filter((a) => a.runId === small)).toHaveLength(2);
+    // Nothing more while nothing ended: the pool is full.
+    expect(await dispatch(deps())).toBe(0);
+  });
+
+  it("equal runs get equal shares of the live slots, growing with the pool", async () => {
+    await liveWorkers(1);
+    const ids = [await runWithTasks("t1", 50), await runWithTasks("t2", 50)];
+    await dispatch(deps());
+    expect(byRun(await queued())).toEqual({ [ids[0]!]: 3, [ids[1]!]: 3 });
+    await liveWorkers(2);
+    await dispatch(deps());
+    // 3 workers × 4 slots + 1 queued each = 14, shared equally.
+    expect(byRun(await queued())).toEqual({ [ids[0]!]: 7, [ids[1]!]: 7 });
+  });
+
+  it("a tenant's runs together stay within the tenant cap", async () => {
+    await liveWorkers(4);
+    const a1 = await runWithTasks("capped", 50);
+    const a2 = await runWithTasks("capped", 50);
+    const b = await runWithTasks("other", 50);
+    await dispatch(deps(5));
+    const counts = byRun(await queued());
+    expect(counts[a1]! + counts[a2]!).toBe(5);
+    expect(counts[b]).toBe(5);
+  });
+});
