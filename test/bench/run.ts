@@ -6,6 +6,7 @@ import { checkServices, REPO_ROOT } from "@drover/local-cluster";
 import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
 import { crmEngineScenario } from "./crm-engine.js";
 import { dailyBudgetScenario } from "./daily-budget.js";
+import { fairnessScenario } from "./fairness.js";
 import { closeOpenClusters, DATABASE_URL, NATS_URL } from "./harness.js";
 import { ledgerGrowthScenario } from "./ledger-growth.js";
 import { parallelFetchScenario } from "./parallel-fetch.js";
@@ -14,6 +15,10 @@ import { rework5xxScenario } from "./rework-5xx.js";
 import { QUICK_SCALE, type Scenario, type ScenarioResult, scenarioContext } from "./scenario.js";
 import { tableCopyScenario } from "./table-copy.js";
 import { verifyCostScenario } from "./verify-cost.js";
+import type { Scenario, ScenarioResult } from "./scenario.js";
+import { smallRunScenario } from "./small-run.js";
+import { tableCopyScenario } from "./table-copy.js";
+import { takeoverScenario } from "./takeover.js";
 import { writeEfficiencyScenario } from "./write-efficiency.js";
 
 /**
@@ -39,6 +44,9 @@ const SCENARIOS: readonly Scenario[] = [
   tableCopyScenario,
   ledgerGrowthScenario,
   dailyBudgetScenario,
+  fairnessScenario,
+  smallRunScenario,
+  takeoverScenario,
 ];
 
 /** Names that select several scenarios at once. */
@@ -71,6 +79,9 @@ const FIGURE_ORDER = [
   "table_worker_rss_mb",
   "daily_wasted_requests_per_reset",
   "daily_resume_lag_s",
+  "fairness_jain",
+  "small_run_slowdown",
+  "takeover_after_kill_s",
 ];
 
 const COUNTS = new Set([
@@ -108,6 +119,9 @@ const GOALS: readonly Goal[] = [
   { figure: "table_worker_rss_mb", op: "<=", target: 300 },
   { figure: "daily_wasted_requests_per_reset", op: "<=", target: 1 },
   { figure: "daily_resume_lag_s", op: "<=", target: 10 },
+  { figure: "fairness_jain", op: ">=", target: 0.9 },
+  { figure: "small_run_slowdown", op: "<=", target: 1.5 },
+  { figure: "takeover_after_kill_s", op: "<=", target: 20 },
 ];
 
 /** Figures printed without a goal, on purpose. */

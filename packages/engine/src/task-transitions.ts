@@ -421,8 +421,11 @@ export async function releaseStaleTasks(
  * however long a fetch or window takes), so this takes only what nobody works on; and a worker
  * that was frozen past its expiry and comes back finds its claim tokens gone, its record dead
  * (heartbeatWorker refuses to revive it) and its claims refused. Expired records are deleted in
- * the same statement. Tasks claimed without a record (workers of an older version) are left to
- * releaseStaleTasks. Returns the ids (DROVER_WORKER_ID) of the workers declared dead.
+ * the same statement. A task whose row is locked (a frozen worker stopped inside a window's
+ * transaction) is skipped rather than waited for, so one frozen worker never stalls the reaper; the
+ * server ends that transaction at its idle deadline and a later pass releases the task. Tasks
+ * claimed without a record (workers of an older version) are left to releaseStaleTasks. Returns
+ * the ids (DROVER_WORKER_ID) of the workers declared dead.
  */
 export async function releaseTasksOfDeadWorkers(
   q: Queryable,
@@ -430,15 +433,20 @@ export async function releaseTasksOfDeadWorkers(
 ): Promise<{ released: number; failed: number; deadWorkers: string[] }> {
   const { maxAttempts } = options;
   const rows = await q.execute<{ what: string; status: string | null; worker_id: string | null }>(sql`
-    with released as (
+    with orphaned as (
+      select t.id from drover.tasks t
+       where t.status = 'running' and t.worker is not null
+         and not exists (select 1 from drover.workers w where w.id = t.worker and w.expires_at > now())
+       for update of t skip locked),
+    released as (
       update drover.tasks t
          set status = case when t.attempts >= ${maxAttempts} then 'failed' else 'pending' end,
              last_error = case when t.attempts >= ${maxAttempts}
                                then 'its worker stopped responding on every attempt' else 'its worker stopped responding' end,
              finished_at = case when t.attempts >= ${maxAttempts} then now() end,
              locked_by = null, locked_at = null, dispatched_at = null, available_at = now(), updated_at = now()
-       where t.status = 'running' and t.worker is not null
-         and not exists (select 1 from drover.workers w where w.id = t.worker and w.expires_at > now())
+        from orphaned
+       where t.id = orphaned.id and t.status = 'running'
       returning t.status),
     dead as (
       delete from drover.workers w where w.expires_at <= now() returning w.worker_id)

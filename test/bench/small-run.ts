@@ -1,0 +1,140 @@
+import { join } from "node:path";
+import { type ServiceProcess, spawnService } from "@drover/local-cluster";
+import { RunStatus } from "@drover/proto";
+import type { SizeOptions } from "./fairness.js";
+import { API_TOKEN, openBenchCluster, SOURCE, sleep, untilVerified } from "./harness.js";
+import type { Scenario, ScenarioResult } from "./scenario.js";
+
+/**
+ * small_run_slowdown: the wall time of a 2,000-row run started while a 20× larger run of another
+ * tenant is under way, ÷ its wall time alone on the same pool. The large tenant goes wide (8
+ * partitions per list: 16 chains, twice the pool's 8 slots), the small one keeps the defaults (one
+ * chain per list). Each tenant reads its own account: two sandboxes, 40,000 and 2,000 rows of
+ * organizations and persons, 20 ms of latency, no rate limit. The large run is stopped once the
+ * small one has ended (it must still be running then, or the figure would not be measured under
+ * contention). Goal <= 1.5.
+ */
+
+const WORKERS = 2;
+const LANE_WIDTH = 4;
+const SMALL = { organizations: 650, persons: 1_350 };
+const LARGE_FACTOR = 20;
+
+function sandboxFlags(rows: { organizations: number; persons: number }, seed: number) {
+  return {
+    seed,
+    ...rows,
+    deals: 0,
+    leads: 0,
+    activities: 0,
+    notes: 0,
+    "mail-per-deal-max": 0,
+    "latency-ms": 20,
+    "burst-limit": 0,
+  };
+}
+
+export const smallRunScenario: Scenario = {
+  name: "small_run",
+  selects: ["small_run_slowdown"],
+  async run(options: SizeOptions = {}): Promise<ScenarioResult> {
+    const scale = options.quick ? 0.1 : 1;
+    const small = {
+      organizations: Math.round(SMALL.organizations * scale),
+      persons: Math.round(SMALL.persons * scale),
+    };
+    const large = {
+      organizations: small.organizations * LARGE_FACTOR,
+      persons: small.persons * LARGE_FACTOR,
+    };
+    const pageSize = options.quick ? "25" : "100";
+    const smallSettings = { pageSize };
+    const largeSettings = { pageSize, partitions: "8" };
+    const kinds = ["organizations", "persons"];
+    const bench = await openBenchCluster({
+      name: "small-run",
+      workers: WORKERS,
+      laneWidth: LANE_WIDTH,
+      sandbox: sandboxFlags(large, 5),
+      env: { DROVER_REAPER_INTERVAL_MS: "1000" },
+    });
+    let smallSandbox: ServiceProcess | undefined;
+    try {
+      smallSandbox = await spawnService({
+        name: "crm-sandbox-small",
+        entry: "packages/crm-sandbox/src/main.ts",
+        args: [
+          "--port",
+          "0",
+          ...Object.entries(sandboxFlags(small, 6)).flatMap(([k, v]) => [`--${k}`, String(v)]),
+        ],
+        readyEvent: "listening",
+        logDir: join(bench.cluster.logDir),
+      });
+      const smallSource = { name: SOURCE, baseUrl: String(smallSandbox.ready.url), apiToken: API_TOKEN };
+      const smallRun = (tenantId: string) =>
+        bench.runToEnd(
+          { tenantId, sourceAccount: "small-account", kinds, settings: smallSettings, source: smallSource },
+          600_000,
+        );
+
+      const alone = await smallRun("small-alone");
+      await untilVerified(bench.database.sql, alone.run.id);
+
+      const { run: largeRun } = await bench.client.startRun({
+        tenantId: "large-tenant",
+        source: SOURCE,
+        sourceAccount: "large-account",
+        kinds,
+        sourceConfig: { baseUrl: bench.cluster.sandboxUrl, apiToken: API_TOKEN, settings: largeSettings },
+      });
+      const largeId = largeRun!.id;
+      const largeRows = large.organizations + large.persons;
+      // Under way: a tenth of its rows written, every slot it may take taken.
+      const deadline = Date.now() + 300_000;
+      for (;;) {
+        const [r] = await bench.database.sql<{ rows: number }[]>`
+          select coalesce(sum(rows), 0)::int as rows from drover.window_commits where run_id = ${largeId}::uuid`;
+        if (r!.rows >= largeRows / 10) break;
+        if (Date.now() > deadline) throw new Error("the large run did not get under way within 5 minutes");
+        await sleep(100);
+      }
+      const contended = await smallRun("small-contended");
+      const [largeState] = await bench.database.sql<{ status: string; rows: number }[]>`
+        select r.status, (select coalesce(sum(rows), 0)::int from drover.window_commits w where w.run_id = r.id) as rows
+          from drover.runs r where r.id = ${largeId}::uuid`;
+      if (largeState!.status !== "running")
+        throw new Error(
+          `the large run was ${largeState!.status} before the small one ended: the small run was not measured under contention`,
+        );
+      await bench.client.stopRun({ runId: largeId });
+      for (;;) {
+        const { run } = await bench.client.getRun({ runId: largeId });
+        if (run!.status === RunStatus.STOPPED) break;
+        await sleep(200);
+      }
+      const aloneSeconds = (alone.finishedAt - alone.startedAt) / 1000;
+      const contendedSeconds = (contended.finishedAt - contended.startedAt) / 1000;
+      return {
+        figures: { small_run_slowdown: contendedSeconds / aloneSeconds },
+        settings: {
+          workers: WORKERS,
+          laneWidth: LANE_WIDTH,
+          kinds,
+          small: { rows: small, crmSettings: smallSettings },
+          large: { rows: large, crmSettings: largeSettings },
+        },
+        details: {
+          aloneSeconds,
+          contendedSeconds,
+          largeRowsWhenSmallEnded: largeState!.rows,
+          largeRows,
+          logs: bench.cluster.logDir,
+        },
+      };
+    } finally {
+      await smallSandbox?.stop();
+      await bench.close();
+    }
+  },
+};
