@@ -77,13 +77,14 @@ export const takeoverScenario: Scenario = {
         await worker.exited;
       }
       const killedAt = victim.killedAt;
-      let takenOver: { at: Date; task: string } | undefined;
+      let takenOver: { seconds: number; task: string } | undefined;
       const giveUp = Date.now() + 180_000;
       while (!takenOver) {
         if (Date.now() > giveUp)
           throw new Error("no other worker resumed the killed worker's tasks within 3 minutes");
-        const [first] = await sql<{ at: Date; task: string }[]>`
-          select min(at) as at, (array_agg(task order by at))[1] as task from (
+        const [first] = await sql<{ seconds: number; task: string }[]>`
+          select extract(epoch from min(at) - ${killedAt}::timestamptz)::float8 as seconds,
+                 (array_agg(task order by at))[1] as task from (
             select committed_at as at, task_id::text as task from drover.window_commits
              where task_id = any(${victim.tasks}::bigint[]) and committed_at > ${killedAt}
             union all
@@ -93,7 +94,7 @@ export const takeoverScenario: Scenario = {
         if (first) takenOver = first;
         else await sleep(100);
       }
-      const seconds = (takenOver.at.getTime() - killedAt.getTime()) / 1000;
+      const seconds = takenOver.seconds;
       await bench.client.stopRun({ runId });
       return {
         figures: { takeover_after_kill_s: seconds },
