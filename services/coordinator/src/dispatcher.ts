@@ -39,23 +39,29 @@ const DISPATCH_LOCK = sql`pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
 export async function dispatch(deps: DispatcherDeps): Promise<number> {
   const rounds = await deps.db.transaction(async (tx) => {
     await tx.execute(sql`select ${DISPATCH_LOCK}`);
+    const live = await liveLaneSlots(tx);
+    const slots = Math.max(live.slots, deps.laneWidth);
+    // No run can be given more than the whole pool: ready tasks are counted up to that, so a run
+    // with thousands seeded costs no more to weigh than one with a few.
     const demand = await tx.execute<DemandRow>(sql`
       select r.id as "runId", r.tenant_id as "tenantId", r.trace_context as "traceContext",
-             count(t.id) filter (where t.status = 'running')::int as running,
-             count(t.id) filter (where t.status = 'pending' and t.dispatched_at is not null)::int as queued,
-             count(t.id) filter (where t.status = 'pending' and t.dispatched_at is null
-                                   and t.phase = r.current_phase and t.available_at <= now())::int as ready
+             coalesce(f.running, 0)::int as running, coalesce(f.queued, 0)::int as queued,
+             (select count(*)::int from (
+                select 1 from drover.tasks t
+                 where t.run_id = r.id and t.status = 'pending' and t.dispatched_at is null
+                   and t.phase = r.current_phase and t.available_at <= now()
+                 limit ${slots + 1}) due) as ready
         from drover.runs r
-        left join drover.tasks t on t.run_id = r.id and t.status in ('running', 'pending')
+        left join lateral (
+          select count(*) filter (where t.status = 'running') as running,
+                 count(*) filter (where t.status = 'pending') as queued
+            from drover.tasks t
+           where t.run_id = r.id
+             and (t.status = 'running' or (t.status = 'pending' and t.dispatched_at is not null))) f on true
        where r.status = 'running'
-       group by r.id
        order by r.created_at`);
     if (demand.length === 0) return [];
-    const live = await liveLaneSlots(tx);
-    const targets = fairShares(demand, {
-      slots: Math.max(live.slots, deps.laneWidth),
-      tenantCap: deps.tenantCap,
-    });
+    const targets = fairShares(demand, { slots, tenantCap: deps.tenantCap });
     const picked: { runId: string; ids: number[]; traceContext: Record<string, string> | null }[] = [];
     for (const run of demand) {
       const target = targets.get(run.runId) ?? 0;
