@@ -113,6 +113,15 @@ export const smallRunScenario: Scenario = {
         if (run!.status === RunStatus.STOPPED) break;
         await sleep(200);
       }
+      // Where the small run's time went: waiting to be claimed (dispatch, the queue) or running.
+      const split = async (runId: string) => {
+        const [r] = await bench.database.sql<{ tasks: number; waited_s: number; ran_s: number }[]>`
+          select count(*)::int as tasks,
+                 round(sum(extract(epoch from started_at - greatest(created_at, available_at)))::numeric, 2)::float8 as waited_s,
+                 round(sum(extract(epoch from finished_at - started_at))::numeric, 2)::float8 as ran_s
+            from drover.tasks where run_id = ${runId}::uuid and finished_at is not null`;
+        return r;
+      };
       const aloneSeconds = (alone.finishedAt - alone.startedAt) / 1000;
       const contendedSeconds = (contended.finishedAt - contended.startedAt) / 1000;
       return {
@@ -127,6 +136,8 @@ export const smallRunScenario: Scenario = {
         details: {
           aloneSeconds,
           contendedSeconds,
+          aloneTasks: await split(alone.run.id),
+          contendedTasks: await split(contended.run.id),
           largeRowsWhenSmallEnded: largeState!.rows,
           largeRows,
           logs: bench.cluster.logDir,

@@ -34,7 +34,7 @@ import { authInterceptor } from "./auth.js";
 import { BudgetKeeper, DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
 import type { CoordinatorContext } from "./context.js";
-import { dispatch } from "./dispatcher.js";
+import { coalescedDispatch } from "./dispatcher.js";
 import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { reaperPass } from "./reaper.js";
 import { runService } from "./run-service.js";
@@ -107,15 +107,14 @@ export async function startCoordinator(
     clientCredentials: security.clientCredentials,
     providers: options.providers ?? defaultProviders,
     logger,
-    dispatch: () =>
-      dispatch({
-        db: database.db,
-        js,
-        names,
-        laneWidth: config.DROVER_LANE_WIDTH,
-        tenantCap: config.DROVER_TENANT_MAX_INFLIGHT,
-        ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
-      }),
+    dispatch: coalescedDispatch({
+      db: database.db,
+      js,
+      names,
+      laneWidth: config.DROVER_LANE_WIDTH,
+      tenantCap: config.DROVER_TENANT_MAX_INFLIGHT,
+      ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
+    }),
   };
 
   const health = createHealthService();

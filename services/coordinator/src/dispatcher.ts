@@ -37,6 +37,39 @@ const DISPATCH_LOCK = sql`pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
  * few stalls a run, so a task whose publish fails is unmarked for the next round.
  */
 export async function dispatch(deps: DispatcherDeps): Promise<number> {
+  return dispatchRound(deps);
+}
+
+/**
+ * Dispatch rounds, coalesced: every task that ends asks for a round, and under a large run they
+ * end many times a second, each round serialized behind the others by the lock. A request made
+ * while a round is running joins the one round that starts after it (which sees everything the
+ * requester committed before asking), so a burst of requests costs two rounds, not one each, and a
+ * small run's next task is not queued behind a large run's rounds.
+ */
+export function coalescedDispatch(deps: DispatcherDeps): () => Promise<number> {
+  let running: Promise<number> | undefined;
+  let next: Promise<number> | undefined;
+  const start = (): Promise<number> => {
+    const round = dispatchRound(deps).finally(() => {
+      if (running === round) running = undefined;
+    });
+    running = round;
+    return round;
+  };
+  return () => {
+    if (!running) return start();
+    next ??= running
+      .catch(() => 0)
+      .then(() => {
+        next = undefined;
+        return start();
+      });
+    return next;
+  };
+}
+
+async function dispatchRound(deps: DispatcherDeps): Promise<number> {
   const rounds = await deps.db.transaction(async (tx) => {
     await tx.execute(sql`select ${DISPATCH_LOCK}`);
     const live = await liveLaneSlots(tx);
@@ -63,7 +96,8 @@ export async function dispatch(deps: DispatcherDeps): Promise<number> {
     if (demand.length === 0) return [];
     const targets = fairShares(demand, { slots, tenantCap: deps.tenantCap });
     const picked: { runId: string; ids: number[]; traceContext: Record<string, string> | null }[] = [];
-    for (const run of demand) {
+    // The runs served least now publish first: their task leads each turn of the interleave.
+    for (const run of [...demand].sort((a, b) => a.running - b.running)) {
       const target = targets.get(run.runId) ?? 0;
       if (run.ready === 0 || target <= run.running + run.queued) continue;
       const marked = await markTasksDispatched(tx, run.runId, target);

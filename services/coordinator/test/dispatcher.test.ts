@@ -7,7 +7,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type DispatcherDeps, dispatch } from "../src/dispatcher.js";
+import { coalescedDispatch, type DispatcherDeps, dispatch } from "../src/dispatcher.js";
 
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const names = taskQueueNames(`disp${randomBytes(4).toString("hex")}`);
@@ -132,5 +132,16 @@ describe("fair dispatch", () => {
     const counts = byRun(await queued());
     expect(counts[a1]! + counts[a2]!).toBe(5);
     expect(counts[b]).toBe(5);
+  });
+
+  it("requests made while a round runs share the next round: a burst publishes each task once", async () => {
+    await liveWorkers(1);
+    const id = await runWithTasks("bursty", 50);
+    const request = coalescedDispatch(deps());
+    const results = await Promise.all(Array.from({ length: 6 }, () => request()));
+    // The first round fills the pool (4 slots + 1 queued); the five others joined one round after it.
+    expect(results[0]).toBe(5);
+    expect(new Set(results.slice(1))).toEqual(new Set([0]));
+    expect(byRun(await queued())).toEqual({ [id]: 5 });
   });
 });
