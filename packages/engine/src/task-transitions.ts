@@ -74,6 +74,44 @@ export async function markTasksDispatched(
 }
 
 /**
+ * Serializes the statements that decide how many of a run's tasks are published (a dispatch round,
+ * a worker handing its slot on): two of them counting the same in-flight tasks would both fill the
+ * same deficit. Taken inside their transactions.
+ */
+export const DISPATCH_LOCK = sql`select pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
+
+/** Records each run's fair share as a dispatch round dealt it out (runs.fair_share). */
+export async function recordFairShares(q: Queryable, shares: ReadonlyMap<string, number>): Promise<void> {
+  if (shares.size === 0) return;
+  await q.execute(sql`
+    update drover.runs r set fair_share = s.share
+      from unnest(${sql.param([...shares.keys()])}::uuid[], ${sql.param([...shares.values()])}::int[]) as s(id, share)
+     where r.id = s.id and r.status = 'running'`);
+}
+
+/**
+ * A task of the run ended and freed a lane slot: marks the run's next due tasks as published, up to
+ * the fair share the last dispatch round gave the run (none before the first round). The worker
+ * that freed the slot publishes them at once, so a chain's next page takes the slot its page just
+ * left instead of waiting for the coordinator's round, while the run never holds more than its
+ * share: a share that shrank (another run arrived) is given back as the run's tasks end. Fenced on
+ * the run being 'running' (markTasksDispatched); serialized with dispatch rounds by DISPATCH_LOCK.
+ */
+export async function handOnSlot(
+  db: Db,
+  runId: string,
+): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
+  return db.transaction(async (tx) => {
+    await tx.execute(DISPATCH_LOCK);
+    const [run] = await tx.execute<{ fair_share: number | null }>(
+      sql`select fair_share from drover.runs where id = ${runId}::uuid and status = 'running'`,
+    );
+    if (!run?.fair_share) return { ids: [], traceContext: null };
+    return markTasksDispatched(tx, runId, run.fair_share);
+  });
+}
+
+/**
  * Unmarks pending tasks whose message was never published or arrived before the task was due, so
  * the next top-up publishes them again. Fenced on 'pending': a task claimed meanwhile is left alone.
  */

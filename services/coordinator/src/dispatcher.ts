@@ -1,5 +1,11 @@
 import type { Db } from "@drover/db";
-import { liveLaneSlots, markTasksDispatched, undispatchTasks } from "@drover/engine";
+import {
+  DISPATCH_LOCK,
+  liveLaneSlots,
+  markTasksDispatched,
+  recordFairShares,
+  undispatchTasks,
+} from "@drover/engine";
 import { publishTask, type TaskQueueNames } from "@drover/task-queue";
 import { Attr, extractTraceContext, injectTraceContext, SpanKind, withSpan } from "@drover/telemetry";
 import type { JetStreamClient } from "@nats-io/jetstream";
@@ -19,12 +25,6 @@ export interface DispatcherDeps {
 }
 
 type DemandRow = RunDemand & { traceContext: Record<string, string> | null } & Record<string, unknown>;
-
-/**
- * Serializes dispatch rounds across coordinators (a TaskFinished may reach any of them): two rounds
- * computing shares from the same counts would both fill the same deficit.
- */
-const DISPATCH_LOCK = sql`pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
 
 /**
  * One dispatch round: reads what every running run has in flight and ready, deals the live
@@ -71,7 +71,7 @@ export function coalescedDispatch(deps: DispatcherDeps): () => Promise<number> {
 
 async function dispatchRound(deps: DispatcherDeps): Promise<number> {
   const rounds = await deps.db.transaction(async (tx) => {
-    await tx.execute(sql`select ${DISPATCH_LOCK}`);
+    await tx.execute(DISPATCH_LOCK);
     const live = await liveLaneSlots(tx);
     const slots = Math.max(live.slots, deps.laneWidth);
     // No run can be given more than the whole pool: ready tasks are counted up to that, so a run
@@ -95,6 +95,7 @@ async function dispatchRound(deps: DispatcherDeps): Promise<number> {
        order by r.created_at`);
     if (demand.length === 0) return [];
     const targets = fairShares(demand, { slots, tenantCap: deps.tenantCap });
+    await recordFairShares(tx, targets);
     const picked: { runId: string; ids: number[]; traceContext: Record<string, string> | null }[] = [];
     // The runs served least now publish first: their task leads each turn of the interleave.
     for (const run of [...demand].sort((a, b) => a.running - b.running)) {

@@ -24,17 +24,17 @@ export interface ShareOptions {
 }
 
 /**
- * Each run's target of tasks in flight (running + published). The pool dealt out is the live lane
- * slots plus one per run that has work: that one sits published in the queue, so a slot freed by
- * one of the run's tasks is taken at once instead of after the dispatcher's next round trip, and a
- * run never has more than about one message ahead of another run's in the FIFO queue.
+ * Each run's target of tasks in flight (running + published): the pool's live lane slots, dealt
+ * out one at a time, round after round, to every run that still wants more (its in-flight plus
+ * ready tasks) and whose tenant is under the cap; in each round the runs with the fewest running
+ * tasks go first, so the odd slots of an uneven split go to the ones served least now, not to the
+ * same runs every time. A run that needs less than an equal share (a chain of one task at a time)
+ * keeps what it needs and the rest goes to the others: a large run still gets every slot nobody
+ * else wants, and a run alone gets the whole pool.
  *
- * Slots are handed out one at a time, round after round, to every run that still wants more (its
- * in-flight plus ready tasks) and whose tenant is under the cap; in each round the runs with the
- * fewest running tasks go first, so the odd slots of an uneven split go to the ones served least
- * now, not to the same runs every time. A run that needs less than an equal share (a chain of one
- * task at a time) keeps what it needs and the rest goes to the others: a small run is never queued
- * behind a large one, and a large run still gets every slot nobody else wants.
+ * No slot is dealt beyond the pool, so the work queue holds next to nothing: a slot a task frees
+ * is refilled by its own run's next task (the worker publishes it at once, up to this share:
+ * `handOnSlot`), or by the next round's pick, never by a backlog another run queued earlier.
  *
  * A target can be below what a run already has in flight (a new run arrived): nothing is taken
  * back, the run simply gets nothing more until its tasks end.
@@ -43,7 +43,7 @@ export function fairShares(runs: readonly RunDemand[], options: ShareOptions): M
   const targets = new Map<string, number>(runs.map((r) => [r.runId, 0]));
   const want = (r: RunDemand) => r.running + r.queued + r.ready;
   const active = runs.filter((r) => want(r) > 0);
-  let pool = Math.max(0, options.slots) + active.length;
+  let pool = Math.max(0, options.slots);
   const cap = options.tenantCap > 0 ? options.tenantCap : Number.POSITIVE_INFINITY;
   const perTenant = new Map<string, number>();
   const order = [...active].sort((a, b) => a.running - b.running);

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { openDatabase, runs, tasks } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { registerWorker } from "@drover/engine";
+import { handOnSlot, registerWorker } from "@drover/engine";
 import { ensureTaskQueue, parseAssignment, type TaskAssignment, taskQueueNames } from "@drover/task-queue";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -103,10 +103,10 @@ describe("fair dispatch", () => {
     await liveWorkers(2);
     const large = await runWithTasks("big-tenant", 200);
     const small = await runWithTasks("small-tenant", 2);
-    expect(await dispatch(deps())).toBe(10);
+    expect(await dispatch(deps())).toBe(8);
     const order = await queued();
-    expect(byRun(order)).toEqual({ [large]: 8, [small]: 2 });
-    // Round-robin: the small run's two tasks are among the first four in the queue, not behind 8.
+    expect(byRun(order)).toEqual({ [large]: 6, [small]: 2 });
+    // Round-robin: the small run's two tasks are among the first four in the queue, not behind 6.
     expect(order.slice(0, 4).filter((a) => a.runId === small)).toHaveLength(2);
     // Nothing more while nothing ended: the pool is full.
     expect(await dispatch(deps())).toBe(0);
@@ -116,11 +116,11 @@ describe("fair dispatch", () => {
     await liveWorkers(1);
     const ids = [await runWithTasks("t1", 50), await runWithTasks("t2", 50)];
     await dispatch(deps());
-    expect(byRun(await queued())).toEqual({ [ids[0]!]: 3, [ids[1]!]: 3 });
+    expect(byRun(await queued())).toEqual({ [ids[0]!]: 2, [ids[1]!]: 2 });
     await liveWorkers(2);
     await dispatch(deps());
-    // 3 workers × 4 slots + 1 queued each = 14, shared equally.
-    expect(byRun(await queued())).toEqual({ [ids[0]!]: 7, [ids[1]!]: 7 });
+    // 3 workers × 4 slots, shared equally.
+    expect(byRun(await queued())).toEqual({ [ids[0]!]: 6, [ids[1]!]: 6 });
   });
 
   it("a tenant's runs together stay within the tenant cap", async () => {
@@ -139,9 +139,25 @@ describe("fair dispatch", () => {
     const id = await runWithTasks("bursty", 50);
     const request = coalescedDispatch(deps());
     const results = await Promise.all(Array.from({ length: 6 }, () => request()));
-    // The first round fills the pool (4 slots + 1 queued); the five others joined one round after it.
-    expect(results[0]).toBe(5);
+    // The first round fills the pool (4 slots); the five others joined one round after it.
+    expect(results[0]).toBe(4);
     expect(new Set(results.slice(1))).toEqual(new Set([0]));
-    expect(byRun(await queued())).toEqual({ [id]: 5 });
+    expect(byRun(await queued())).toEqual({ [id]: 4 });
+  });
+
+  it("a task that ends hands its slot to its own run's next task, never beyond the run's share", async () => {
+    await liveWorkers(1);
+    const a = await runWithTasks("hand-a", 20);
+    const b = await runWithTasks("hand-b", 20);
+    await dispatch(deps());
+    // Shares of 2 each, both in flight. One of a's tasks ends: its slot goes to a's next task.
+    const [ended] = await database.db.execute<{ id: string }>(sql`
+      update drover.tasks set status = 'succeeded' where id = (
+        select min(id) from drover.tasks where run_id = ${a}::uuid and dispatched_at is not null) returning id`);
+    expect(ended).toBeDefined();
+    expect((await handOnSlot(database.db, a)).ids).toHaveLength(1);
+    // Nothing ended since: a is at its share, and b's slot is not a's to take.
+    expect((await handOnSlot(database.db, a)).ids).toHaveLength(0);
+    expect((await handOnSlot(database.db, b)).ids).toHaveLength(0);
   });
 });

@@ -13,39 +13,39 @@ const shares = (runs: RunDemand[], slots: number, tenantCap = 0) =>
   Object.fromEntries(fairShares(runs, { slots, tenantCap }));
 
 describe("fair shares of the pool's lane slots", () => {
-  it("equal runs get equal shares: the live slots plus one queued task each", () => {
+  it("equal runs get equal shares of the live slots", () => {
     const runs = Array.from({ length: 8 }, (_, i) => run(`r${i}`, `t${i}`, 100));
-    expect(Object.values(shares(runs, 8))).toEqual(Array(8).fill(2));
+    expect(Object.values(shares(runs, 16))).toEqual(Array(8).fill(2));
   });
 
   it("a run that needs less than an equal share keeps what it needs; the rest goes to the others", () => {
-    expect(shares([run("large", "a", 500), run("small", "b", 2)], 8)).toEqual({ large: 8, small: 2 });
+    expect(shares([run("large", "a", 500), run("small", "b", 2)], 8)).toEqual({ large: 6, small: 2 });
   });
 
   it("a run alone may use every slot of the pool", () => {
-    expect(shares([run("only", "a", 500)], 40)).toEqual({ only: 41 });
+    expect(shares([run("only", "a", 500)], 40)).toEqual({ only: 40 });
   });
 
   it("what a run already has in flight counts towards its share; nothing is taken back", () => {
     // The large run holds the whole pool when a small one arrives: its target drops below what it holds.
-    expect(shares([run("large", "a", 400, 8, 1), run("small", "b", 6)], 8)).toEqual({ large: 5, small: 5 });
+    expect(shares([run("large", "a", 400, 8, 1), run("small", "b", 6)], 8)).toEqual({ large: 4, small: 4 });
   });
 
   it("the tenant cap bounds a tenant's runs together, and the slots it leaves go to other tenants", () => {
     const runs = [run("a1", "a", 100), run("a2", "a", 100), run("b1", "b", 100), run("c1", "c", 2)];
-    // 12 slots + 4 queued: a's two runs share its cap of 4, c needs 2, b (capped too) gets 4.
-    expect(shares(runs, 12, 4)).toEqual({ a1: 2, a2: 2, b1: 4, c1: 2 });
-    expect(shares(runs, 12, 8)).toEqual({ a1: 4, a2: 4, b1: 6, c1: 2 });
+    // a's two runs share its cap of 4, c needs 2, b (capped too) gets 4: two slots stay free.
+    expect(shares(runs, 14, 4)).toEqual({ a1: 2, a2: 2, b1: 4, c1: 2 });
+    expect(shares(runs, 14, 8)).toEqual({ a1: 4, a2: 4, b1: 4, c1: 2 });
   });
 
-  it("runs with nothing to do get nothing and take no headroom", () => {
-    expect(shares([run("waiting", "a", 0), run("busy", "b", 100)], 4)).toEqual({ waiting: 0, busy: 5 });
+  it("runs with nothing to do get nothing", () => {
+    expect(shares([run("waiting", "a", 0), run("busy", "b", 100)], 4)).toEqual({ waiting: 0, busy: 4 });
   });
 
   it("an uneven split gives the odd slots to the runs with the fewest running tasks", () => {
     expect(shares([run("ahead", "a", 100, 3), run("behind", "b", 100, 1)], 5)).toEqual({
-      ahead: 3,
-      behind: 4,
+      ahead: 2,
+      behind: 3,
     });
   });
 });

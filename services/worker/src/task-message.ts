@@ -60,6 +60,11 @@ export interface TaskMessageDeps {
   /** Aborted when the worker shuts down: running attempts hand themselves back. */
   shutdown: AbortSignal;
   held: HeldTasks;
+  /**
+   * A task's attempt ended and freed its lane slot: publish its run's next due tasks, up to the
+   * run's fair share, before the slot is free for the lane to pull again (handOnSlot).
+   */
+  handOnSlot?(runId: string): Promise<void>;
   /** Tells the coordinator a task finished (best effort: the reaper finds the same facts). */
   reportFinished(task: FinishedTask): Promise<unknown>;
   logger: Logger;
@@ -142,7 +147,15 @@ async function runTask(deps: TaskMessageDeps, msg: TaskMessage, assignment: Task
   taskOutcomes.inc({ outcome: outcome.status });
   settle(msg, verbForOutcome(outcome));
   deps.onOutcome?.(outcome);
-  if (outcome.status === "dropped" || !REPORTED.has(outcome.status)) return;
+  if (outcome.status === "dropped") return;
+  // Handed back on shutdown, the task's message comes back itself (nak): nothing to hand on.
+  if (outcome.status !== "handed_back" && deps.handOnSlot)
+    await deps
+      .handOnSlot(outcome.runId)
+      .catch((err) =>
+        logger.warn({ err: String(err) }, "handing the slot on failed; the next round fills it"),
+      );
+  if (!REPORTED.has(outcome.status)) return;
   deps
     .reportFinished({
       taskId: outcome.taskId,

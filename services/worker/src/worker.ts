@@ -1,18 +1,27 @@
 import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
 import { ConfigError } from "@drover/config";
 import { openDatabase } from "@drover/db";
-import type { AssignmentOutcome, TaskRunnerDeps } from "@drover/engine";
+import { type AssignmentOutcome, handOnSlot, type TaskRunnerDeps, undispatchTasks } from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
 import {
   ensureTaskQueue,
   parseBudgetWall,
+  publishTask,
   startLane,
   TaskQueueConfigError,
   taskQueueNames,
 } from "@drover/task-queue";
-import { createLogger, injectTraceContext, type Logger } from "@drover/telemetry";
+import {
+  Attr,
+  createLogger,
+  extractTraceContext,
+  injectTraceContext,
+  type Logger,
+  SpanKind,
+  withSpan,
+} from "@drover/telemetry";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { BudgetLeases } from "./budget-leases.js";
@@ -122,6 +131,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   }
   const shutdown = new AbortController();
   const held = new HeldTasks();
+  const js = jetstream(nc);
 
   const budgets = new BudgetLeases(coordinator, config.DROVER_WORKER_ID);
   // A 429 seen by any worker walls the account off for all of them until the source's reset.
@@ -152,6 +162,23 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     pressureDeferMs: config.DROVER_PRESSURE_DEFER_MS,
     shutdown: shutdown.signal,
     held,
+    async handOnSlot(runId) {
+      const next = await handOnSlot(database.db, runId);
+      if (next.ids.length === 0) return;
+      const failed: number[] = [];
+      await withSpan(
+        "dispatch",
+        { [Attr.runId]: runId, "drover.dispatched": next.ids.length, "drover.handed_on": true },
+        async () => {
+          const headers = injectTraceContext();
+          for (const taskId of next.ids)
+            await publishTask(js, names, { taskId, runId }, headers).catch(() => failed.push(taskId));
+        },
+        { parent: extractTraceContext(next.traceContext ?? {}), kind: SpanKind.PRODUCER },
+      );
+      // Unmarked, the coordinator's next round publishes them.
+      if (failed.length > 0) await undispatchTasks(database.db, failed);
+    },
     reportFinished: (task) =>
       coordinator.taskFinished(
         { taskId: String(task.taskId), runId: task.runId, outcome: task.outcome, phase: task.phase },
@@ -161,7 +188,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     onOutcome: options.onOutcome,
   });
 
-  const lane = await startLane(jetstream(nc), names, {
+  const lane = await startLane(js, names, {
     width: config.DROVER_LANE_WIDTH,
     handle,
     ensure: () => ensureTaskQueue(jsm, names, queueOptions),

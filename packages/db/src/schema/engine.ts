@@ -60,6 +60,13 @@ export const runs = drover.table(
     /** W3C trace context of the StartRun call, so tasks dispatched later join its trace. */
     traceContext: jsonb("trace_context").$type<Record<string, string>>(),
     error: text("error"),
+    /**
+     * The run's fair share of the pool (tasks in flight: running, or published and not yet
+     * claimed), as the last dispatch round dealt it out. A worker whose task of this run ends
+     * publishes the run's next ready tasks up to it at once (`handOnSlot`), without waiting for the
+     * coordinator's round; null until the first round.
+     */
+    fairShare: integer("fair_share"),
     verification: jsonb("verification"),
     /**
      * The share of the source account's daily allowance this run may spend per day (0 < share <= 1),
