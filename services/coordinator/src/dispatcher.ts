@@ -27,20 +27,6 @@ export interface DispatcherDeps {
 type DemandRow = RunDemand & { traceContext: Record<string, string> | null } & Record<string, unknown>;
 
 /**
- * One dispatch round: reads what every running run has in flight and ready, deals the live
- * workers' lane slots out among them (fair-share.ts: equal shares, one queued task of headroom
- * each, the tenant cap), marks each run's deficit as published in the same transaction, then
- * publishes, interleaving the runs (one task of each in turn) so the FIFO work queue serves them
- * round-robin. Workers pull only as many messages as they have free slots, so what is published
- * is what is about to run: a small run's task waits behind about one task of each other run, never
- * behind a large run's backlog. Publishing twice is harmless (the claim is fenced); publishing too
- * few stalls a run, so a task whose publish fails is unmarked for the next round.
- */
-export async function dispatch(deps: DispatcherDeps): Promise<number> {
-  return dispatchRound(deps);
-}
-
-/**
  * Dispatch rounds, coalesced: every task that ends asks for a round, and under a large run they
  * end many times a second, each round serialized behind the others by the lock. A request made
  * while a round is running joins the one round that starts after it (which sees everything the
@@ -51,7 +37,7 @@ export function coalescedDispatch(deps: DispatcherDeps): () => Promise<number> {
   let running: Promise<number> | undefined;
   let next: Promise<number> | undefined;
   const start = (): Promise<number> => {
-    const round = dispatchRound(deps).finally(() => {
+    const round = dispatch(deps).finally(() => {
       if (running === round) running = undefined;
     });
     running = round;
@@ -69,7 +55,18 @@ export function coalescedDispatch(deps: DispatcherDeps): () => Promise<number> {
   };
 }
 
-async function dispatchRound(deps: DispatcherDeps): Promise<number> {
+/**
+ * One dispatch round: reads what every running run has in flight and ready, deals the live
+ * workers' lane slots out among them (fair-share.ts: equal shares of what runs need, the tenant
+ * cap), records each run's share (runs.fair_share, up to which a worker whose task ends publishes
+ * the run's next tasks itself), marks each run's deficit as published in the same transaction,
+ * then publishes, interleaving the runs (one task of each in turn, the runs served least first)
+ * so the FIFO work queue serves them round-robin. No more than the pool is published, and workers
+ * pull only as many messages as they have free slots, so the queue holds no backlog a small run's
+ * task would wait behind. Publishing twice is harmless (the claim is fenced); publishing too few
+ * stalls a run, so a task whose publish fails is unmarked for the next round.
+ */
+export async function dispatch(deps: DispatcherDeps): Promise<number> {
   const rounds = await deps.db.transaction(async (tx) => {
     await tx.execute(DISPATCH_LOCK);
     const live = await liveLaneSlots(tx);
