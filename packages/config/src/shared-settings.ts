@@ -7,7 +7,7 @@ import { staleTaskMs } from "./task-lock.js";
  * coordinator's at start (GetSettings) and refuses to run on a disagreement.
  */
 export const SHARED_SETTINGS = {
-  /** Tasks a worker runs at once; dispatch keeps twice this many of a run's tasks in flight. */
+  /** Tasks a worker runs at once; the dispatcher floors the pool at one worker's lane of it. */
   DROVER_LANE_WIDTH: intVar(1, 256, 4),
   /** Names the task stream, its subjects and the workers' consumer. */
   DROVER_QUEUE_PREFIX: identifier("drover"),
