@@ -58,6 +58,7 @@ export {
   releaseStaleTasks,
   releaseTask,
   releaseTasksOfDeadWorkers,
+  runDispatchLock,
   touchTask,
   undispatchTasks,
   writeCheckpoint,

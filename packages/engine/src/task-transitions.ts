@@ -74,11 +74,19 @@ export async function markTasksDispatched(
 }
 
 /**
- * Serializes the statements that decide how many of a run's tasks are published (a dispatch round,
- * a worker handing its slot on): two of them counting the same in-flight tasks would both fill the
- * same deficit. Taken inside their transactions.
+ * Serializes dispatch rounds across coordinators: two rounds computing shares from the same counts
+ * would both fill the same deficits. Taken inside the round's transaction.
  */
 export const DISPATCH_LOCK = sql`select pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
+
+/**
+ * Serializes the statements that publish one run's tasks (a round marking the run's deficit, a
+ * worker handing its slot on): two counting the same in-flight tasks would both fill the same
+ * deficit. Per run, so a worker handing on a slot waits only for a round that is marking its run.
+ */
+export function runDispatchLock(runId: string) {
+  return sql`select pg_advisory_xact_lock(hashtext('drover.dispatch.run'), hashtext(${runId}))`;
+}
 
 /** Records each run's fair share as a dispatch round dealt it out (runs.fair_share). */
 export async function recordFairShares(q: Queryable, shares: ReadonlyMap<string, number>): Promise<void> {
@@ -95,14 +103,15 @@ export async function recordFairShares(q: Queryable, shares: ReadonlyMap<string,
  * that freed the slot publishes them at once, so a chain's next page takes the slot its page just
  * left instead of waiting for the coordinator's round, while the run never holds more than its
  * share: a share that shrank (another run arrived) is given back as the run's tasks end. Fenced on
- * the run being 'running' (markTasksDispatched); serialized with dispatch rounds by DISPATCH_LOCK.
+ * the run being 'running' (markTasksDispatched); serialized with rounds marking the run by
+ * runDispatchLock.
  */
 export async function handOnSlot(
   db: Db,
   runId: string,
 ): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
   return db.transaction(async (tx) => {
-    await tx.execute(DISPATCH_LOCK);
+    await tx.execute(runDispatchLock(runId));
     const [run] = await tx.execute<{ fair_share: number | null }>(
       sql`select fair_share from drover.runs where id = ${runId}::uuid and status = 'running'`,
     );

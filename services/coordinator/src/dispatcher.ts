@@ -4,6 +4,7 @@ import {
   liveLaneSlots,
   markTasksDispatched,
   recordFairShares,
+  runDispatchLock,
   undispatchTasks,
 } from "@drover/engine";
 import { publishTask, type TaskQueueNames } from "@drover/task-queue";
@@ -98,6 +99,7 @@ export async function dispatch(deps: DispatcherDeps): Promise<number> {
     for (const run of [...demand].sort((a, b) => a.running - b.running)) {
       const target = targets.get(run.runId) ?? 0;
       if (run.ready === 0 || target <= run.running + run.queued) continue;
+      await tx.execute(runDispatchLock(run.runId));
       const marked = await markTasksDispatched(tx, run.runId, target);
       if (marked.ids.length > 0)
         picked.push({ runId: run.runId, ids: marked.ids, traceContext: run.traceContext });
