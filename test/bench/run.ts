@@ -13,12 +13,10 @@ import { parallelFetchScenario } from "./parallel-fetch.js";
 import { rerunScenario } from "./rerun.js";
 import { rework5xxScenario } from "./rework-5xx.js";
 import { QUICK_SCALE, type Scenario, type ScenarioResult, scenarioContext } from "./scenario.js";
-import { tableCopyScenario } from "./table-copy.js";
-import { verifyCostScenario } from "./verify-cost.js";
-import type { Scenario, ScenarioResult } from "./scenario.js";
 import { smallRunScenario } from "./small-run.js";
 import { tableCopyScenario } from "./table-copy.js";
 import { takeoverScenario } from "./takeover.js";
+import { verifyCostScenario } from "./verify-cost.js";
 import { writeEfficiencyScenario } from "./write-efficiency.js";
 
 /**
