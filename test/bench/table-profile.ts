@@ -1,0 +1,251 @@
+import { readFileSync, statSync } from "node:fs";
+import { pipeline } from "node:stream/promises";
+import { type Database, openDatabase } from "@drover/db";
+import { createSourceDatabase, EMPTY_CRM_SANDBOX, generateRoomEvents } from "@drover/local-cluster";
+import { openBenchCluster, untilVerified } from "./harness.js";
+
+/**
+ * Where the streamed table copy's time goes, measured so that a loaded machine does not skew it:
+ * CPU seconds (utime + stime from /proc) per 1,000 rows of the workers, the coordinator, this
+ * process and the Postgres backends of the source and product databases (per application_name),
+ * and, given the server's log file (PROFILE_SERVER_LOG; the databases are set to log_statement =
+ * all, the workers restarted to pick it up), statements per 1,000 rows by their first words, for the
+ * binary COPY pipe and for Drover's streamed run (2 workers x lane 4, as the bench) over the same
+ * rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes.
+ *
+ *   cd test && PROFILE_ROWS=100000 node --import tsx --conditions=@drover/source bench/table-profile.ts
+ */
+
+const ROWS = Number(process.env.PROFILE_ROWS ?? 100_000);
+/** The server's log file (e.g. /var/log/postgresql/postgresql-15-main.log): statements are counted from it. */
+const LOG = process.env.PROFILE_SERVER_LOG || undefined;
+const HOUR = 3_600_000;
+/** /proc/<pid>/stat counts CPU time in clock ticks of 1/100 s (USER_HZ). */
+const TICK = 100;
+
+function ticks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU of every backend of the given databases, sampled so that pool connections are all seen. */
+function backendMeter(admin: Database["sql"], databases: string[]) {
+  const first = new Map<number, { db: string; app: string; at: number }>();
+  const last = new Map<number, number>();
+  let stopped = false;
+  const sample = async (initial: boolean) => {
+    const rows = await admin<{ pid: number; datname: string; app: string }[]>`
+      select pid, datname, application_name as app from pg_stat_activity
+       where datname = any(${databases}) and pid <> pg_backend_pid()`;
+    for (const r of rows) {
+      const t = ticks(r.pid);
+      if (t === undefined) continue;
+      if (!first.has(r.pid)) first.set(r.pid, { db: r.datname, app: r.app, at: initial ? t : 0 });
+      last.set(r.pid, t);
+    }
+  };
+  const started = sample(true);
+  const loop = (async () => {
+    await started;
+    while (!stopped) {
+      await new Promise((r) => setTimeout(r, 100));
+      await sample(false);
+    }
+  })();
+  return {
+    started,
+    async stop(): Promise<Record<string, number>> {
+      await sample(false);
+      stopped = true;
+      await loop;
+      const by: Record<string, number> = {};
+      for (const [pid, f] of first) {
+        const used = ((last.get(pid) ?? f.at) - f.at) / TICK;
+        by[f.db] = (by[f.db] ?? 0) + used;
+        by[`${f.db}/${f.app}`] = (by[`${f.db}/${f.app}`] ?? 0) + used;
+      }
+      return by;
+    },
+  };
+}
+
+function logOffset(): number {
+  return LOG ? statSync(LOG).size : 0;
+}
+
+/** Statements the server logged for `db` since `from`, grouped by their first words. */
+function statements(from: number, db: string): { total: number; kinds: Record<string, number> } {
+  if (!LOG) return { total: 0, kinds: {} };
+  const text = readFileSync(LOG, "utf8").slice(from);
+  const kinds: Record<string, number> = {};
+  let total = 0;
+  // A statement of several lines continues on lines without the log's prefix.
+  const entries = text.split(/\n(?=\d{4}-\d\d-\d\d \d\d:)/);
+  for (const entry of entries) {
+    if (!entry.includes(`@${db} `)) continue;
+    const m = /LOG: {2}(?:statement|execute [^:]*): ([\s\S]*)$/.exec(entry);
+    if (!m) continue;
+    total++;
+    const words = m[1]!.trim().replace(/\s+/g, " ").split(" ").slice(0, 4).join(" ").slice(0, 50);
+    kinds[words] = (kinds[words] ?? 0) + 1;
+  }
+  return { total, kinds };
+}
+
+const per1k = (x: number, rows: number) => Number(((x * 1000) / rows).toFixed(4));
+
+async function main() {
+  const bench = await openBenchCluster({
+    name: "table-profile",
+    workers: 2,
+    laneWidth: 4,
+    sandbox: { ...EMPTY_CRM_SANDBOX },
+    env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
+  });
+  const adminDb = openDatabase(bench.testDb.url, { max: 1 });
+  const admin = adminDb.sql;
+  const source = await createSourceDatabase(
+    bench.testDb.url.replace(/\/[^/]*$/, "/postgres"),
+    "bench_source",
+  );
+  try {
+    const sql = bench.database.sql;
+    const to = Date.parse("2024-10-20T00:00:00Z");
+    const from = to - 48 * HOUR;
+    await generateRoomEvents(source.sql, {
+      schema: "bench_source",
+      rows: ROWS,
+      from: new Date(from),
+      to: new Date(to),
+      seed: "bench",
+    });
+    await sql`create schema bench_source`;
+    await sql.unsafe(
+      "create table bench_source.room_events (id text primary key, room_id uuid not null, data jsonb not null)",
+    );
+    await Promise.all([sql`checkpoint`, source.sql`checkpoint`]);
+    await source.sql`select count(*), sum(length(data::text)) from bench_source.room_events`;
+    const dbs = [bench.testDb.name, source.name];
+    if (LOG) {
+      for (const db of dbs) await admin.unsafe(`alter database "${db}" set log_statement = 'all'`);
+      // Workers connected before the setting: start fresh ones.
+      for (const w of [...bench.cluster.workers]) await w.stop();
+      await bench.cluster.addWorker();
+      await bench.cluster.addWorker();
+    }
+    const workers = bench.cluster.workers.filter((w) => ticks(w.pid) !== undefined);
+
+    // The pipe, on fresh connections so that the log holds its statements.
+    const srcDb = openDatabase(source.url, { max: 1 });
+    const dstDb = openDatabase(bench.testDb.url, { max: 1 });
+    const src = srcDb.sql;
+    const dst = dstDb.sql;
+    await Promise.all([src`select 1`, dst`select 1`]);
+    let meter = backendMeter(admin, dbs);
+    await meter.started;
+    let offset = logOffset();
+    let cpu0 = process.cpuUsage();
+    let t0 = performance.now();
+    const out = await src
+      .unsafe("copy (select id, room_id, data from bench_source.room_events) to stdout (format binary)")
+      .readable();
+    await pipeline(
+      out,
+      await dst.unsafe("copy bench_source.room_events from stdin (format binary)").writable(),
+    );
+    const pipeSeconds = (performance.now() - t0) / 1000;
+    const pipeCpu = process.cpuUsage(cpu0);
+    const pipeBackends = await meter.stop();
+    const pipeStatements = [statements(offset, source.name), statements(offset, bench.testDb.name)];
+    await Promise.all([srcDb.close(), dstDb.close()]);
+
+    await sql`checkpoint`;
+    meter = backendMeter(admin, dbs);
+    await meter.started;
+    offset = logOffset();
+    const w0 = workers.map((w) => ticks(w.pid) ?? 0);
+    const c0 = bench.cluster.coordinators.map((c) => ticks(c.pid) ?? 0);
+    cpu0 = process.cpuUsage();
+    t0 = performance.now();
+    const outcome = await bench.runToEnd(
+      {
+        tenantId: "prof",
+        sourceAccount: "prof",
+        kinds: [],
+        settings: {
+          table: "bench_source.room_events",
+          destination: "app.room_events",
+          tenantColumn: "tenant_id",
+          mapping: "id=id,room_id=room_id,data=data",
+          from: new Date(from).toISOString(),
+          to: new Date(to).toISOString(),
+          ...(process.env.PROFILE_PAGE ? { pageSize: process.env.PROFILE_PAGE } : {}),
+          ...(process.env.PROFILE_WINDOW ? { windowSize: process.env.PROFILE_WINDOW } : {}),
+        },
+        source: { name: "pg-table", baseUrl: "", apiToken: source.url },
+      },
+      3_600_000,
+    );
+    const wall = (performance.now() - t0) / 1000;
+    const runSeconds = (outcome.finishedAt - outcome.startedAt) / 1000;
+    const workerCpu = workers.reduce((s, w, i) => s + ((ticks(w.pid) ?? 0) - w0[i]!) / TICK, 0);
+    const coordCpu = bench.cluster.coordinators.reduce(
+      (s, c, i) => s + ((ticks(c.pid) ?? 0) - c0[i]!) / TICK,
+      0,
+    );
+    const droverBackends = await meter.stop();
+    const droverStatements = [statements(offset, source.name), statements(offset, bench.testDb.name)];
+    const [landed] = await sql<{ n: number }[]>`select count(*)::int as n from app.room_events`;
+    await untilVerified(sql, outcome.run.id);
+
+    const report = {
+      rows: ROWS,
+      pipe: {
+        seconds: pipeSeconds,
+        rowsPerSecond: Math.round(ROWS / pipeSeconds),
+        cpuPer1k: {
+          node: per1k((pipeCpu.user + pipeCpu.system) / 1e6, ROWS),
+          sourceBackends: per1k(pipeBackends[source.name] ?? 0, ROWS),
+          productBackends: per1k(pipeBackends[bench.testDb.name] ?? 0, ROWS),
+        },
+        statementsPer1k: {
+          source: per1k(pipeStatements[0]!.total, ROWS),
+          product: per1k(pipeStatements[1]!.total, ROWS),
+        },
+      },
+      drover: {
+        landed: landed!.n,
+        runSeconds,
+        wall,
+        rowsPerSecond: Math.round(ROWS / runSeconds),
+        cpuPer1k: {
+          workers: per1k(workerCpu, ROWS),
+          coordinator: per1k(coordCpu, ROWS),
+          sourceBackends: per1k(droverBackends[source.name] ?? 0, ROWS),
+          productBackends: per1k(droverBackends[bench.testDb.name] ?? 0, ROWS),
+        },
+        backendsByApp: Object.fromEntries(
+          Object.entries(droverBackends).map(([k, v]) => [k, per1k(v, ROWS)]),
+        ),
+        statementsPer1k: {
+          source: per1k(droverStatements[0]!.total, ROWS),
+          product: per1k(droverStatements[1]!.total, ROWS),
+        },
+        sourceKinds: droverStatements[0]!.kinds,
+        productKinds: droverStatements[1]!.kinds,
+      },
+    };
+    console.log(JSON.stringify(report, null, 2));
+  } finally {
+    await adminDb.close();
+    await bench.close();
+    await source.drop();
+  }
+}
+
+await main();
