@@ -13,10 +13,13 @@ export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress
 export {
   admitRun,
   advanceBarrier,
+  closeFollowPass,
+  type FollowStep,
   finalizeRun,
   type NewRun,
   pruneFinishedRuns,
   rearmRun,
+  requestCutover,
   requestStop,
   settleStoppingRun,
 } from "./run-transitions.js";

@@ -3,7 +3,7 @@ import type { Provider } from "@drover/provider-sdk";
 import { eq } from "drizzle-orm";
 import { resolveDeferredLinks } from "./deferred-links.js";
 import { toRunInfo } from "./run-info.js";
-import { advanceBarrier, finalizeRun, settleStoppingRun } from "./run-transitions.js";
+import { advanceBarrier, closeFollowPass, finalizeRun, settleStoppingRun } from "./run-transitions.js";
 import { insertTaskSeeds } from "./task-transitions.js";
 
 export type RunProgress =
@@ -39,7 +39,25 @@ export async function progressRun(deps: ProgressDeps, runId: string): Promise<Ru
     let phase = run.currentPhase;
     let seeded = 0;
     let advanced = false;
-    while (phase < run.plan.length && (await advanceBarrier(tx, runId, phase))) {
+    while (phase < run.plan.length) {
+      // A follow run stays on its closing phase (the catch-up), pass after pass, until cutover.
+      if (run.follow && phase === run.plan.length - 1) {
+        const step = await closeFollowPass(tx, runId, phase);
+        if (step.kind === "busy") break;
+        if (step.kind === "next") {
+          const seeds = await provider.seedPhase({
+            run: toRunInfo(run),
+            phase,
+            kinds: run.plan[phase] ?? [],
+            tx,
+            pass: { index: step.pass.index, since: step.pass.since },
+          });
+          seeded = await insertTaskSeeds(tx, runId, phase, seeds, { availableAt: new Date(step.pass.startsAt) });
+          // A pass that seeds nothing has nothing to follow: the barrier passes and the run ends.
+          if (seeds.length > 0) return { kind: "unchanged" };
+        }
+      }
+      if (!(await advanceBarrier(tx, runId, phase))) break;
       advanced = true;
       await resolveDeferredLinks(tx, run, run.plan[phase] ?? [], provider.deferredLinks ?? [], deps.notesCap);
       phase++;

@@ -1,4 +1,4 @@
-import { type Db, type Queryable, type RunRow, type RunSummary, runs } from "@drover/db";
+import { type Db, type FollowPass, type Queryable, type RunFollow, type RunRow, type RunSummary, runs } from "@drover/db";
 import type { Provider } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { toRunInfo } from "./run-info.js";
@@ -28,6 +28,8 @@ export interface NewRun {
   traceContext: Record<string, string>;
   /** The run's share of the account's daily allowance; null: no cap of its own. */
   dailyShare?: number | null;
+  /** Follow the source until cutover, a pass every `intervalSeconds`; absent: finish after the import. */
+  follow?: { intervalSeconds: number };
 }
 
 /**
@@ -39,7 +41,12 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
   return db.transaction(async (tx) => {
     const [run] = await tx
       .insert(runs)
-      .values({ ...input, status: "running", startedAt: new Date() })
+      .values({
+        ...input,
+        follow: input.follow ? { intervalSeconds: input.follow.intervalSeconds, cutoverAt: null, passes: [] } : null,
+        status: "running",
+        startedAt: new Date(),
+      })
       .returning();
     const seeds = await provider.seedPhase({
       run: toRunInfo(run!),
@@ -140,6 +147,122 @@ export async function rearmRun(
     if (moved.length === 0) return false;
     const lowest = await rearmTasks(tx, runId, how.tasksFrom, { resetAttempts: how.resetAttempts });
     if (lowest !== undefined) await rewindBarrier(tx, runId, lowest);
+    await startOpenPassNow(tx, runId);
+    return true;
+  });
+}
+
+/**
+ * A re-armed task is due at once (rearmTasks), so a follow pass that was waiting for its start may
+ * now begin earlier than recorded: its start moves to now, since the next pass asks for
+ * updated_since = this start and must not begin after the moment this one first listed.
+ */
+async function startOpenPassNow(q: Queryable, runId: string): Promise<void> {
+  const [row] = await q.execute<{ follow: RunFollow | null; now_ms: number }>(sql`
+    select follow, (extract(epoch from now()) * 1000)::float8 as now_ms
+      from drover.runs where id = ${runId}::uuid and follow is not null for update`);
+  const open = row?.follow?.passes.at(-1);
+  if (!row?.follow || !open || open.finishedAt !== null) return;
+  const now = new Date(Number(row.now_ms)).toISOString();
+  if (open.startsAt <= now) return;
+  open.startsAt = now;
+  await q.execute(sql`update drover.runs set follow = ${JSON.stringify(row.follow)}::jsonb where id = ${runId}::uuid`);
+}
+
+/** What closing a follow run's pass over the closing phase led to. */
+export type FollowStep =
+  /** The pass still has tasks pending or running (or the run is not following on this phase). */
+  | { kind: "busy" }
+  /** The pass closed and the next one is open: seed it, due at `pass.startsAt`. */
+  | { kind: "next"; pass: FollowPass }
+  /** The pass closed and was the last (it started at or after the cutover): the barrier may pass. */
+  | { kind: "last" };
+
+/**
+ * Closes the open pass of a follow run whose barrier stands on its closing phase (the catch-up),
+ * once nothing of that phase is pending or running, and opens the next one: updated_since = the
+ * closed pass's start, due one interval after that start (at once after a cutover). The first call
+ * finds no pass recorded: the open pass is the import's own catch-up, seeded with the phase.
+ * Fenced by the run row's lock (FOR UPDATE, then the phase's tasks read under a fresh snapshot):
+ * of finishers racing here one closes the pass and seeds the next, the others then see its task
+ * pending and are busy. A pass is the last only when it started at or after the cutover request,
+ * so everything the customer changed before cutover is read by a pass that began after it.
+ */
+export async function closeFollowPass(q: Queryable, runId: string, phase: number): Promise<FollowStep> {
+  const [locked] = await q.execute<{ follow: RunFollow | null; started_at: Date | string | null }>(sql`
+    select follow, started_at from drover.runs
+     where id = ${runId}::uuid and status = 'running' and current_phase = ${phase} and follow is not null
+       for update`);
+  if (!locked?.follow) return { kind: "busy" };
+  const follow = locked.follow;
+  const [state] = await q.execute<{ busy: boolean; first_ms: number | null; now_ms: number }>(sql`
+    select exists (select 1 from drover.tasks t
+                    where t.run_id = ${runId}::uuid and t.phase = ${phase} and t.status in ('pending', 'running')) as busy,
+           (select floor(extract(epoch from min(t.created_at)) * 1000)::float8 from drover.tasks t
+             where t.run_id = ${runId}::uuid and t.phase = ${phase}) as first_ms,
+           (extract(epoch from now()) * 1000)::float8 as now_ms`);
+  if (!state || state.busy) return { kind: "busy" };
+  const nowMs = Number(state.now_ms);
+  const now = new Date(nowMs).toISOString();
+  if (follow.passes.length === 0) {
+    const seeded = new Date(state.first_ms === null ? nowMs : Number(state.first_ms)).toISOString();
+    const runStart = locked.started_at ? new Date(locked.started_at).toISOString() : new Date(0).toISOString();
+    follow.passes.push({ index: 0, since: runStart, seededAt: seeded, startsAt: seeded, finishedAt: null, changes: null });
+  }
+  const open = follow.passes.at(-1)!;
+  const [changed] = await q.execute<{ changes: number | string }>(sql`
+    select coalesce(sum(coalesce((t.stats ->> 'created')::bigint, 0) + coalesce((t.stats ->> 'already_here')::bigint, 0)
+                      + coalesce((t.stats ->> 'matched')::bigint, 0) + coalesce((t.stats ->> 'skipped')::bigint, 0)
+                      + coalesce((t.stats ->> 'failed')::bigint, 0)), 0) as changes
+      from drover.tasks t
+     where t.run_id = ${runId}::uuid and t.phase = ${phase} and t.created_at >= ${open.seededAt}::timestamptz`);
+  open.finishedAt = now;
+  open.changes = Number(changed?.changes ?? 0);
+  const last = follow.cutoverAt !== null && open.startsAt >= follow.cutoverAt;
+  let next: FollowPass | undefined;
+  if (!last) {
+    const dueMs = follow.cutoverAt !== null ? nowMs : Math.max(nowMs, Date.parse(open.startsAt) + follow.intervalSeconds * 1000);
+    next = {
+      index: open.index + 1,
+      since: open.startsAt,
+      seededAt: now,
+      startsAt: new Date(dueMs).toISOString(),
+      finishedAt: null,
+      changes: null,
+    };
+    follow.passes.push(next);
+  }
+  await q.execute(sql`
+    update drover.runs set follow = ${JSON.stringify(follow)}::jsonb, updated_at = now() where id = ${runId}::uuid`);
+  return next ? { kind: "next", pass: next } : { kind: "last" };
+}
+
+/**
+ * CompleteRun: asks a follow run to cut over. Fenced on the run following, not finished
+ * successfully or failed, and not asked before (a second call changes nothing and returns false).
+ * An open pass still waiting for its start is due now (its tasks too), so it is the final pass; a
+ * pass already under way finishes, and one more pass, begun after this moment, follows it.
+ */
+export async function requestCutover(db: Db, runId: string): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx.execute<{ follow: RunFollow; now_ms: number }>(sql`
+      select follow, (extract(epoch from now()) * 1000)::float8 as now_ms from drover.runs
+       where id = ${runId}::uuid and follow is not null and (follow ->> 'cutoverAt') is null
+         and status in ('pending', 'running', 'stopping', 'stopped')
+         for update`);
+    if (!row) return false;
+    const now = new Date(Number(row.now_ms)).toISOString();
+    row.follow.cutoverAt = now;
+    const open = row.follow.passes.at(-1);
+    if (open && open.finishedAt === null && open.startsAt > now) {
+      open.startsAt = now;
+      await tx.execute(sql`
+        update drover.tasks set available_at = now(), updated_at = now()
+         where run_id = ${runId}::uuid and status = 'pending' and available_at > now()
+           and created_at >= ${open.seededAt}::timestamptz`);
+    }
+    await tx.execute(sql`
+      update drover.runs set follow = ${JSON.stringify(row.follow)}::jsonb, updated_at = now() where id = ${runId}::uuid`);
     return true;
   });
 }

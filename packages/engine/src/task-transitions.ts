@@ -22,15 +22,18 @@ export async function insertTaskSeeds(
   runId: string,
   phase: number,
   seeds: readonly TaskSeed[],
+  options: { availableAt?: Date } = {},
 ): Promise<number> {
   if (seeds.length === 0) return 0;
   let inserted = 0;
+  // A follow pass is seeded when the previous one ends, not claimable before its start.
+  const availableAt = options.availableAt ? sql`${options.availableAt.toISOString()}::timestamptz` : sql`now()`;
   // Chunked: one statement per 500 seeds keeps parameters well under Postgres's 65535 limit.
   for (let i = 0; i < seeds.length; i += 500) {
     const chunk = seeds.slice(i, i + 500);
     const rows = await q.execute(sql`
-      insert into drover.tasks (run_id, kind, phase, seed_key, cursor)
-      select ${runId}::uuid, s.kind, ${phase}, s.seed_key, s.cursor
+      insert into drover.tasks (run_id, kind, phase, seed_key, cursor, available_at)
+      select ${runId}::uuid, s.kind, ${phase}, s.seed_key, s.cursor, ${availableAt}
         from jsonb_to_recordset(${JSON.stringify(chunk.map((s) => ({ kind: s.kind, seed_key: s.seedKey, cursor: s.cursor })))}::jsonb)
              as s(kind text, seed_key text, cursor jsonb)
       on conflict (run_id, seed_key) do nothing

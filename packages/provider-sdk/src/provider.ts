@@ -32,6 +32,12 @@ export interface SeedContext {
    * Read the database here; never the network.
    */
   tx: Tx;
+  /**
+   * Set when a follow run seeds its closing phase again for another pass: the provider asks for
+   * what changed since `since` (the previous pass's start) instead of since the run's start, under
+   * task keys of its own (`index`), so no pass's tasks collide with another's.
+   */
+  pass?: { index: number; since: string };
 }
 
 export interface TaskInfo {

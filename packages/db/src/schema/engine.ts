@@ -76,6 +76,12 @@ export const runs = drover.table(
     /** Per-kind counts and task counts, frozen when the reaper prunes the run's tasks. */
     summary: jsonb("summary").$type<RunSummary>(),
     /**
+     * A run that follows its source until cutover (StartRun follow): its interval, the cutover
+     * request and its passes. Null for a run that finishes after its import. Moved only by the
+     * follow transitions of the engine's run-transitions.ts.
+     */
+    follow: jsonb("follow").$type<RunFollow>(),
+    /**
      * Deprecated: nothing reads or writes it any more. It stays for one release so that a
      * coordinator or worker of the previous version, still running during a rolling deploy, can
      * insert and update runs; the release after drops it (expand, then contract).
@@ -249,6 +255,29 @@ export const budgets = drover.table(
   },
   (t) => [uniqueIndex("budgets_account").on(t.source, t.sourceAccount)],
 );
+
+/** A follow run's state (runs.follow). */
+export interface RunFollow {
+  intervalSeconds: number;
+  /** When CompleteRun asked for cutover: the first pass that starts at or after it is the last. */
+  cutoverAt: string | null;
+  /** The passes closed or open, oldest first; pass 0 is the import's own catch-up. */
+  passes: FollowPass[];
+}
+
+/** One pass of a follow run over what changed at the source. */
+export interface FollowPass {
+  index: number;
+  /** The updated_since it asks for: the previous pass's start (the run's start for pass 0). */
+  since: string;
+  /** When its tasks were seeded: they all have created_at at or after it (how changes are counted). */
+  seededAt: string;
+  /** No task of it is claimed before: the next pass's since, so nothing edited meanwhile is missed. */
+  startsAt: string;
+  finishedAt: string | null;
+  /** Rows its tasks wrote (created, updated again, skipped or failed), once it finished. */
+  changes: number | null;
+}
 
 export interface RunSummary {
   kinds: Record<string, Record<string, number>>;

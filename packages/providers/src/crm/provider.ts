@@ -80,6 +80,8 @@ export interface ListCursor {
   stripes?: number;
   since?: string;
   chain?: string[];
+  /** A follow run's pass (1, 2, …) this catch-up task belongs to; absent for the import's own. */
+  pass?: number;
   /** Partitions to split this v2 list into (see partitions.ts). */
   split?: number;
   /** The update_time range this chain walks. */
@@ -111,7 +113,7 @@ export const crmProvider: Provider = {
         continue;
       }
       if (kind === CATCH_UP) {
-        const seed = catchUpSeed(ctx.run, settings.pageSize);
+        const seed = catchUpSeed(ctx.run, settings.pageSize, ctx.pass);
         if (seed) seeds.push(seed);
         continue;
       }
@@ -161,19 +163,31 @@ function runKinds(run: RunInfo): string[] {
 /**
  * The catch-up pass is one chain of tasks, kind after kind in parent order, so a person added
  * mid-run exists before the deal added with it is linked. It asks for what changed since the run
- * started: the barrier has seen everything before that.
+ * started: the barrier has seen everything before that. A follow run's later passes ask for what
+ * changed since the previous pass started, under keys of their own. Deals deleted at the source
+ * are in the deals list (status deleted) with the deletion as their update: a pass applies them.
  */
-function catchUpSeed(run: RunInfo, limit: number): TaskSeed | undefined {
+function catchUpSeed(run: RunInfo, limit: number, pass?: SeedContext["pass"]): TaskSeed | undefined {
   const [first, ...chain] = runKinds(run);
   if (!first) return undefined;
-  const since = runStart(run);
-  const cursor: ListCursor = { list: 0, page: 0, limit, cursor: null, stripes: 1, since, chain };
-  return { kind: first, seedKey: `${CATCH_UP}:${first}:0:page:0`, cursor: { ...cursor } };
+  const since = pass?.since ?? runStart(run);
+  const cursor: ListCursor = {
+    list: 0,
+    page: 0,
+    limit,
+    cursor: null,
+    stripes: 1,
+    since,
+    chain,
+    ...(pass ? { pass: pass.index } : {}),
+  };
+  return { kind: first, seedKey: pageKey(first, cursor), cursor: { ...cursor } };
 }
 
 function pageKey(kind: string, c: ListCursor): string {
   const part = c.partition ? `part:${c.partition.index}of${c.partition.of}:` : "";
-  return `${c.since ? `${CATCH_UP}:` : ""}${kind}:${c.list}:${part}page:${c.page}`;
+  const pass = c.pass ? `follow${c.pass}:` : "";
+  return `${pass}${c.since ? `${CATCH_UP}:` : ""}${kind}:${c.list}:${part}page:${c.page}`;
 }
 
 /**
@@ -345,7 +359,7 @@ function mailAfter(cursor: ListCursor, rows: readonly SourceRow<unknown>[]): Tas
 
 /** Where the catch-up chain goes once a list is exhausted: the kind's next list, else the next kind. */
 function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListCursor } | undefined {
-  const base = { page: 0, limit: c.limit, cursor: null, stripes: 1, since: c.since! };
+  const base = { page: 0, limit: c.limit, cursor: null, stripes: 1, since: c.since!, ...(c.pass ? { pass: c.pass } : {}) };
   if (c.list + 1 < (KIND_LISTS[kind]?.length ?? 0))
     return { kind, cursor: { ...base, list: c.list + 1, chain: c.chain ?? [] } };
   const [nextKind, ...chain] = c.chain ?? [];

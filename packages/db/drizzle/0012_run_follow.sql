@@ -1,0 +1,1 @@
+ALTER TABLE "drover"."runs" ADD COLUMN "follow" jsonb;
