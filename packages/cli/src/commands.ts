@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import {
   type Client,
   Code,
+  CompleteRunResponseSchema,
   type DescMessage,
   ExplainRecordResponseSchema,
   GetRunResponseSchema,
@@ -48,9 +49,11 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
 
   start    --tenant T --source crm --account A --base-url URL [--api-token T] [--kinds a,b] [--setting k=v ...]
            [--daily-share F]   the share of the account's daily budget the run may spend per day (0 < F <= 1)
+           [--follow [--follow-interval S]]   after the import, a catch-up pass every S seconds (300) until complete
   stop     RUN_ID          cancel pending tasks; running ones commit their window and end
   resume   RUN_ID          re-arm a stopped run
   retry    RUN_ID          re-arm a failed run's failed tasks
+  complete RUN_ID          cut a follow run over: one final pass that starts now, then it finishes
   status   RUN_ID          phase, tasks, per-kind counts (imported, matched, already here, skipped, failed), verification
   runs     [--tenant T] [--status running,failed,...] [--limit N]
   notes    RUN_ID [--kind K] [--level error|warn|info] [--samples N]
@@ -104,6 +107,8 @@ export async function runCommand(
       "api-token": { type: "string" },
       setting: { type: "string", multiple: true },
       "daily-share": { type: "string" },
+      follow: { type: "boolean", default: false },
+      "follow-interval": { type: "string" },
       address: { type: "string" },
       token: { type: "string" },
     },
@@ -127,6 +132,15 @@ export async function runCommand(
       const dailyShare = share === undefined ? undefined : Number(share);
       if (dailyShare !== undefined && !(dailyShare > 0 && dailyShare <= 1))
         throw new UsageError(`--daily-share takes a share above 0 and at most 1 (e.g. 0.5), got "${share}"`);
+      const interval = flags["follow-interval"] as string | undefined;
+      if (interval !== undefined && flags.follow !== true)
+        throw new UsageError("--follow-interval needs --follow");
+      const followIntervalSeconds = interval === undefined ? undefined : Number(interval);
+      if (
+        followIntervalSeconds !== undefined &&
+        !(Number.isInteger(followIntervalSeconds) && followIntervalSeconds >= 1)
+      )
+        throw new UsageError(`--follow-interval takes whole seconds, at least 1, got "${interval}"`);
       const response = await client.startRun({
         tenantId: need(flags, "tenant"),
         source: (flags.source as string | undefined) ?? "crm",
@@ -138,6 +152,8 @@ export async function runCommand(
           settings,
         },
         ...(dailyShare !== undefined ? { dailyShare } : {}),
+        ...(flags.follow === true ? { follow: true } : {}),
+        ...(followIntervalSeconds !== undefined ? { followIntervalSeconds } : {}),
       });
       const run = response.run!;
       print(
@@ -163,6 +179,16 @@ export async function runCommand(
         const response = await client.retryRun({ runId });
         print(human(response.run), RetryRunResponseSchema, response);
       }
+      return 0;
+    }
+    case "complete": {
+      const runId = one(positionals, "run id");
+      const response = await client.completeRun({ runId });
+      print(
+        `run ${runId} is cutting over: one final pass, then it finishes (drover watch ${runId})`,
+        CompleteRunResponseSchema,
+        response,
+      );
       return 0;
     }
     case "status": {

@@ -192,10 +192,34 @@ export function runSummary(run: Run, options: { width?: number; now?: number } =
     ...(run.eta && !isTerminal(run.status) ? [etaLine(run.eta)] : []),
     ...(Object.keys(run.facts).length > 0 ? [`learned: ${factsLine(run)}`] : []),
     ...(run.error ? [`error: ${run.error}`] : []),
+    ...followLines(run),
     "",
     countsTable(run, options),
     ...verificationSummary(run, options),
   ].join("\n");
+}
+
+/**
+ * A follow run: its replication lag (now minus the start of the last finished pass), whether it was
+ * cut over, and the changes each pass applied, the latest few.
+ */
+export function followLines(run: Run): string[] {
+  const f = run.follow;
+  if (!f) return [];
+  const lag = f.replicationLagSeconds === undefined ? "no pass finished yet" : `${f.replicationLagSeconds}s`;
+  const cut = f.cutoverAt
+    ? `cutover asked ${timestampDate(f.cutoverAt).toISOString()}`
+    : "until cutover (drover complete RUN_ID)";
+  const passes = f.passes.slice(-5).map((p) => {
+    const since = p.since ? timestampDate(p.since).toISOString() : "?";
+    const state = p.finishedAt
+      ? `${p.changes} change(s)`
+      : p.startsAt && timestampDate(p.startsAt).getTime() > Date.now()
+        ? `due ${timestampDate(p.startsAt).toISOString()}`
+        : "running";
+    return `  pass ${p.index} (since ${since}): ${state}`;
+  });
+  return [`follow: every ${f.intervalSeconds}s, ${cut}; replication lag ${lag}`, ...passes];
 }
 
 /**

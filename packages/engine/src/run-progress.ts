@@ -52,7 +52,9 @@ export async function progressRun(deps: ProgressDeps, runId: string): Promise<Ru
             tx,
             pass: { index: step.pass.index, since: step.pass.since },
           });
-          seeded = await insertTaskSeeds(tx, runId, phase, seeds, { availableAt: new Date(step.pass.startsAt) });
+          seeded = await insertTaskSeeds(tx, runId, phase, seeds, {
+            availableAt: new Date(step.pass.startsAt),
+          });
           // A pass that seeds nothing has nothing to follow: the barrier passes and the run ends.
           if (seeds.length > 0) return { kind: "unchanged" };
         }

@@ -1,4 +1,12 @@
-import { type Db, type FollowPass, type Queryable, type RunFollow, type RunRow, type RunSummary, runs } from "@drover/db";
+import {
+  type Db,
+  type FollowPass,
+  type Queryable,
+  type RunFollow,
+  type RunRow,
+  type RunSummary,
+  runs,
+} from "@drover/db";
 import type { Provider } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { toRunInfo } from "./run-info.js";
@@ -43,7 +51,9 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
       .insert(runs)
       .values({
         ...input,
-        follow: input.follow ? { intervalSeconds: input.follow.intervalSeconds, cutoverAt: null, passes: [] } : null,
+        follow: input.follow
+          ? { intervalSeconds: input.follow.intervalSeconds, cutoverAt: null, passes: [] }
+          : null,
         status: "running",
         startedAt: new Date(),
       })
@@ -166,7 +176,9 @@ async function startOpenPassNow(q: Queryable, runId: string): Promise<void> {
   const now = new Date(Number(row.now_ms)).toISOString();
   if (open.startsAt <= now) return;
   open.startsAt = now;
-  await q.execute(sql`update drover.runs set follow = ${JSON.stringify(row.follow)}::jsonb where id = ${runId}::uuid`);
+  await q.execute(
+    sql`update drover.runs set follow = ${JSON.stringify(row.follow)}::jsonb where id = ${runId}::uuid`,
+  );
 }
 
 /** What closing a follow run's pass over the closing phase led to. */
@@ -206,8 +218,17 @@ export async function closeFollowPass(q: Queryable, runId: string, phase: number
   const now = new Date(nowMs).toISOString();
   if (follow.passes.length === 0) {
     const seeded = new Date(state.first_ms === null ? nowMs : Number(state.first_ms)).toISOString();
-    const runStart = locked.started_at ? new Date(locked.started_at).toISOString() : new Date(0).toISOString();
-    follow.passes.push({ index: 0, since: runStart, seededAt: seeded, startsAt: seeded, finishedAt: null, changes: null });
+    const runStart = locked.started_at
+      ? new Date(locked.started_at).toISOString()
+      : new Date(0).toISOString();
+    follow.passes.push({
+      index: 0,
+      since: runStart,
+      seededAt: seeded,
+      startsAt: seeded,
+      finishedAt: null,
+      changes: null,
+    });
   }
   const open = follow.passes.at(-1)!;
   const [changed] = await q.execute<{ changes: number | string }>(sql`
@@ -221,7 +242,10 @@ export async function closeFollowPass(q: Queryable, runId: string, phase: number
   const last = follow.cutoverAt !== null && open.startsAt >= follow.cutoverAt;
   let next: FollowPass | undefined;
   if (!last) {
-    const dueMs = follow.cutoverAt !== null ? nowMs : Math.max(nowMs, Date.parse(open.startsAt) + follow.intervalSeconds * 1000);
+    const dueMs =
+      follow.cutoverAt !== null
+        ? nowMs
+        : Math.max(nowMs, Date.parse(open.startsAt) + follow.intervalSeconds * 1000);
     next = {
       index: open.index + 1,
       since: open.startsAt,

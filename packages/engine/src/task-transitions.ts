@@ -27,7 +27,9 @@ export async function insertTaskSeeds(
   if (seeds.length === 0) return 0;
   let inserted = 0;
   // A follow pass is seeded when the previous one ends, not claimable before its start.
-  const availableAt = options.availableAt ? sql`${options.availableAt.toISOString()}::timestamptz` : sql`now()`;
+  const availableAt = options.availableAt
+    ? sql`${options.availableAt.toISOString()}::timestamptz`
+    : sql`now()`;
   // Chunked: one statement per 500 seeds keeps parameters well under Postgres's 65535 limit.
   for (let i = 0; i < seeds.length; i += 500) {
     const chunk = seeds.slice(i, i + 500);

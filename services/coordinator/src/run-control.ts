@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
 import { pgErrorCode, type RunRow } from "@drover/db";
-import { rearmRun, requestStop } from "@drover/engine";
+import { rearmRun, requestCutover, requestStop } from "@drover/engine";
 import { Code, RpcError, type Run, type RunService, type ServiceImplementation } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { injectTraceContext } from "@drover/telemetry";
@@ -26,11 +26,16 @@ import {
 
 type RunControl = Pick<
   ServiceImplementation<typeof RunService>,
-  "startRun" | "stopRun" | "resumeRun" | "retryRun"
+  "startRun" | "stopRun" | "resumeRun" | "retryRun" | "completeRun"
 >;
 
+/** A follow pass every five minutes unless the start asks otherwise. */
+export const DEFAULT_FOLLOW_INTERVAL_SECONDS = 300;
+/** A day: a longer interval would leave the product a day behind its source. */
+const MAX_FOLLOW_INTERVAL_SECONDS = 86_400;
+
 /**
- * Run control: start, stop, resume, retry. Each checks the caller and the request, moves the run
+ * Run control: start, stop, resume, retry, complete (a follow run's cutover). Each checks the caller and the request, moves the run
  * through the engine's fenced transitions (run-transitions), then advances it at once rather than
  * waiting for the reaper.
  */
@@ -82,6 +87,8 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
           `daily_share must be above 0 and at most 1 (a share of the account's day), got ${share}`,
         );
 
+      const follow = followOf(p, req.follow, req.followIntervalSeconds);
+
       const runId = randomUUID();
       const sealed = apiToken ? sealSourceSecret(secrets, runId, apiToken) : undefined;
       const plan = buildPlan(p, kinds);
@@ -97,6 +104,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         sourceSecretKeyId: sealed?.keyId ?? null,
         traceContext: injectTraceContext(),
         dailyShare: share ?? null,
+        ...(follow ? { follow } : {}),
       });
       ctx.logger.info({ run_id: run.id, tenant_id: tenantId, source: p.name, kinds }, "run started");
       return advanced(run.id);
@@ -125,7 +133,45 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
       await rearm(run, RETRY);
       return advanced(run.id);
     },
+
+    async completeRun(req, call) {
+      const run = await loadVisibleRun(db, req.runId, call);
+      if (!run.follow)
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${run.id} does not follow its source (started without follow): it finishes by itself`,
+        );
+      if (run.status === "succeeded" || run.status === "failed")
+        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} has already ${run.status}`);
+      // A second call (or one racing another) finds the cutover asked for already: the same answer.
+      if (await requestCutover(db, run.id)) ctx.logger.info({ run_id: run.id }, "follow run cutting over");
+      return advanced(run.id);
+    },
   };
+}
+
+/**
+ * A start's follow request: nothing unless follow is set, an interval only with it, and a source
+ * whose plan closes with a catch-up pass (the pass a follow run repeats).
+ */
+function followOf(
+  p: Provider,
+  follow: boolean,
+  intervalSeconds: number | undefined,
+): { intervalSeconds: number } | undefined {
+  if (!follow) {
+    if (intervalSeconds !== undefined)
+      throw invalid("follow_interval_seconds is set but follow is not: set follow to follow the source");
+    return undefined;
+  }
+  if ((p.closingKinds ?? []).length === 0)
+    throw invalid(`source "${p.name}" has no catch-up pass, so a run of it cannot follow the source`);
+  const seconds = intervalSeconds ?? DEFAULT_FOLLOW_INTERVAL_SECONDS;
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_FOLLOW_INTERVAL_SECONDS)
+    throw invalid(
+      `follow_interval_seconds must be a whole number of seconds from 1 to ${MAX_FOLLOW_INTERVAL_SECONDS}, got ${seconds}`,
+    );
+  return { intervalSeconds: seconds };
 }
 
 interface Rearm {

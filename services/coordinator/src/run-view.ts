@@ -12,6 +12,7 @@ import {
 import { DEFAULT_DAILY_RESET } from "@drover/providers";
 import { and, eq, sql } from "drizzle-orm";
 import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
+import { followView } from "./follow-view.js";
 import { type Eta, estimateEta } from "./run-eta.js";
 import { type KindOutcome, kindOutcomes, type Sources } from "./run-outcomes.js";
 import { storedVerification } from "./verification-dispatch.js";
@@ -154,6 +155,10 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
         }
       : {}),
     ...(run.dailyShare !== null ? { dailyShare: run.dailyShare } : {}),
+    // A stopped run falls behind like a running one; a finished one stopped following when it ended.
+    ...(run.follow
+      ? { follow: followView(run.follow, TERMINAL_STATUSES.includes(run.status) ? run.finishedAt : null) }
+      : {}),
   });
 }
 

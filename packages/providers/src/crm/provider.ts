@@ -359,7 +359,14 @@ function mailAfter(cursor: ListCursor, rows: readonly SourceRow<unknown>[]): Tas
 
 /** Where the catch-up chain goes once a list is exhausted: the kind's next list, else the next kind. */
 function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListCursor } | undefined {
-  const base = { page: 0, limit: c.limit, cursor: null, stripes: 1, since: c.since!, ...(c.pass ? { pass: c.pass } : {}) };
+  const base = {
+    page: 0,
+    limit: c.limit,
+    cursor: null,
+    stripes: 1,
+    since: c.since!,
+    ...(c.pass ? { pass: c.pass } : {}),
+  };
   if (c.list + 1 < (KIND_LISTS[kind]?.length ?? 0))
     return { kind, cursor: { ...base, list: c.list + 1, chain: c.chain ?? [] } };
   const [nextKind, ...chain] = c.chain ?? [];

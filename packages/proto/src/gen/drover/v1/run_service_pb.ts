@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/run_service.proto.
  */
 export const file_drover_v1_run_service: GenFile = /*@__PURE__*/
-  fileDesc("Chtkcm92ZXIvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSK1AQoPU3RhcnRSdW5SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzb3VyY2UYAiABKAkSFgoOc291cmNlX2FjY291bnQYAyABKAkSDQoFa2luZHMYBCADKAkSLgoNc291cmNlX2NvbmZpZxgFIAEoCzIXLmRyb3Zlci52MS5Tb3VyY2VDb25maWcSGAoLZGFpbHlfc2hhcmUYBiABKAFIAIgBAUIOCgxfZGFpbHlfc2hhcmUiLwoQU3RhcnRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiAKDlN0b3BSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIuCg9TdG9wUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIiChBSZXN1bWVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIwChFSZXN1bWVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiEKD1JldHJ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLwoQUmV0cnlSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4icwoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRImCghzdGF0dXNlcxgCIAMoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiSQoQTGlzdFJ1bnNSZXNwb25zZRIcCgRydW5zGAEgAygLMg4uZHJvdmVyLnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIQoPV2F0Y2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIvChBXYXRjaFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4iUAoQTGlzdE5vdGVzUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEa2luZBgCIAEoCRINCgVsZXZlbBgDIAEoCRIPCgdzYW1wbGVzGAQgASgFIjkKEUxpc3ROb3Rlc1Jlc3BvbnNlEiQKBmdyb3VwcxgBIAMoCzIULmRyb3Zlci52MS5Ob3RlR3JvdXAicgoURXhwbGFpblJlY29yZFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg4KBnNvdXJjZRgCIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgDIAEoCRIMCgRraW5kGAQgASgJEhEKCXNvdXJjZV9pZBgFIAEoCSKCAQoVRXhwbGFpblJlY29yZFJlc3BvbnNlEg0KBWZvdW5kGAEgASgIEiUKBWVudHJ5GAIgASgLMhYuZHJvdmVyLnYxLkxlZGdlckVudHJ5Eh4KBW5vdGVzGAMgAygLMg8uZHJvdmVyLnYxLk5vdGUSEwoLZXhwbGFuYXRpb24YBCABKAkiIgoQVmVyaWZ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiQgoRVmVyaWZ5UnVuUmVzcG9uc2USLQoMdmVyaWZpY2F0aW9uGAEgASgLMhcuZHJvdmVyLnYxLlZlcmlmaWNhdGlvbiI3ChRHZXRUaHJvdWdocHV0UmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHYnVja2V0cxgCIAEoBSJHCg9UaHJvdWdocHV0UG9pbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBHJvd3MYAiABKAMiWwoVR2V0VGhyb3VnaHB1dFJlc3BvbnNlEhYKDmJ1Y2tldF9zZWNvbmRzGAEgASgFEioKBnBvaW50cxgCIAMoCzIaLmRyb3Zlci52MS5UaHJvdWdocHV0UG9pbnQyowYKClJ1blNlcnZpY2USQwoIU3RhcnRSdW4SGi5kcm92ZXIudjEuU3RhcnRSdW5SZXF1ZXN0GhsuZHJvdmVyLnYxLlN0YXJ0UnVuUmVzcG9uc2USQAoHU3RvcFJ1bhIZLmRyb3Zlci52MS5TdG9wUnVuUmVxdWVzdBoaLmRyb3Zlci52MS5TdG9wUnVuUmVzcG9uc2USRgoJUmVzdW1lUnVuEhsuZHJvdmVyLnYxLlJlc3VtZVJ1blJlcXVlc3QaHC5kcm92ZXIudjEuUmVzdW1lUnVuUmVzcG9uc2USQwoIUmV0cnlSdW4SGi5kcm92ZXIudjEuUmV0cnlSdW5SZXF1ZXN0GhsuZHJvdmVyLnYxLlJldHJ5UnVuUmVzcG9uc2USPQoGR2V0UnVuEhguZHJvdmVyLnYxLkdldFJ1blJlcXVlc3QaGS5kcm92ZXIudjEuR2V0UnVuUmVzcG9uc2USQwoITGlzdFJ1bnMSGi5kcm92ZXIudjEuTGlzdFJ1bnNSZXF1ZXN0GhsuZHJvdmVyLnYxLkxpc3RSdW5zUmVzcG9uc2USRQoIV2F0Y2hSdW4SGi5kcm92ZXIudjEuV2F0Y2hSdW5SZXF1ZXN0GhsuZHJvdmVyLnYxLldhdGNoUnVuUmVzcG9uc2UwARJGCglMaXN0Tm90ZXMSGy5kcm92ZXIudjEuTGlzdE5vdGVzUmVxdWVzdBocLmRyb3Zlci52MS5MaXN0Tm90ZXNSZXNwb25zZRJSCg1FeHBsYWluUmVjb3JkEh8uZHJvdmVyLnYxLkV4cGxhaW5SZWNvcmRSZXF1ZXN0GiAuZHJvdmVyLnYxLkV4cGxhaW5SZWNvcmRSZXNwb25zZRJGCglWZXJpZnlSdW4SGy5kcm92ZXIudjEuVmVyaWZ5UnVuUmVxdWVzdBocLmRyb3Zlci52MS5WZXJpZnlSdW5SZXNwb25zZRJSCg1HZXRUaHJvdWdocHV0Eh8uZHJvdmVyLnYxLkdldFRocm91Z2hwdXRSZXF1ZXN0GiAuZHJvdmVyLnYxLkdldFRocm91Z2hwdXRSZXNwb25zZWIGcHJvdG8z", [file_drover_v1_run, file_google_protobuf_timestamp]);
+  fileDesc("Chtkcm92ZXIvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSKHAgoPU3RhcnRSdW5SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzb3VyY2UYAiABKAkSFgoOc291cmNlX2FjY291bnQYAyABKAkSDQoFa2luZHMYBCADKAkSLgoNc291cmNlX2NvbmZpZxgFIAEoCzIXLmRyb3Zlci52MS5Tb3VyY2VDb25maWcSGAoLZGFpbHlfc2hhcmUYBiABKAFIAIgBARIOCgZmb2xsb3cYCCABKAgSJAoXZm9sbG93X2ludGVydmFsX3NlY29uZHMYCSABKAVIAYgBAUIOCgxfZGFpbHlfc2hhcmVCGgoYX2ZvbGxvd19pbnRlcnZhbF9zZWNvbmRzIi8KEFN0YXJ0UnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIkChJDb21wbGV0ZVJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIjIKE0NvbXBsZXRlUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIgCg5TdG9wUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLgoPU3RvcFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4iIgoQUmVzdW1lUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiMAoRUmVzdW1lUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIhCg9SZXRyeVJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi8KEFJldHJ5UnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIfCg1HZXRSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSItCg5HZXRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuInMKD0xpc3RSdW5zUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSJgoIc3RhdHVzZXMYAiADKA4yFC5kcm92ZXIudjEuUnVuU3RhdHVzEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIkkKEExpc3RSdW5zUmVzcG9uc2USHAoEcnVucxgBIAMoCzIOLmRyb3Zlci52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiEKD1dhdGNoUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLwoQV2F0Y2hSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIlAKEExpc3ROb3Rlc1JlcXVlc3QSDgoGcnVuX2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDQoFbGV2ZWwYAyABKAkSDwoHc2FtcGxlcxgEIAEoBSI5ChFMaXN0Tm90ZXNSZXNwb25zZRIkCgZncm91cHMYASADKAsyFC5kcm92ZXIudjEuTm90ZUdyb3VwInIKFEV4cGxhaW5SZWNvcmRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzb3VyY2UYAiABKAkSFgoOc291cmNlX2FjY291bnQYAyABKAkSDAoEa2luZBgEIAEoCRIRCglzb3VyY2VfaWQYBSABKAkiggEKFUV4cGxhaW5SZWNvcmRSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIlCgVlbnRyeRgCIAEoCzIWLmRyb3Zlci52MS5MZWRnZXJFbnRyeRIeCgVub3RlcxgDIAMoCzIPLmRyb3Zlci52MS5Ob3RlEhMKC2V4cGxhbmF0aW9uGAQgASgJIiIKEFZlcmlmeVJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIkIKEVZlcmlmeVJ1blJlc3BvbnNlEi0KDHZlcmlmaWNhdGlvbhgBIAEoCzIXLmRyb3Zlci52MS5WZXJpZmljYXRpb24iNwoUR2V0VGhyb3VnaHB1dFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg8KB2J1Y2tldHMYAiABKAUiRwoPVGhyb3VnaHB1dFBvaW50EiYKAmF0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRyb3dzGAIgASgDIlsKFUdldFRocm91Z2hwdXRSZXNwb25zZRIWCg5idWNrZXRfc2Vjb25kcxgBIAEoBRIqCgZwb2ludHMYAiADKAsyGi5kcm92ZXIudjEuVGhyb3VnaHB1dFBvaW50MvEGCgpSdW5TZXJ2aWNlEkMKCFN0YXJ0UnVuEhouZHJvdmVyLnYxLlN0YXJ0UnVuUmVxdWVzdBobLmRyb3Zlci52MS5TdGFydFJ1blJlc3BvbnNlEkAKB1N0b3BSdW4SGS5kcm92ZXIudjEuU3RvcFJ1blJlcXVlc3QaGi5kcm92ZXIudjEuU3RvcFJ1blJlc3BvbnNlEkYKCVJlc3VtZVJ1bhIbLmRyb3Zlci52MS5SZXN1bWVSdW5SZXF1ZXN0GhwuZHJvdmVyLnYxLlJlc3VtZVJ1blJlc3BvbnNlEkMKCFJldHJ5UnVuEhouZHJvdmVyLnYxLlJldHJ5UnVuUmVxdWVzdBobLmRyb3Zlci52MS5SZXRyeVJ1blJlc3BvbnNlEj0KBkdldFJ1bhIYLmRyb3Zlci52MS5HZXRSdW5SZXF1ZXN0GhkuZHJvdmVyLnYxLkdldFJ1blJlc3BvbnNlEkMKCExpc3RSdW5zEhouZHJvdmVyLnYxLkxpc3RSdW5zUmVxdWVzdBobLmRyb3Zlci52MS5MaXN0UnVuc1Jlc3BvbnNlEkUKCFdhdGNoUnVuEhouZHJvdmVyLnYxLldhdGNoUnVuUmVxdWVzdBobLmRyb3Zlci52MS5XYXRjaFJ1blJlc3BvbnNlMAESRgoJTGlzdE5vdGVzEhsuZHJvdmVyLnYxLkxpc3ROb3Rlc1JlcXVlc3QaHC5kcm92ZXIudjEuTGlzdE5vdGVzUmVzcG9uc2USUgoNRXhwbGFpblJlY29yZBIfLmRyb3Zlci52MS5FeHBsYWluUmVjb3JkUmVxdWVzdBogLmRyb3Zlci52MS5FeHBsYWluUmVjb3JkUmVzcG9uc2USRgoJVmVyaWZ5UnVuEhsuZHJvdmVyLnYxLlZlcmlmeVJ1blJlcXVlc3QaHC5kcm92ZXIudjEuVmVyaWZ5UnVuUmVzcG9uc2USUgoNR2V0VGhyb3VnaHB1dBIfLmRyb3Zlci52MS5HZXRUaHJvdWdocHV0UmVxdWVzdBogLmRyb3Zlci52MS5HZXRUaHJvdWdocHV0UmVzcG9uc2USTAoLQ29tcGxldGVSdW4SHS5kcm92ZXIudjEuQ29tcGxldGVSdW5SZXF1ZXN0Gh4uZHJvdmVyLnYxLkNvbXBsZXRlUnVuUmVzcG9uc2ViBnByb3RvMw", [file_drover_v1_run, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message drover.v1.StartRunRequest
@@ -58,6 +58,19 @@ export type StartRunRequest = Message<"drover.v1.StartRunRequest"> & {
    * @generated from field: optional double daily_share = 6;
    */
   dailyShare?: number | undefined;
+
+  /**
+   * Follow the source after the import: a catch-up pass every follow_interval_seconds (default 300,
+   * at least 1) until CompleteRun, then one final pass. Needs a source with a catch-up pass (crm).
+   *
+   * @generated from field: bool follow = 8;
+   */
+  follow: boolean;
+
+  /**
+   * @generated from field: optional int32 follow_interval_seconds = 9;
+   */
+  followIntervalSeconds?: number | undefined;
 };
 
 /**
@@ -85,6 +98,40 @@ export const StartRunResponseSchema: GenMessage<StartRunResponse> = /*@__PURE__*
   messageDesc(file_drover_v1_run_service, 1);
 
 /**
+ * @generated from message drover.v1.CompleteRunRequest
+ */
+export type CompleteRunRequest = Message<"drover.v1.CompleteRunRequest"> & {
+  /**
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message drover.v1.CompleteRunRequest.
+ * Use `create(CompleteRunRequestSchema)` to create a new message.
+ */
+export const CompleteRunRequestSchema: GenMessage<CompleteRunRequest> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 2);
+
+/**
+ * @generated from message drover.v1.CompleteRunResponse
+ */
+export type CompleteRunResponse = Message<"drover.v1.CompleteRunResponse"> & {
+  /**
+   * @generated from field: drover.v1.Run run = 1;
+   */
+  run?: Run | undefined;
+};
+
+/**
+ * Describes the message drover.v1.CompleteRunResponse.
+ * Use `create(CompleteRunResponseSchema)` to create a new message.
+ */
+export const CompleteRunResponseSchema: GenMessage<CompleteRunResponse> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 3);
+
+/**
  * @generated from message drover.v1.StopRunRequest
  */
 export type StopRunRequest = Message<"drover.v1.StopRunRequest"> & {
@@ -99,7 +146,7 @@ export type StopRunRequest = Message<"drover.v1.StopRunRequest"> & {
  * Use `create(StopRunRequestSchema)` to create a new message.
  */
 export const StopRunRequestSchema: GenMessage<StopRunRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 2);
+  messageDesc(file_drover_v1_run_service, 4);
 
 /**
  * @generated from message drover.v1.StopRunResponse
@@ -116,7 +163,7 @@ export type StopRunResponse = Message<"drover.v1.StopRunResponse"> & {
  * Use `create(StopRunResponseSchema)` to create a new message.
  */
 export const StopRunResponseSchema: GenMessage<StopRunResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 3);
+  messageDesc(file_drover_v1_run_service, 5);
 
 /**
  * @generated from message drover.v1.ResumeRunRequest
@@ -133,7 +180,7 @@ export type ResumeRunRequest = Message<"drover.v1.ResumeRunRequest"> & {
  * Use `create(ResumeRunRequestSchema)` to create a new message.
  */
 export const ResumeRunRequestSchema: GenMessage<ResumeRunRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 4);
+  messageDesc(file_drover_v1_run_service, 6);
 
 /**
  * @generated from message drover.v1.ResumeRunResponse
@@ -150,7 +197,7 @@ export type ResumeRunResponse = Message<"drover.v1.ResumeRunResponse"> & {
  * Use `create(ResumeRunResponseSchema)` to create a new message.
  */
 export const ResumeRunResponseSchema: GenMessage<ResumeRunResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 5);
+  messageDesc(file_drover_v1_run_service, 7);
 
 /**
  * @generated from message drover.v1.RetryRunRequest
@@ -167,7 +214,7 @@ export type RetryRunRequest = Message<"drover.v1.RetryRunRequest"> & {
  * Use `create(RetryRunRequestSchema)` to create a new message.
  */
 export const RetryRunRequestSchema: GenMessage<RetryRunRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 6);
+  messageDesc(file_drover_v1_run_service, 8);
 
 /**
  * @generated from message drover.v1.RetryRunResponse
@@ -184,7 +231,7 @@ export type RetryRunResponse = Message<"drover.v1.RetryRunResponse"> & {
  * Use `create(RetryRunResponseSchema)` to create a new message.
  */
 export const RetryRunResponseSchema: GenMessage<RetryRunResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 7);
+  messageDesc(file_drover_v1_run_service, 9);
 
 /**
  * @generated from message drover.v1.GetRunRequest
@@ -201,7 +248,7 @@ export type GetRunRequest = Message<"drover.v1.GetRunRequest"> & {
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema: GenMessage<GetRunRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 8);
+  messageDesc(file_drover_v1_run_service, 10);
 
 /**
  * @generated from message drover.v1.GetRunResponse
@@ -218,7 +265,7 @@ export type GetRunResponse = Message<"drover.v1.GetRunResponse"> & {
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema: GenMessage<GetRunResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 9);
+  messageDesc(file_drover_v1_run_service, 11);
 
 /**
  * @generated from message drover.v1.ListRunsRequest
@@ -254,7 +301,7 @@ export type ListRunsRequest = Message<"drover.v1.ListRunsRequest"> & {
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 10);
+  messageDesc(file_drover_v1_run_service, 12);
 
 /**
  * @generated from message drover.v1.ListRunsResponse
@@ -276,7 +323,7 @@ export type ListRunsResponse = Message<"drover.v1.ListRunsResponse"> & {
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 11);
+  messageDesc(file_drover_v1_run_service, 13);
 
 /**
  * @generated from message drover.v1.WatchRunRequest
@@ -293,7 +340,7 @@ export type WatchRunRequest = Message<"drover.v1.WatchRunRequest"> & {
  * Use `create(WatchRunRequestSchema)` to create a new message.
  */
 export const WatchRunRequestSchema: GenMessage<WatchRunRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 12);
+  messageDesc(file_drover_v1_run_service, 14);
 
 /**
  * @generated from message drover.v1.WatchRunResponse
@@ -310,7 +357,7 @@ export type WatchRunResponse = Message<"drover.v1.WatchRunResponse"> & {
  * Use `create(WatchRunResponseSchema)` to create a new message.
  */
 export const WatchRunResponseSchema: GenMessage<WatchRunResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 13);
+  messageDesc(file_drover_v1_run_service, 15);
 
 /**
  * @generated from message drover.v1.ListNotesRequest
@@ -348,7 +395,7 @@ export type ListNotesRequest = Message<"drover.v1.ListNotesRequest"> & {
  * Use `create(ListNotesRequestSchema)` to create a new message.
  */
 export const ListNotesRequestSchema: GenMessage<ListNotesRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 14);
+  messageDesc(file_drover_v1_run_service, 16);
 
 /**
  * @generated from message drover.v1.ListNotesResponse
@@ -365,7 +412,7 @@ export type ListNotesResponse = Message<"drover.v1.ListNotesResponse"> & {
  * Use `create(ListNotesResponseSchema)` to create a new message.
  */
 export const ListNotesResponseSchema: GenMessage<ListNotesResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 15);
+  messageDesc(file_drover_v1_run_service, 17);
 
 /**
  * @generated from message drover.v1.ExplainRecordRequest
@@ -402,7 +449,7 @@ export type ExplainRecordRequest = Message<"drover.v1.ExplainRecordRequest"> & {
  * Use `create(ExplainRecordRequestSchema)` to create a new message.
  */
 export const ExplainRecordRequestSchema: GenMessage<ExplainRecordRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 16);
+  messageDesc(file_drover_v1_run_service, 18);
 
 /**
  * @generated from message drover.v1.ExplainRecordResponse
@@ -436,7 +483,7 @@ export type ExplainRecordResponse = Message<"drover.v1.ExplainRecordResponse"> &
  * Use `create(ExplainRecordResponseSchema)` to create a new message.
  */
 export const ExplainRecordResponseSchema: GenMessage<ExplainRecordResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 17);
+  messageDesc(file_drover_v1_run_service, 19);
 
 /**
  * @generated from message drover.v1.VerifyRunRequest
@@ -453,7 +500,7 @@ export type VerifyRunRequest = Message<"drover.v1.VerifyRunRequest"> & {
  * Use `create(VerifyRunRequestSchema)` to create a new message.
  */
 export const VerifyRunRequestSchema: GenMessage<VerifyRunRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 18);
+  messageDesc(file_drover_v1_run_service, 20);
 
 /**
  * @generated from message drover.v1.VerifyRunResponse
@@ -470,7 +517,7 @@ export type VerifyRunResponse = Message<"drover.v1.VerifyRunResponse"> & {
  * Use `create(VerifyRunResponseSchema)` to create a new message.
  */
 export const VerifyRunResponseSchema: GenMessage<VerifyRunResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 19);
+  messageDesc(file_drover_v1_run_service, 21);
 
 /**
  * @generated from message drover.v1.GetThroughputRequest
@@ -495,7 +542,7 @@ export type GetThroughputRequest = Message<"drover.v1.GetThroughputRequest"> & {
  * Use `create(GetThroughputRequestSchema)` to create a new message.
  */
 export const GetThroughputRequestSchema: GenMessage<GetThroughputRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 20);
+  messageDesc(file_drover_v1_run_service, 22);
 
 /**
  * @generated from message drover.v1.ThroughputPoint
@@ -519,7 +566,7 @@ export type ThroughputPoint = Message<"drover.v1.ThroughputPoint"> & {
  * Use `create(ThroughputPointSchema)` to create a new message.
  */
 export const ThroughputPointSchema: GenMessage<ThroughputPoint> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 21);
+  messageDesc(file_drover_v1_run_service, 23);
 
 /**
  * @generated from message drover.v1.GetThroughputResponse
@@ -543,7 +590,7 @@ export type GetThroughputResponse = Message<"drover.v1.GetThroughputResponse"> &
  * Use `create(GetThroughputResponseSchema)` to create a new message.
  */
 export const GetThroughputResponseSchema: GenMessage<GetThroughputResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run_service, 22);
+  messageDesc(file_drover_v1_run_service, 24);
 
 /**
  * The public API: internal services start and steer migrations with it.
@@ -642,6 +689,16 @@ export const RunService: GenService<{
     methodKind: "unary";
     input: typeof GetThroughputRequestSchema;
     output: typeof GetThroughputResponseSchema;
+  },
+  /**
+   * Cuts a follow run over: one final pass that starts after this call, then the run finishes.
+   *
+   * @generated from rpc drover.v1.RunService.CompleteRun
+   */
+  completeRun: {
+    methodKind: "unary";
+    input: typeof CompleteRunRequestSchema;
+    output: typeof CompleteRunResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_drover_v1_run_service, 0);
