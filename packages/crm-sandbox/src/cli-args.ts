@@ -27,7 +27,8 @@ export const USAGE = `usage: crm-sandbox [--flag value ...]   (every flag also r
   --burst-limit 0 --burst-window-ms 2000 --daily-budget 0 --daily-reset-seconds 86400 --daily-reset-in-body 1
   --abuse-threshold 3
   --archived-rate 0.05 --deleted-deal-rate 0.03 --list-include-body 1
-  --change-edits 0 --change-adds 0 --changes-after-requests 0   (mid-run changes; or POST /__sandbox/changes)
+  --change-edits 0 --change-adds 0 --change-deletes 0 --changes-after-requests 0
+                                (mid-run changes; or POST /__sandbox/changes, ?again=1 for another round)
   --token-costs list=20,get=2,update=10,search=40 --tokens tokenA,tokenB   (0 = unlimited for limits)`;
 
 function parseValue(key: string, raw: string, source: string, issues: string[]): unknown {

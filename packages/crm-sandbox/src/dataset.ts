@@ -1,7 +1,7 @@
 import { CustomFields } from "./custom-fields.js";
 import { MailIndex } from "./mail-index.js";
 import { type MalformableKind, malform, type Row } from "./malform.js";
-import { MAX_CHANGES, type ResolvedOptions } from "./options.js";
+import { MAX_CHANGE_ROUNDS, MAX_CHANGES, type ResolvedOptions } from "./options.js";
 import { hash3, Rng, unit } from "./prng.js";
 import { formatDate, formatDateTime } from "./time-format.js";
 import {
@@ -98,8 +98,10 @@ export class Dataset {
   /** What was generated: times and references are computed against these, so a change set never moves them. */
   private readonly base: Record<RowKind, number>;
   private readonly counts: Record<RowKind, number>;
-  /** When the mid-run change set was applied; null until then. */
-  changedAtMs: number | null = null;
+  /** When each round of changes was applied, oldest first (the first is the mid-run change set). */
+  private readonly rounds: number[] = [];
+  /** Deals the rounds delete, `changeDeletes` per round in order; drawn once. */
+  private deletable: number[] | undefined;
   private leadIndexes: Map<string, number> | undefined;
   private readonly activitiesByUser = new Map<number, Int32Array>();
 
@@ -128,17 +130,87 @@ export class Dataset {
     return this.opts.listIncludeBody === 1;
   }
 
+  /** When the latest round of changes was applied; null until the first. */
+  get changedAtMs(): number | null {
+    return this.rounds.at(-1) ?? null;
+  }
+
+  /** How many rounds of changes were applied. */
+  get changeRounds(): number {
+    return this.rounds.length;
+  }
+
   /**
    * The customer keeps working during a run: `changeEdits` rows per kind get a new name or title and
-   * a fresh update_time, and `changeAdds` rows per kind appear after the last one. Applied once.
+   * a fresh update_time, `changeAdds` rows per kind appear after the last one, and `changeDeletes`
+   * deals are deleted (status deleted, listed with status=deleted, update_time = the deletion).
+   * Applied once, unless `again` asks for another round (a customer still at work while a run
+   * follows the account): each round edits the same rows again (" (edited 2)", …), adds rows of its
+   * own and deletes other deals, all at its own time. At most MAX_CHANGE_ROUNDS rounds.
    */
-  applyChanges(nowMs: number): boolean {
-    if (this.changedAtMs !== null) return false;
-    this.changedAtMs = nowMs;
-    for (const kind of ROW_KINDS) this.counts[kind] = this.base[kind] + this.opts.changeAdds;
+  applyChanges(nowMs: number, again = false): boolean {
+    if (this.rounds.length > 0 && !again) return false;
+    if (this.rounds.length >= MAX_CHANGE_ROUNDS) return false;
+    if ((this.rounds.length + 1) * this.opts.changeAdds > MAX_CHANGES) return false;
+    // Pipedrive's times are whole seconds apart at best; a round never shares its time with the last.
+    this.rounds.push(Math.max(nowMs, (this.rounds.at(-1) ?? 0) + 1));
+    for (const kind of ROW_KINDS)
+      this.counts[kind] = this.base[kind] + this.opts.changeAdds * this.rounds.length;
     this.leadIndexes = undefined;
     this.activitiesByUser.clear();
     return true;
+  }
+
+  /** The round (0-based) in which this row was added; undefined for a generated row. */
+  private addedRound(kind: RowKind, id: number): number | undefined {
+    if (id <= this.base[kind] || this.opts.changeAdds === 0) return undefined;
+    return Math.floor((id - this.base[kind] - 1) / this.opts.changeAdds);
+  }
+
+  /**
+   * Deals the rounds delete: from the last generated deal down, skipping deals already deleted,
+   * archived, edited by the change set or malformed, so each change a round makes is one of a kind.
+   */
+  private deletableDeals(): number[] {
+    if (!this.deletable) {
+      const wanted = this.opts.changeDeletes * MAX_CHANGE_ROUNDS;
+      const out: number[] = [];
+      for (let id = this.base.deals; id >= 1 && out.length < wanted; id--) {
+        const generatedDeleted = unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate;
+        if (generatedDeleted || this.isArchived("deals", id) || this.isEdited("deals", id)) continue;
+        if (this.isMalformed("deals", id)) continue;
+        out.push(id);
+      }
+      this.deletable = out;
+    }
+    return this.deletable;
+  }
+
+  /** The round (0-based) in which this deal was deleted; undefined when no round deleted it. */
+  private deletedRound(id: number): number | undefined {
+    if (this.opts.changeDeletes === 0 || this.rounds.length === 0 || id > this.base.deals) return undefined;
+    const at = this.deletableDeals().indexOf(id);
+    if (at < 0) return undefined;
+    const round = Math.floor(at / this.opts.changeDeletes);
+    return round < this.rounds.length ? round : undefined;
+  }
+
+  /** Deals the applied rounds deleted, as 1-based ids. */
+  deletedByChanges(): number[] {
+    if (this.opts.changeDeletes === 0) return [];
+    return this.deletableDeals().slice(0, this.opts.changeDeletes * this.rounds.length);
+  }
+
+  /** When a row was last changed by a round of changes; undefined for a row no round touched. */
+  private changedMs(kind: RowKind, id: number): number | undefined {
+    if (this.rounds.length === 0) return undefined;
+    const added = this.addedRound(kind, id);
+    if (added !== undefined) return this.rounds[added];
+    if (kind === "deals") {
+      const deleted = this.deletedRound(id);
+      if (deleted !== undefined) return this.rounds[deleted];
+    }
+    return this.isEdited(kind, id) ? this.rounds.at(-1) : undefined;
   }
 
   /** 1-based ids (lead positions + 1) the change set edits: spread evenly over the generated rows. */
@@ -164,14 +236,18 @@ export class Dataset {
     return i < e && 1 + Math.floor((i * n) / e) === id;
   }
 
-  /** Deals deleted in the last 30 days: listed only when status includes `deleted`. */
+  /** Deals deleted in the last 30 days (or by a round of changes): listed only when status includes `deleted`. */
   isDeletedDeal(id: number): boolean {
-    return id <= this.base.deals && unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate;
+    if (id > this.base.deals) return false;
+    return (
+      unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate || this.deletedRound(id) !== undefined
+    );
   }
 
   /** Archived deals (not deleted ones) and leads: only in the archived lists. Leads use position + 1. */
   isArchived(kind: "deals" | "leads", id: number): boolean {
-    if (id > this.base[kind] || (kind === "deals" && this.isDeletedDeal(id))) return false;
+    if (id > this.base[kind]) return false;
+    if (kind === "deals" && unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate) return false;
     return unit(this.seed, `${kind}/archived`, id) < this.opts.archivedRate;
   }
 
@@ -188,27 +264,32 @@ export class Dataset {
   rowAt(kind: RowKind, index: number): Row {
     const id = index + 1;
     const row = this.cleanRow(kind, id);
-    if (this.changedAtMs !== null && (id > this.base[kind] || this.isEdited(kind, id))) {
-      // An edit or an addition: what a catch-up pass must see, with the time it happened.
-      row.update_time = stamp(kind, this.changedAtMs);
+    const changed = this.changedMs(kind, id);
+    if (changed !== undefined) {
+      // An edit, an addition or a deletion: what a catch-up pass must see, with the time it happened.
+      row.update_time = stamp(kind, changed);
       if (id > this.base[kind]) row.add_time = row.update_time;
       const label = LABEL_FIELD[kind] as string;
-      if (this.isEdited(kind, id) && typeof row[label] === "string") row[label] = `${row[label]} (edited)`;
+      // The first round's edit reads " (edited)", a later round's " (edited 2)", " (edited 3)", …
+      const round = this.rounds.length === 1 ? "" : ` ${this.rounds.length}`;
+      if (this.isEdited(kind, id) && typeof row[label] === "string")
+        row[label] = `${row[label]} (edited${round})`;
     }
     return this.isMalformed(kind, id) ? malform(kind, row, unit(this.seed, `${kind}/malform-how`, id)) : row;
   }
 
   /** The row's update time in ms, without building it (for updated_since filters). */
   updateTimeMs(kind: RowKind, id: number): number {
-    if (this.changedAtMs !== null && (id > this.base[kind] || this.isEdited(kind, id)))
-      return this.changedAtMs;
+    const changed = this.changedMs(kind, id);
+    if (changed !== undefined) return changed;
     const added = this.addTimeMs(kind, id, this.base[kind]);
     return added + Math.floor(unit(this.seed, `${kind}/update-time`, id) * 180 * DAY_MS);
   }
 
   /** The row's add time in ms, as served: an added row was added when the change set applied. */
   addTimeMsOf(kind: RowKind, id: number): number {
-    if (this.changedAtMs !== null && id > this.base[kind]) return this.changedAtMs;
+    const added = this.addedRound(kind, id);
+    if (added !== undefined) return this.rounds[added] as number;
     return this.addTimeMs(kind, id, this.base[kind]);
   }
 

@@ -47,6 +47,11 @@ export interface Sandbox {
    * test needs its rows on an exact instant; false if it already was.
    */
   applyChanges(atMs?: number): boolean;
+  /**
+   * Applies another round of changes (the first, if none yet): the same rows edited again, rows
+   * added and deals deleted of its own, at its own time. False past the last round allowed.
+   */
+  applyChangesAgain(atMs?: number): boolean;
   close(): Promise<void>;
 }
 
@@ -86,6 +91,7 @@ export async function startSandbox(
     stats: () => app.stats.snapshot(app.limiter.budgetRemaining, app.limiter.dayLog()),
     resetStats: () => app.stats.reset(),
     applyChanges: (atMs?: number) => app.applyChanges(atMs).applied,
+    applyChangesAgain: (atMs?: number) => app.applyChanges(atMs, true).applied,
     close: () => {
       closing ??= new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

@@ -54,6 +54,8 @@ export interface SandboxOptions {
   changeEdits?: number;
   /** Rows per kind added by the mid-run change set. */
   changeAdds?: number;
+  /** Deals deleted by each round of changes (status deleted, listed with status=deleted). */
+  changeDeletes?: number;
   /** Applies the change set by itself after this many API requests; 0 = only on POST /__sandbox/changes. */
   changesAfterRequests?: number;
   tokenCosts?: Partial<TokenCosts>;
@@ -88,6 +90,7 @@ export interface ResolvedOptions {
   listIncludeBody: number;
   changeEdits: number;
   changeAdds: number;
+  changeDeletes: number;
   changesAfterRequests: number;
   tokenCosts: TokenCosts;
   tokens: string[] | null;
@@ -106,6 +109,8 @@ type NumericKey = Exclude<keyof ResolvedOptions, "host" | "tokenCosts" | "tokens
 const MAX_ROWS = 10_000_000;
 /** Added rows take ids right after the generated ones; references to deleted records start past this. */
 export const MAX_CHANGES = 100_000;
+/** Rounds of changes a sandbox applies at most (POST /__sandbox/changes?again=1 for each after the first). */
+export const MAX_CHANGE_ROUNDS = 10;
 const int = (min: number, max: number, def: number): NumberSpec => ({
   integer: true,
   min,
@@ -140,6 +145,7 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   listIncludeBody: int(0, 1, 1),
   changeEdits: int(0, MAX_CHANGES, 0),
   changeAdds: int(0, MAX_CHANGES, 0),
+  changeDeletes: int(0, 1000, 0),
   changesAfterRequests: int(0, 1_000_000_000, 0),
 };
 

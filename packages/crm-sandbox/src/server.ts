@@ -68,11 +68,18 @@ export class SandboxApp {
     this.faults = new Faults(opts);
   }
 
-  /** Applies the mid-run change set (once); the truth is recomputed to include it. */
-  applyChanges(atMs = Date.now()): { applied: boolean; at: string } {
-    const applied = this.dataset.applyChanges(atMs);
+  /**
+   * Applies the mid-run change set (once), or with `again` another round of it; the truth is
+   * recomputed to include it. `round` counts the rounds applied so far.
+   */
+  applyChanges(atMs = Date.now(), again = false): { applied: boolean; at: string; round: number } {
+    const applied = this.dataset.applyChanges(atMs, again);
     if (applied) this.truthCache.clear();
-    return { applied, at: new Date(this.dataset.changedAtMs ?? 0).toISOString() };
+    return {
+      applied,
+      at: new Date(this.dataset.changedAtMs ?? 0).toISOString(),
+      round: this.dataset.changeRounds,
+    };
   }
 
   truth<K extends TruthKind>(kinds: readonly K[]): PartialTruth<K> {
@@ -157,7 +164,8 @@ export class SandboxApp {
         return sendJson(res, 400, { error: (err as Error).message });
       }
     }
-    if (method === "POST" && action === "changes") return sendJson(res, 200, this.applyChanges());
+    if (method === "POST" && action === "changes")
+      return sendJson(res, 200, this.applyChanges(Date.now(), query.get("again") === "1"));
     if (method === "POST" && action === "reset-stats") {
       this.stats.reset();
       return sendJson(res, 200, { ok: true });

@@ -161,7 +161,15 @@ function listV2(ds: Dataset, kind: V2Kind, query: URLSearchParams, archived: boo
   const candidates = q.ids
     ? q.ids.filter((id) => id <= total).map((id) => id - 1)
     : onlyChanged
-      ? [...new Set([...ds.editedIds(kind), ...ds.addedIds(kind)])].sort((a, b) => a - b).map((id) => id - 1)
+      ? [
+          ...new Set([
+            ...ds.editedIds(kind),
+            ...ds.addedIds(kind),
+            ...(kind === "deals" ? ds.deletedByChanges() : []),
+          ]),
+        ]
+          .sort((a, b) => a - b)
+          .map((id) => id - 1)
       : null;
   const data: Row[] = [];
   let position = q.cursor.p;

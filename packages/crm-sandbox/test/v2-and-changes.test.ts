@@ -171,6 +171,44 @@ describe("changes during a run", () => {
   });
 });
 
+describe("rounds of changes", () => {
+  it("edit the same rows again, add rows and delete deals of their own, each at its own time", async () => {
+    const s = await sandbox({ seed: 5, ...SIZES, changeEdits: 3, changeAdds: 2, changeDeletes: 2 });
+    expect(s.applyChanges(Date.parse("2030-01-01T00:00:00Z"))).toBe(true);
+    const first = s.truth(["deals"]).kinds.deals;
+    expect(first.added).toEqual(["301", "302"]);
+    expect(s.applyChanges()).toBe(false);
+    expect(s.applyChangesAgain(Date.parse("2030-01-01T00:01:00Z"))).toBe(true);
+    const second = s.truth(["deals"]).kinds.deals;
+    expect(second.added).toEqual(["301", "302", "303", "304"]);
+    // Two deals more deleted by the second round, none of them archived or edited.
+    expect(second.deleted.length).toBe(first.deleted.length + 2);
+    const newlyDeleted = second.deleted.filter((id) => !first.deleted.includes(id));
+    expect(newlyDeleted).toHaveLength(2);
+    for (const id of newlyDeleted) {
+      expect(second.archived).not.toContain(id);
+      expect(second.edited).not.toContain(id);
+    }
+    // Only the second round's changes are newer than the first round.
+    const since = "2030-01-01T00:00:30.000Z";
+    const changed = await walkCursor(
+      s,
+      `/api/v2/deals?status=open,won,lost,deleted&updated_since=${since}`,
+      3,
+    );
+    const archived = await walkCursor(s, `/api/v2/deals/archived?updated_since=${since}`, 3);
+    const all = [...changed, ...archived];
+    expect(sorted(ids(all))).toEqual(sorted([...second.edited, "303", "304", ...newlyDeleted]));
+    for (const r of all) {
+      if (second.edited.includes(String(r.id))) expect(String(r.title)).toMatch(/\(edited 2\)$/);
+      if (newlyDeleted.includes(String(r.id))) expect(r.is_deleted).toBe(true);
+    }
+    // Without status=deleted, a deleted deal is not listed.
+    const open = await walkCursor(s, `/api/v2/deals?updated_since=${since}`, 3);
+    expect(ids(open).some((id) => newlyDeleted.includes(id))).toBe(false);
+  });
+});
+
 describe("changes after a number of requests", () => {
   it("apply by themselves once the sandbox has served that many API requests, and only once", async () => {
     const s = await sandbox({ seed: 4, ...SIZES, changeEdits: 2, changeAdds: 1, changesAfterRequests: 3 });
