@@ -170,7 +170,9 @@ function runKinds(run: RunInfo): string[] {
 function catchUpSeed(run: RunInfo, limit: number, pass?: SeedContext["pass"]): TaskSeed | undefined {
   const [first, ...chain] = runKinds(run);
   if (!first) return undefined;
-  const since = pass?.since ?? runStart(run);
+  // Pipedrive keeps update times in whole seconds: a row changed in the second the previous pass
+  // began shows a time before that start, so a later pass asks from the start of that second.
+  const since = pass ? new Date(Math.floor(Date.parse(pass.since) / 1000) * 1000).toISOString() : runStart(run);
   const cursor: ListCursor = {
     list: 0,
     page: 0,
