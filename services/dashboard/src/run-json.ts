@@ -60,6 +60,23 @@ export interface RunJson {
    * source does not estimate its work.
    */
   eta: { text: string; seconds: number; requests: number; tokens: number; dailyResets: number } | null;
+  /**
+   * A run that follows its source until cutover (GetRun's follow): its replication lag (seconds
+   * since the last finished pass began; null before one finished) and the changes each pass
+   * applied; null for a run that finishes after its import.
+   */
+  follow: {
+    intervalSeconds: number;
+    cutoverAt: string | null;
+    replicationLagSeconds: number | null;
+    passes: {
+      index: number;
+      since: string | null;
+      startsAt: string | null;
+      finishedAt: string | null;
+      changes: number;
+    }[];
+  } | null;
   /** The check of the finished run against its source; null until there is one. */
   verification: VerificationJson | null;
   /** The run succeeded or failed and its (automatic) verification is still to come. */
@@ -155,6 +172,21 @@ export function runJson(run: Run, now = Date.now()): RunJson {
           requests: Number(run.eta.requestsLeft),
           tokens: Number(run.eta.tokensLeft),
           dailyResets: run.eta.dailyResets,
+        }
+      : null,
+    follow: run.follow
+      ? {
+          intervalSeconds: run.follow.intervalSeconds,
+          cutoverAt: iso(run.follow.cutoverAt),
+          replicationLagSeconds:
+            run.follow.replicationLagSeconds === undefined ? null : Number(run.follow.replicationLagSeconds),
+          passes: run.follow.passes.map((p) => ({
+            index: p.index,
+            since: iso(p.since),
+            startsAt: iso(p.startsAt),
+            finishedAt: iso(p.finishedAt),
+            changes: Number(p.changes),
+          })),
         }
       : null,
     verification: run.verification

@@ -332,6 +332,7 @@ class RunView {
     this.error = h("p", { class: "problem", id: "run-error", hidden: true });
     this.budgetWait = h("p", { class: "notice", id: "budget-wait", hidden: true });
     this.eta = h("p", { class: "notice", id: "run-eta", hidden: true });
+    this.follow = h("p", { class: "notice", id: "run-follow", hidden: true });
     this.learned = h("dl", { class: "facts", id: "run-facts", hidden: true });
     this.buttons = {
       stop: h(
@@ -391,6 +392,7 @@ class RunView {
         this.learned,
         this.budgetWait,
         this.eta,
+        this.follow,
         this.error,
         h("div", { class: "actions" }, this.buttons.stop, this.buttons.resume, this.buttons.retry),
       ),
@@ -509,6 +511,22 @@ class RunView {
         })`
       : "";
     this.eta.hidden = !eta;
+    const follow = run.follow;
+    if (follow) {
+      const lag =
+        follow.replicationLagSeconds === null
+          ? "no pass finished yet"
+          : `${fmt(follow.replicationLagSeconds)} s`;
+      const recent = follow.passes
+        .filter((p) => p.finishedAt)
+        .slice(-5)
+        .map((p) => `pass ${p.index}: ${fmt(p.changes)}`)
+        .join(", ");
+      this.follow.textContent = `Following the source every ${fmt(follow.intervalSeconds)} s${
+        follow.cutoverAt ? `, cutover asked ${when(follow.cutoverAt)}` : " until cutover"
+      } · replication lag ${lag}${recent ? ` · changes per pass: ${recent}` : ""}`;
+    }
+    this.follow.hidden = !follow;
     this.error.textContent = run.error ? `Error: ${run.error}` : "";
     this.error.hidden = !run.error;
     this.buttons.stop.disabled = !run.can.stop;
