@@ -265,6 +265,7 @@ describe("a run that follows its source", () => {
       sourceConfig: { baseUrl: h.cluster.sandboxUrl, apiToken: "t", settings },
     });
     await expect(h.client.completeRun({ runId: run!.id })).rejects.toThrow(/does not follow its source/);
+    await h.client.stopRun({ runId: run!.id });
     await watchToEnd(h.client, run!.id);
   });
 });
