@@ -172,7 +172,9 @@ function catchUpSeed(run: RunInfo, limit: number, pass?: SeedContext["pass"]): T
   if (!first) return undefined;
   // Pipedrive keeps update times in whole seconds: a row changed in the second the previous pass
   // began shows a time before that start, so a later pass asks from the start of that second.
-  const since = pass ? new Date(Math.floor(Date.parse(pass.since) / 1000) * 1000).toISOString() : runStart(run);
+  const since = pass
+    ? new Date(Math.floor(Date.parse(pass.since) / 1000) * 1000).toISOString()
+    : runStart(run);
   const cursor: ListCursor = {
     list: 0,
     page: 0,
