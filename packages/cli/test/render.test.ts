@@ -107,6 +107,39 @@ describe("cli rendering", () => {
     expect(runSummary(run)).not.toContain("learned:");
   });
 
+  it("shows a follow run's replication lag and the changes each pass applied", () => {
+    const at = (iso: string) => timestampFromDate(new Date(iso));
+    const following = create(RunSchema, {
+      ...base,
+      follow: {
+        intervalSeconds: 300,
+        replicationLagSeconds: 42n,
+        passes: [
+          {
+            index: 0,
+            since: at("2026-01-01T00:00:00Z"),
+            startsAt: at("2026-01-01T01:00:00Z"),
+            finishedAt: at("2026-01-01T01:00:05Z"),
+            changes: 0n,
+          },
+          {
+            index: 1,
+            since: at("2026-01-01T01:00:00Z"),
+            startsAt: at("2026-01-01T01:05:00Z"),
+            finishedAt: at("2026-01-01T01:05:03Z"),
+            changes: 17n,
+          },
+          { index: 2, since: at("2026-01-01T01:05:00Z"), startsAt: at("2026-01-01T01:10:00Z") },
+        ],
+      },
+    });
+    const text = runSummary(following);
+    expect(text).toContain("follow: every 300s, until cutover (drover complete RUN_ID); replication lag 42s");
+    expect(text).toContain("  pass 1 (since 2026-01-01T01:00:00.000Z): 17 change(s)");
+    expect(text).toMatch(/ {2}pass 2 \(since 2026-01-01T01:05:00.000Z\): running/);
+    expect(runSummary(run)).not.toContain("follow:");
+  });
+
   it("gives rows/s and an ETA while the run goes", () => {
     const [header, ...rows] = progressBlock(run, 10_000);
     expect(header).toBe("running · phase 2/2 [deals] · 24 rows · 2 rows/s · ETA ~5s");

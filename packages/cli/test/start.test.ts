@@ -1,4 +1,11 @@
-import { type Client, create, RunSchema, type RunService, StartRunResponseSchema } from "@drover/proto";
+import {
+  type Client,
+  CompleteRunResponseSchema,
+  create,
+  RunSchema,
+  type RunService,
+  StartRunResponseSchema,
+} from "@drover/proto";
 import { describe, expect, it } from "vitest";
 import { type Io, runCommand, UsageError } from "../src/commands.js";
 
@@ -33,5 +40,48 @@ describe("drover start --daily-share", () => {
       );
     }
     expect(asked).toEqual([]);
+  });
+});
+
+describe("drover start --follow", () => {
+  it("asks for a run that follows the source, with its interval", async () => {
+    const { asked, client } = recordingClient();
+    expect(await runCommand("start", [...start, "--follow", "--follow-interval", "2"], client, io, {})).toBe(
+      0,
+    );
+    expect(asked).toMatchObject([{ follow: true, followIntervalSeconds: 2 }]);
+    await runCommand("start", [...start, "--follow"], client, io, {});
+    expect(asked[1]).toMatchObject({ follow: true });
+    expect(asked[1]).not.toHaveProperty("followIntervalSeconds");
+    await runCommand("start", start, client, io, {});
+    expect(asked[2]).not.toHaveProperty("follow");
+  });
+
+  it("refuses an interval without --follow, or one that is not whole seconds from 1", async () => {
+    const { asked, client } = recordingClient();
+    const bad = [
+      ["--follow-interval", "5"],
+      ["--follow", "--follow-interval", "0"],
+      ["--follow", "--follow-interval", "1.5"],
+    ];
+    for (const args of bad)
+      await expect(runCommand("start", [...start, ...args], client, io, {})).rejects.toThrow(UsageError);
+    expect(asked).toEqual([]);
+  });
+});
+
+describe("drover complete", () => {
+  it("asks the run to cut over", async () => {
+    const asked: unknown[] = [];
+    const client = {
+      completeRun: async (req: unknown) => {
+        asked.push(req);
+        return create(CompleteRunResponseSchema, { run: create(RunSchema, { id: "r-1" }) });
+      },
+    } as unknown as Client<typeof RunService>;
+    const out: string[] = [];
+    expect(await runCommand("complete", ["r-1"], client, { ...io, out: (t) => out.push(t) }, {})).toBe(0);
+    expect(asked).toEqual([{ runId: "r-1" }]);
+    expect(out.join("")).toMatch(/cutting over/);
   });
 });
