@@ -201,6 +201,12 @@ export type FollowStep =
  * so everything the customer changed before cutover is read by a pass that began after it.
  */
 export async function closeFollowPass(q: Queryable, runId: string, phase: number): Promise<FollowStep> {
+  // Most calls (every task's finish, every reaper pass) find the pass still going: they answer so
+  // without taking the run row's lock.
+  const [going] = await q.execute(sql`
+    select 1 from drover.tasks
+     where run_id = ${runId}::uuid and phase = ${phase} and status in ('pending', 'running') limit 1`);
+  if (going) return { kind: "busy" };
   const [locked] = await q.execute<{ follow: RunFollow | null; started_at: Date | string | null }>(sql`
     select follow, started_at from drover.runs
      where id = ${runId}::uuid and status = 'running' and current_phase = ${phase} and follow is not null
