@@ -3,9 +3,9 @@ import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { natsServerBinary } from "../chaos/private-nats.js";
 
 /**
  * A three-node NATS cluster of the test's own on loopback, as production runs it (README, "Running
@@ -14,10 +14,10 @@ import { natsServerBinary } from "../chaos/private-nats.js";
  * acknowledged: Jepsen's 2025 analysis of NATS 2.12.1 lost acknowledged messages under the default
  * two-minute fsync when nodes crashed together).
  *
- * `sync_interval` exists from nats-server 2.10 on. An older binary (Debian bookworm ships 2.9.10)
- * refuses the field, so the cluster starts without it and says so (`syncIntervalAlways` false): the
- * test still kills processes, whose written pages the kernel keeps, so what it proves holds either
- * way; only a machine crash needs the fsync. NATS_SERVER_BIN picks a newer binary.
+ * `sync_interval` exists from nats-server 2.10 on (Debian bookworm ships 2.9.10, which refuses the
+ * field): the binary is NATS_SERVER_BIN when set, else what infra/scripts/ensure-nats-server.sh
+ * gives (a nats-server >= 2.10 on PATH, or Debian trixie's 2.10 extracted into .artifacts/). Each
+ * node's /varz must report `sync_always` once it is up, or the cluster does not start.
  */
 export interface NatsNode {
   name: string;
@@ -32,8 +32,6 @@ export interface NatsCluster {
   nodes: readonly NatsNode[];
   /** Every node's client address, comma-separated: the NATS_URL services are given. */
   url: string;
-  /** Whether the servers run with `sync_interval: always` (see above). */
-  syncIntervalAlways: boolean;
   /** SIGKILLs node `index` (no shutdown, no flush) and resolves once it has exited. */
   kill(index: number): Promise<void>;
   /** Starts node `index` again on its ports and store; resolves once it is current with the cluster. */
@@ -69,14 +67,14 @@ interface NodeSpec {
   config: string;
 }
 
-function nodeConfig(node: NodeSpec, routes: number[], syncAlways: boolean): string {
+function nodeConfig(node: NodeSpec, routes: number[]): string {
   return [
     `server_name: "${node.name}"`,
     `listen: "127.0.0.1:${node.client}"`,
     `http: "127.0.0.1:${node.monitor}"`,
     "jetstream {",
     `  store_dir: "${node.storeDir}"`,
-    ...(syncAlways ? ["  sync_interval: always"] : []),
+    "  sync_interval: always",
     "}",
     "cluster {",
     `  name: "${CLUSTER_NAME}"`,
@@ -87,18 +85,43 @@ function nodeConfig(node: NodeSpec, routes: number[], syncAlways: boolean): stri
   ].join("\n");
 }
 
+const ENSURE_SCRIPT = fileURLToPath(
+  new URL("../../infra/scripts/ensure-nats-server.sh", import.meta.url),
+);
+
+/** A nats-server >= 2.10: the path infra/scripts/ensure-nats-server.sh prints last (it may download). */
+function ensureNatsServer(): string {
+  const res = spawnSync("bash", [ENSURE_SCRIPT], { encoding: "utf8", timeout: 300_000 });
+  const path = res.stdout.trim().split("\n").at(-1);
+  if (res.status !== 0 || !path)
+    throw new Error(
+      `no nats-server >= 2.10 for the cluster (bash ${ENSURE_SCRIPT}): ${res.stderr || res.stdout}`,
+    );
+  return path;
+}
+
+/**
+ * The node's own account of its JetStream settings: a configuration that parsed but is not in force
+ * (a field ignored, a default changed) would otherwise pass unseen.
+ */
+async function expectSyncAlways(node: NodeSpec): Promise<void> {
+  const res = await fetch(`http://127.0.0.1:${node.monitor}/varz`, {
+    signal: AbortSignal.timeout(5_000),
+  });
+  const varz = (await res.json()) as { jetstream?: { config?: { sync_always?: boolean } } };
+  if (varz.jetstream?.config?.sync_always !== true)
+    throw new Error(
+      `nats ${node.name}: /varz does not report sync_always (jetstream.config: ${JSON.stringify(varz.jetstream?.config)})`,
+    );
+}
+
 export async function startNatsCluster(options: {
   logDir: string;
   size?: number;
   binary?: string;
   log?: (line: string) => void;
 }): Promise<NatsCluster> {
-  const binary = options.binary ?? natsServerBinary();
-  if (!binary) {
-    throw new Error(
-      "no nats-server binary found: install it (Debian: apt-get install nats-server) or set NATS_SERVER_BIN",
-    );
-  }
+  const binary = options.binary ?? process.env.NATS_SERVER_BIN ?? ensureNatsServer();
   const size = options.size ?? 3;
   mkdirSync(options.logDir, { recursive: true });
   const root = mkdtempSync(join(tmpdir(), "drover-nats-cluster-"));
@@ -116,21 +139,13 @@ export async function startNatsCluster(options: {
     });
   }
   const routes = specs.map((s) => s.route);
-  const write = (syncAlways: boolean) => {
-    for (const s of specs) writeFileSync(s.config, nodeConfig(s, routes, syncAlways));
-  };
-  write(true);
+  for (const s of specs) writeFileSync(s.config, nodeConfig(s, routes));
   // `-t` checks a configuration without starting: an older server names the field it does not know.
   const check = spawnSync(binary, ["-t", "-c", specs[0]!.config], { encoding: "utf8" });
-  const syncIntervalAlways = check.status === 0;
-  if (!syncIntervalAlways) {
-    if (!/sync_interval/.test(`${check.stdout}${check.stderr}`))
-      throw new Error(`nats-server refused the cluster configuration: ${check.stderr || check.stdout}`);
-    write(false);
-    options.log?.(
-      `nats cluster: ${binary} predates sync_interval (nats-server 2.10); running without it. Production sets sync_interval: always (README)`,
+  if (check.status !== 0)
+    throw new Error(
+      `${binary} refused the cluster configuration (sync_interval needs nats-server 2.10 or later; bash infra/scripts/ensure-nats-server.sh fetches one): ${check.stderr || check.stdout}`,
     );
-  }
 
   const children: (ChildProcess | undefined)[] = specs.map(() => undefined);
   const exits: Promise<void>[] = specs.map(() => Promise.resolve());
@@ -189,6 +204,10 @@ export async function startNatsCluster(options: {
     for (const i of all) launch(i);
     // The first meta leader election waits for the routes: a fresh cluster is current in seconds.
     await untilHealthy(all, 60_000);
+    for (const i of all) await expectSyncAlways(specs[i]!);
+    options.log?.(
+      `nats cluster: ${specs.length} nodes of ${binary}, each reporting sync_always in /varz`,
+    );
   } catch (err) {
     await Promise.all(all.map(kill));
     rmSync(root, { recursive: true, force: true });
@@ -209,11 +228,11 @@ export async function startNatsCluster(options: {
       },
     })),
     url: servers.join(","),
-    syncIntervalAlways,
     kill,
     async start(i) {
       if (!alive(i)) launch(i);
       await untilHealthy([i], 60_000);
+      await expectSyncAlways(specs[i]!);
     },
     async streamLeader(stream) {
       const nc = await connect({ servers: servers.filter((_, i) => alive(i)), timeout: 3_000 });
