@@ -120,7 +120,16 @@ export const smallRunScenario: Scenario = {
                  round(sum(extract(epoch from started_at - greatest(created_at, available_at)))::numeric, 2)::float8 as waited_s,
                  round(sum(extract(epoch from finished_at - started_at))::numeric, 2)::float8 as ran_s
             from drover.tasks where run_id = ${runId}::uuid and finished_at is not null`;
-        return r;
+        // Each task: when it was due, published, claimed and ended (seconds from the run's first task).
+        const tasks = await bench.database.sql<Record<string, unknown>[]>`
+          with t0 as (select min(created_at) as at from drover.tasks where run_id = ${runId}::uuid)
+          select t.kind, t.phase, t.seed_key as "seedKey", t.attempts,
+                 round(extract(epoch from greatest(t.created_at, t.available_at) - t0.at)::numeric, 2)::float8 as due,
+                 round(extract(epoch from t.dispatched_at - t0.at)::numeric, 2)::float8 as published,
+                 round(extract(epoch from t.started_at - t0.at)::numeric, 2)::float8 as claimed,
+                 round(extract(epoch from t.finished_at - t0.at)::numeric, 2)::float8 as ended
+            from drover.tasks t, t0 where t.run_id = ${runId}::uuid order by t.id`;
+        return { ...r, byTask: tasks };
       };
       const aloneSeconds = (alone.finishedAt - alone.startedAt) / 1000;
       const contendedSeconds = (contended.finishedAt - contended.startedAt) / 1000;

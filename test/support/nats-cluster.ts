@@ -85,9 +85,7 @@ function nodeConfig(node: NodeSpec, routes: number[]): string {
   ].join("\n");
 }
 
-const ENSURE_SCRIPT = fileURLToPath(
-  new URL("../../infra/scripts/ensure-nats-server.sh", import.meta.url),
-);
+const ENSURE_SCRIPT = fileURLToPath(new URL("../../infra/scripts/ensure-nats-server.sh", import.meta.url));
 
 /** A nats-server >= 2.10: the path infra/scripts/ensure-nats-server.sh prints last (it may download). */
 function ensureNatsServer(): string {
@@ -205,9 +203,7 @@ export async function startNatsCluster(options: {
     // The first meta leader election waits for the routes: a fresh cluster is current in seconds.
     await untilHealthy(all, 60_000);
     for (const i of all) await expectSyncAlways(specs[i]!);
-    options.log?.(
-      `nats cluster: ${specs.length} nodes of ${binary}, each reporting sync_always in /varz`,
-    );
+    options.log?.(`nats cluster: ${specs.length} nodes of ${binary}, each reporting sync_always in /varz`);
   } catch (err) {
     await Promise.all(all.map(kill));
     rmSync(root, { recursive: true, force: true });

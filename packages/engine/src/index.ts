@@ -53,6 +53,7 @@ export {
   insertTaskSeeds,
   LostClaimError,
   markTasksDispatched,
+  overFairShare,
   parkSiblings,
   parkTask,
   rearmTasks,
@@ -65,6 +66,7 @@ export {
   touchTask,
   undispatchTasks,
   writeCheckpoint,
+  yieldSlot,
 } from "./task-transitions.js";
 export { runVerification, type VerificationOutcome } from "./verification-assignment.js";
 export {

@@ -29,12 +29,14 @@ import {
   finishTaskSucceeded,
   handBackTask,
   LostClaimError,
+  overFairShare,
   parkSiblings,
   parkTask,
   releaseTask,
   touchTask,
   undispatchTasks,
   writeCheckpoint,
+  yieldSlot,
 } from "./task-transitions.js";
 import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 import {
@@ -94,7 +96,15 @@ export interface HeldClaim {
 export type AssignmentOutcome =
   | { status: "dropped"; reason: string }
   | {
-      status: "succeeded" | "failed" | "cancelled" | "released" | "parked" | "handed_back" | "lost";
+      status:
+        | "succeeded"
+        | "failed"
+        | "cancelled"
+        | "released"
+        | "parked"
+        | "handed_back"
+        | "yielded"
+        | "lost";
       taskId: number;
       runId: string;
       phase: number;
@@ -105,6 +115,8 @@ export type AssignmentOutcome =
     };
 
 class ShutdownHandBack extends Error {}
+/** The task gave its lane slot up to a waiting run (yieldSlot): it is pending again, nothing more to do. */
+class SlotYielded extends Error {}
 
 /** Between windows a run's stop flag is read at most this often; stop still lands in about a second. */
 const DEFAULT_STOP_POLL_MS = 1_000;
@@ -176,6 +188,8 @@ export async function runAssignment(
   let claimLost = false;
 
   let lastStopCheck = 0;
+  // Set once yieldSlot gave the task back: whatever the provider makes of the throw, the attempt is over.
+  let yielded = false;
   const stopPoll = deps.stopPollMs ?? DEFAULT_STOP_POLL_MS;
   const interrupted = async () => {
     if (claimLost) throw new LostClaimError(task.id);
@@ -183,7 +197,14 @@ export async function runAssignment(
     if (Date.now() - lastStopCheck < stopPoll) return false;
     lastStopCheck = Date.now();
     const [r] = await db.select({ status: runs.status }).from(runs).where(eq(runs.id, run.id));
-    return r?.status !== "running";
+    if (r?.status !== "running") return true;
+    // Between windows is where a slot can change hands without losing work: every committed
+    // window is checkpointed, so the run resumes here when its share allows.
+    if ((await overFairShare(db, run.id)) && (await yieldSlot(db, run.id, task.id, claimToken))) {
+      yielded = true;
+      throw new SlotYielded();
+    }
+    return false;
   };
 
   const writerDeps: WindowWriterDeps = {
@@ -282,6 +303,7 @@ export async function runAssignment(
     );
     return { ...base, status: done ? "succeeded" : "lost", summary: total };
   } catch (err) {
+    if (yielded) return { ...base, status: "yielded", summary: total };
     return {
       ...base,
       summary: total,

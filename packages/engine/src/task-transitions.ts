@@ -126,6 +126,52 @@ export async function handOnSlot(
 }
 
 /**
+ * Whether a running task of the run should give its lane slot up now: the run holds more running
+ * tasks than the share the last dispatch round gave it (another run arrived, the pool shrank), and
+ * a task of another running run is published and waiting to be claimed. Tasks that go through a
+ * whole list in one attempt run for minutes, and nothing running is taken back otherwise, so
+ * without this a newcomer's task would wait for the first of them to end. Read-only: the task
+ * runner asks it between windows and only then tries yieldSlot, which decides under the run's lock.
+ * Running tasks of a worker whose liveness record expired are not counted: they hold no slot.
+ */
+export async function overFairShare(q: Queryable, runId: string): Promise<boolean> {
+  const [row] = await q.execute<{ over: boolean }>(sql`
+    select (r.fair_share is not null
+            and (select count(*) from drover.tasks t
+                  where t.run_id = r.id and t.status = 'running'
+                    and (t.worker is null or exists (select 1 from drover.workers w
+                                                      where w.id = t.worker and w.expires_at > now())))
+                > r.fair_share
+            and exists (select 1 from drover.runs o join drover.tasks ot on ot.run_id = o.id
+                         where o.status = 'running' and o.id <> r.id and ot.status = 'pending'
+                           and ot.dispatched_at is not null and ot.available_at <= now())) as over
+      from drover.runs r where r.id = ${runId}::uuid and r.status = 'running'`);
+  return row?.over === true;
+}
+
+/**
+ * The task gives its lane slot up between windows because its run is over its fair share and
+ * another run is waiting (overFairShare): back to pending, cursor and committed windows intact, the
+ * attempt not counted, and unpublished (dispatched_at cleared; the worker acks its message), so the
+ * run publishes it again when its share allows. Fenced on the claim, and decided again under the
+ * run's dispatch lock so that of several tasks asking at once only the run's excess over its share
+ * yields, never more: the run keeps its share.
+ */
+export async function yieldSlot(db: Db, runId: string, taskId: number, claimToken: string): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    await tx.execute(runDispatchLock(runId));
+    if (!(await overFairShare(tx, runId))) return false;
+    const rows = await tx.execute(sql`
+      update drover.tasks
+         set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+             worker = null, dispatched_at = null, available_at = now(), updated_at = now()
+       where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+      returning id`);
+    return rows.length === 1;
+  });
+}
+
+/**
  * Unmarks pending tasks whose message was never published or arrived before the task was due, so
  * the next top-up publishes them again. Fenced on 'pending': a task claimed meanwhile is left alone.
  */
