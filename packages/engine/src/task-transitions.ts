@@ -128,24 +128,34 @@ export async function handOnSlot(
 /**
  * Whether a running task of the run should give its lane slot up now: the run holds more running
  * tasks than the share the last dispatch round gave it (another run arrived, the pool shrank), and
- * a task of another running run is published and waiting to be claimed. Tasks that go through a
- * whole list in one attempt run for minutes, and nothing running is taken back otherwise, so
- * without this a newcomer's task would wait for the first of them to end. Read-only: the task
- * runner asks it between windows and only then tries yieldSlot, which decides under the run's lock.
+ * a task of another running run is published and waiting to be claimed, a run that would still
+ * hold fewer running tasks than this one after the handover. Tasks that go through a whole list in
+ * one attempt run for minutes, and nothing running is taken back otherwise, so without this a
+ * newcomer's task would wait for the first of them to end. The second condition keeps an uneven
+ * split still: rounds hand its odd slot to the runs served least, in turn, and runs a slot apart
+ * must not trade it back and forth, each time fetching a page again. Read-only: the task runner
+ * asks it between windows and only then tries yieldSlot, which decides under the run's lock.
  * Running tasks of a worker whose liveness record expired are not counted: they hold no slot.
  */
 export async function overFairShare(q: Queryable, runId: string): Promise<boolean> {
   const [row] = await q.execute<{ over: boolean }>(sql`
-    select (r.fair_share is not null
-            and (select count(*) from drover.tasks t
-                  where t.run_id = r.id and t.status = 'running'
-                    and (t.worker is null or exists (select 1 from drover.workers w
-                                                      where w.id = t.worker and w.expires_at > now())))
-                > r.fair_share
-            and exists (select 1 from drover.runs o join drover.tasks ot on ot.run_id = o.id
-                         where o.status = 'running' and o.id <> r.id and ot.status = 'pending'
-                           and ot.dispatched_at is not null and ot.available_at <= now())) as over
-      from drover.runs r where r.id = ${runId}::uuid and r.status = 'running'`);
+    with me as (
+      select r.id, r.fair_share,
+             (select count(*) from drover.tasks t
+               where t.run_id = r.id and t.status = 'running'
+                 and (t.worker is null or exists (select 1 from drover.workers w
+                                                   where w.id = t.worker and w.expires_at > now()))) as running
+        from drover.runs r where r.id = ${runId}::uuid and r.status = 'running')
+    select (me.fair_share is not null and me.running > me.fair_share
+            and exists (
+              select 1 from drover.runs o
+               where o.status = 'running' and o.id <> me.id
+                 and exists (select 1 from drover.tasks ot
+                              where ot.run_id = o.id and ot.status = 'pending'
+                                and ot.dispatched_at is not null and ot.available_at <= now())
+                 and (select count(*) from drover.tasks x where x.run_id = o.id and x.status = 'running') + 1
+                     < me.running)) as over
+      from me`);
   return row?.over === true;
 }
 

@@ -1,6 +1,6 @@
 import type { Provider } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { claimTask, runAssignment, yieldSlot } from "../src/index.js";
 import { companyWriter, type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
 
@@ -10,6 +10,12 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await h.close();
+});
+// Each case sets the pool up itself: nothing of an earlier case is left running or waiting.
+beforeEach(async () => {
+  await h.db.execute(
+    sql`update drover.tasks set status = 'succeeded' where status in ('pending', 'running')`,
+  );
 });
 
 const PAGES = 40;
@@ -54,9 +60,13 @@ async function runOverShare(running: number, share: number) {
   return { run, held };
 }
 
-/** Another tenant's run whose task is published and waits for a lane slot. */
-async function waitingRun() {
-  const run = await insertRun(h.db, { fairShare: 1 });
+/** Another tenant's run, `running` tasks claimed, whose next task is published and waits for a lane slot. */
+async function waitingRun(running = 0) {
+  const run = await insertRun(h.db, { fairShare: running + 1 });
+  for (let i = 0; i < running; i++) {
+    const t = await insertTask(h.db, run.id);
+    await claimTask(h.db, t.id, `waiting/${t.id}`);
+  }
   const task = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
   return { run, task };
 }
@@ -100,7 +110,6 @@ describe("a run over its fair share while another run waits", () => {
   });
 
   it("keeps its slot when no other run has a task waiting", async () => {
-    await h.db.execute(sql`update drover.tasks set status = 'succeeded' where status = 'pending'`);
     const { run } = await runOverShare(1, 1);
     const task = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
 
@@ -112,6 +121,18 @@ describe("a run over its fair share while another run waits", () => {
   it("keeps its slot when the run is within its share", async () => {
     const { run } = await runOverShare(1, 2);
     await waitingRun();
+    const task = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
+
+    const outcome = await runAssignment(deps(), task.id, controls());
+
+    expect(outcome.status).toBe("succeeded");
+  });
+
+  it("keeps its slot when the waiting run would then hold as many as it: an uneven split stays put", async () => {
+    // Three running on a share of two beside a run of two waiting for its third: handing the slot
+    // over would only swap which of them holds the odd one, and the next round would swap it back.
+    const { run } = await runOverShare(2, 2);
+    await waitingRun(2);
     const task = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
 
     const outcome = await runAssignment(deps(), task.id, controls());
