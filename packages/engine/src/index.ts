@@ -19,6 +19,7 @@ export {
   type NewRun,
   pruneFinishedRuns,
   rearmRun,
+  redriveRun,
   requestCutover,
   requestStop,
   settleStoppingRun,

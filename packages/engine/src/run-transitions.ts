@@ -7,7 +7,7 @@ import {
   type RunSummary,
   runs,
 } from "@drover/db";
-import type { Provider } from "@drover/provider-sdk";
+import type { Provider, TaskSeed } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { toRunInfo } from "./run-info.js";
 import { cancelPendingTasksOfRun, insertTaskSeeds, rearmTasks } from "./task-transitions.js";
@@ -293,6 +293,29 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
     }
     await tx.execute(sql`
       update drover.runs set follow = ${JSON.stringify(row.follow)}::jsonb, updated_at = now() where id = ${runId}::uuid`);
+    return true;
+  });
+}
+
+/**
+ * Re-drive: a finished run (succeeded or failed, not pruned) is running again with `seeds` (tasks
+ * reading chosen rows again) in its last phase, and its barrier back on that phase so the run
+ * finalizes again once they end. Its failed tasks stay failed: a re-drive reads only the rows asked
+ * for, so a run that failed still ends failed. Fenced on the status like a retry (of two racing
+ * re-drives one moves the run; the other's seeds are never written), and back to running first so
+ * the partial unique index re-checks admission: a live sibling makes this fail with a unique
+ * violation (23505) for the caller. Returns whether the run moved.
+ */
+export async function redriveRun(q: Db, runId: string, seeds: readonly TaskSeed[]): Promise<boolean> {
+  return q.transaction(async (tx) => {
+    const [moved] = await tx.execute<{ last: number }>(sql`
+      update drover.runs
+         set status = 'running', error = null, finished_at = null, verification = null,
+             current_phase = jsonb_array_length(plan) - 1, updated_at = now()
+       where id = ${runId}::uuid and status in ('succeeded', 'failed') and summary is null
+      returning current_phase as last`);
+    if (!moved) return false;
+    await insertTaskSeeds(tx, runId, Number(moved.last), seeds);
     return true;
   });
 }

@@ -266,6 +266,11 @@ export interface Provider {
   /** Checks a finished run against the source (counts and a sample); VerifyRun needs it. */
   readonly verifier?: ProviderVerifier;
   /**
+   * Re-drive (RetryRun with a filter): tasks that read the given rows of a kind from the source
+   * again and write them through the ledger like any pass. Absent: the source cannot re-drive rows.
+   */
+  readonly redrive?: RowRedrive;
+  /**
    * The source calls a live run still needs, per kind, from what it has learned so far (rows per
    * page, messages per deal, the cost of each call type); the coordinator sets them against the
    * account's budget for the run's ETA. Reads only (the run's tasks, ledger and facts).
@@ -287,4 +292,15 @@ export interface WorkEstimate {
   kinds: CallsLeft[];
   /** The account's daily allowance in tokens, where the run's settings state it. */
   dailyTokens?: number;
+}
+
+/** How a source reads chosen rows again, for re-drive. */
+export interface RowRedrive {
+  /**
+   * Why rows of `kind` cannot be read again one by one (e.g. a kind only a parent's list names), or
+   * undefined when they can.
+   */
+  refuses(kind: string): string | undefined;
+  /** Tasks reading `sourceIds` of `kind` again; `key` makes their seed keys unique to this re-drive. */
+  seeds(kind: string, sourceIds: readonly string[], key: string): TaskSeed[];
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
 import { pgErrorCode, type RunRow } from "@drover/db";
-import { rearmRun, requestCutover, requestStop } from "@drover/engine";
+import { rearmRun, redriveRun, requestCutover, requestStop } from "@drover/engine";
 import { Code, RpcError, type Run, type RunService, type ServiceImplementation } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { injectTraceContext } from "@drover/telemetry";
@@ -11,6 +11,7 @@ import type { CoordinatorContext } from "./context.js";
 import { buildPlan } from "./plan.js";
 import { loadVisibleRun, prunedError } from "./run-access.js";
 import { advanceRun } from "./run-advance.js";
+import { planRedrive, type RedriveFilter, redriveFilter } from "./run-redrive.js";
 import { loadRun, runView } from "./run-view.js";
 import { sealSourceSecret } from "./source-secrets.js";
 import {
@@ -66,6 +67,35 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     }
     // Another call moved it between the read and the fenced transition.
     if (!moved) throw notRearmable((await loadRun(db, run.id)) ?? run, how);
+  };
+
+  /**
+   * Re-drive: the filter's rows go back to the source in tasks of the run's last phase, the run
+   * running again until they end (redriveRun).
+   */
+  const redrive = async (run: RunRow, filter: RedriveFilter): Promise<void> => {
+    if (run.summary) throw prunedError(run.id);
+    const plan = await planRedrive(db, ctx.providers, provider(run.source), run, filter, randomUUID());
+    let moved: boolean;
+    try {
+      moved = await redriveRun(db, run.id, plan.seeds);
+    } catch (err) {
+      if (pgErrorCode(err) === "23505") throw await conflict(db, run, run.id);
+      throw err;
+    }
+    // Another call moved it between the read and the fenced transition.
+    if (!moved) {
+      const now = (await loadRun(db, run.id)) ?? run;
+      if (now.summary) throw prunedError(run.id);
+      throw new RpcError(
+        Code.FAILED_PRECONDITION,
+        `run ${run.id} is ${now.status}; only a finished run (succeeded or failed) can be re-driven`,
+      );
+    }
+    ctx.logger.info(
+      { run_id: run.id, rows: plan.rows, tasks: plan.seeds.length, kind: filter.kind, reason: filter.reason },
+      "run re-driven",
+    );
   };
 
   return {
@@ -130,6 +160,11 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
 
     async retryRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
+      const filter = redriveFilter(req);
+      if (filter) {
+        await redrive(run, filter);
+        return advanced(run.id);
+      }
       await rearm(run, RETRY);
       return advanced(run.id);
     },

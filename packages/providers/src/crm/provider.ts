@@ -29,6 +29,7 @@ import {
   parseNote,
   parsePerson,
 } from "./records.js";
+import { crmRedrive, isRedriveCursor, redriveRows } from "./redrive.js";
 import { crmVerifier } from "./verifier.js";
 import { estimateCrmWork } from "./work-estimate.js";
 import {
@@ -94,6 +95,7 @@ export const crmProvider: Provider = {
   closingKinds: [CATCH_UP],
   deferredLinks: [{ kind: "persons", ref: "organizations", table: "app.contacts", column: "company_id" }],
   verifier: crmVerifier,
+  redrive: crmRedrive,
   estimateWork: estimateCrmWork,
 
   validateConfig({ baseUrl, apiToken, settings }) {
@@ -150,6 +152,13 @@ export const crmProvider: Provider = {
     if (ctx.task.kind === "mail") return walkMail(ctx);
     const kind = LIST_KINDS[ctx.task.kind];
     if (!kind) throw new PermanentError(`crm provider has no kind "${ctx.task.kind}"`);
+    if (isRedriveCursor(ctx.task.cursor))
+      return redriveRows(ctx, kind.parse, async (rows) => {
+        const { settings } = runSettings(ctx.run);
+        const writer = async () =>
+          kind.batch(ctx.run.tenantId, await ctx.resolveParents(parentsOf(ctx.task.kind, rows)));
+        await ctx.writeBatches(rows as never, writer, { windowSize: settings.windowSize });
+      });
     return walkList(ctx, kind);
   },
 };

@@ -1,0 +1,116 @@
+import {
+  PermanentError,
+  type RowRedrive,
+  type SourceRow,
+  type TaskContext,
+  type TaskResult,
+} from "@drover/provider-sdk";
+import { clientFor } from "./client.js";
+import { runSettings } from "./config.js";
+import { sourceId } from "./fields.js";
+import { items, KIND_LISTS, type V2Envelope } from "./lists.js";
+import { COMPARED } from "./verifier.js";
+
+/** GET /api/v2/<kind>?ids= takes "up to 100 entity ids" (Pipedrive's v2 reference). */
+const IDS_PER_REQUEST = 100;
+/** Rows one re-drive task reads and writes: one `ids` request on a v2 kind. */
+const ROWS_PER_TASK = IDS_PER_REQUEST;
+
+/** A re-drive task's cursor: the rows to read again, in the order they are written. */
+export interface RedriveCursor {
+  redrive: string[];
+}
+
+export function isRedriveCursor(cursor: Record<string, unknown>): boolean {
+  return Array.isArray(cursor.redrive);
+}
+
+/**
+ * Re-drive for the crm: v2 kinds are read a hundred rows a request through the list's `ids`
+ * filter, v1 kinds (leads, notes) one GET by id each, as the verifier reads its sample. Mail is
+ * refused: a message's GET by id names no deal, and the deal whose list holds it is what links it.
+ */
+export const crmRedrive: RowRedrive = {
+  refuses(kind) {
+    if (kind === "mail")
+      return "mail rows cannot be read again by id: a message names no deal, only the deal's list that holds it does; retry the run's mail tasks instead";
+    if (!COMPARED[kind] || !KIND_LISTS[kind]) return `the crm source has no rows of kind "${kind}"`;
+    return undefined;
+  },
+  seeds(kind, sourceIds, key) {
+    const seeds = [];
+    for (let i = 0; i < sourceIds.length; i += ROWS_PER_TASK) {
+      const cursor: RedriveCursor = { redrive: sourceIds.slice(i, i + ROWS_PER_TASK) };
+      seeds.push({ kind, seedKey: `redrive:${key}:${kind}:${i / ROWS_PER_TASK}`, cursor: { ...cursor } });
+    }
+    return seeds;
+  },
+};
+
+/**
+ * A re-drive task: its rows fetched by id and written through the ledger like a first pass's, in
+ * the cursor's order (so a retry's processed offset means the same rows). A row the ledger holds
+ * already is written as nothing; a skipped placeholder is taken over by the ledger's claim. A row
+ * the source no longer has is a row error, noted again.
+ */
+export async function redriveRows(
+  ctx: TaskContext,
+  parse: (raw: unknown) => unknown,
+  write: (rows: readonly SourceRow<unknown>[]) => Promise<unknown>,
+): Promise<TaskResult> {
+  const { redrive: ids } = ctx.task.cursor as unknown as RedriveCursor;
+  const check = COMPARED[ctx.task.kind];
+  if (!check) throw new PermanentError(`crm provider cannot re-drive kind "${ctx.task.kind}"`);
+  const { baseUrl } = runSettings(ctx.run);
+  const client = clientFor(ctx.run, baseUrl, ctx.pacer);
+  const raws = new Map<string, unknown>();
+  if (check.batch) {
+    const numeric = ids.filter((id) => /^[1-9]\d{0,18}$/.test(id));
+    for (let i = 0; i < numeric.length; i += IDS_PER_REQUEST) {
+      const chunk = numeric.slice(i, i + IDS_PER_REQUEST);
+      const body = await client.getJson<V2Envelope>(
+        check.batch.path,
+        { ...check.batch.params, ids: chunk.join(","), limit: IDS_PER_REQUEST },
+        "list",
+        ctx.signal,
+      );
+      for (const raw of items(body)) {
+        const id = sourceId(raw);
+        if (id !== null && chunk.includes(id)) raws.set(id, raw);
+      }
+      ctx.working();
+    }
+  }
+  // What the `ids` list leaves out (an archived deal) and the v1 kinds: one GET by id each.
+  const gone = new Set<string>();
+  for (const id of ids) {
+    if (raws.has(id)) continue;
+    const { path, params } = check.fetch(id);
+    try {
+      const body = await client.getJson<{ data?: unknown }>(path, params, "get", ctx.signal);
+      if (typeof body?.data === "object" && body.data !== null) raws.set(id, body.data);
+      else gone.add(id);
+    } catch (err) {
+      if (err instanceof PermanentError && / 404\b/.test(err.message)) gone.add(id);
+      else throw err;
+    }
+    ctx.working();
+  }
+  const rows: SourceRow<unknown>[] = ids.map((id) => {
+    const raw = raws.get(id);
+    if (raw === undefined)
+      return {
+        sourceId: id,
+        data: {
+          rowError: gone.has(id) ? "no longer in the source (404)" : "the source answered without the row",
+        },
+      };
+    try {
+      return { sourceId: id, data: parse(raw) };
+    } catch (err) {
+      return { sourceId: id, data: { rowError: (err as Error).message } };
+    }
+  });
+  await write(rows);
+  return {};
+}
