@@ -122,7 +122,12 @@ export async function planRedrive(
   let rows = 0;
   for (const [kind, ids] of byKind) {
     const refused = redrive.refuses(kind);
-    if (refused) throw precondition(`${kind}: ${refused}`);
+    // A filter without a kind may span kinds (ids are per kind, a reason may be shared): one that
+    // cannot be read again refuses the whole re-drive, rather than re-driving part of what was asked.
+    if (refused)
+      throw precondition(
+        `${kind}: ${refused}; ${[...byKind.keys()].join(", ")} match: name a kind to re-drive one of them`,
+      );
     seeds.push(...redrive.seeds(kind, ids, key));
     rows += ids.length;
   }
