@@ -53,6 +53,8 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
   stop     RUN_ID          cancel pending tasks; running ones commit their window and end
   resume   RUN_ID          re-arm a stopped run
   retry    RUN_ID          re-arm a failed run's failed tasks
+           [--kind K] [--reason "R"] [--ids 1,2,3]   re-drive: read only the finished run's failed or skipped rows
+           matching every filter given (a reason as \`drover notes\` groups it) from the source again
   complete RUN_ID          cut a follow run over: one final pass that starts now, then it finishes
   status   RUN_ID          phase, tasks, per-kind counts (imported, matched, already here, skipped, failed), verification
   runs     [--tenant T] [--status running,failed,...] [--limit N]
@@ -80,6 +82,19 @@ function need(flags: Flags, name: string): string {
   return v;
 }
 
+/** retry's filter (re-drive): empty fields for a plain retry. Kind and reason are the coordinator's to check. */
+function redriveFlags(flags: Flags): { kind: string; reason: string; sourceIds: string[] } {
+  const ids = flags.ids as string | undefined;
+  const sourceIds = ids === undefined ? [] : ids.split(",").map((id) => id.trim());
+  if (ids !== undefined && (sourceIds.length === 0 || sourceIds.some((id) => id === "")))
+    throw new UsageError(`--ids takes source ids separated by commas (e.g. 1,2,3), got "${ids}"`);
+  return {
+    kind: (flags.kind as string | undefined) ?? "",
+    reason: (flags.reason as string | undefined) ?? "",
+    sourceIds,
+  };
+}
+
 /** Runs one command. Returns the process exit code. */
 export async function runCommand(
   command: string,
@@ -99,6 +114,8 @@ export async function runCommand(
       account: { type: "string" },
       kinds: { type: "string" },
       kind: { type: "string" },
+      reason: { type: "string" },
+      ids: { type: "string" },
       level: { type: "string" },
       samples: { type: "string" },
       status: { type: "string" },
@@ -176,7 +193,7 @@ export async function runCommand(
         const response = await client.resumeRun({ runId });
         print(human(response.run), ResumeRunResponseSchema, response);
       } else {
-        const response = await client.retryRun({ runId });
+        const response = await client.retryRun({ runId, ...redriveFlags(flags) });
         print(human(response.run), RetryRunResponseSchema, response);
       }
       return 0;
