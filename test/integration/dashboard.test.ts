@@ -114,6 +114,17 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     expect(retry.status).toBe(409);
     expect(retry.body.error).toMatch(/^[A-Z].*\.$/);
     expect(retry.body.error).toContain(run.id);
+    // "Retry these" on a reason group: the filter reaches the coordinator, whose refusals say why.
+    const notAKind = await call("POST", `/api/runs/${run.id}/retry?kind=widgets&reason=x`, c.tokens.admin);
+    expect(notAKind.status).toBe(400);
+    expect(notAKind.body.error).toContain('kind "widgets" is not a kind of run');
+    const redrive = await call(
+      "POST",
+      `/api/runs/${run.id}/retry?kind=organizations&reason=${encodeURIComponent("name is missing")}`,
+      c.tokens.admin,
+    );
+    expect(redrive.status).toBe(409);
+    expect(redrive.body.error).toContain("only a finished run (succeeded or failed) can be re-driven");
 
     const resumed = await call("POST", `/api/runs/${run.id}/resume`, c.tokens.admin);
     expect(resumed.status).toBe(200);

@@ -159,9 +159,22 @@ export async function startDashboard(
       return "events";
     }
     if (req.method === "POST" && action && action !== "events" && action !== "throughput") {
-      const call =
-        action === "stop" ? client.stopRun : action === "resume" ? client.resumeRun : client.retryRun;
-      const { run } = await call({ runId }, callOptions(token));
+      // A retry with `kind`, `reason` or `id` (repeated) in the query is a re-drive of those rows
+      // (the "retry these" button of a reason group); the coordinator checks the filter.
+      const { run } =
+        action === "stop"
+          ? await client.stopRun({ runId }, callOptions(token))
+          : action === "resume"
+            ? await client.resumeRun({ runId }, callOptions(token))
+            : await client.retryRun(
+                {
+                  runId,
+                  kind: url.searchParams.get("kind") ?? "",
+                  reason: url.searchParams.get("reason") ?? "",
+                  sourceIds: url.searchParams.getAll("id"),
+                },
+                callOptions(token),
+              );
       sendJson(res, 200, { run: runJson(run!) });
       return action;
     }

@@ -87,7 +87,8 @@ export interface RunJson {
   createdAt: string | null;
   startedAt: string | null;
   finishedAt: string | null;
-  can: { stop: boolean; resume: boolean; retry: boolean };
+  /** redrive: a reason group's rows may be read again (RetryRun with a filter): the run has finished. */
+  can: { stop: boolean; resume: boolean; retry: boolean; redrive: boolean };
 }
 
 export interface BudgetFact {
@@ -213,6 +214,7 @@ export function runJson(run: Run, now = Date.now()): RunJson {
       stop: run.status === RunStatus.PENDING || run.status === RunStatus.RUNNING,
       resume: run.status === RunStatus.STOPPED,
       retry: run.status === RunStatus.FAILED,
+      redrive: run.status === RunStatus.SUCCEEDED || run.status === RunStatus.FAILED,
     },
   };
 }

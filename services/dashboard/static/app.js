@@ -450,6 +450,7 @@ class RunView {
               h("th", {}, "Kind"),
               h("th", {}, "Reason"),
               h("th", {}, "e.g. source ids"),
+              h("th", {}, ""),
             ),
           ),
           this.notes,
@@ -532,6 +533,7 @@ class RunView {
     this.buttons.stop.disabled = !run.can.stop;
     this.buttons.resume.disabled = !run.can.resume;
     this.buttons.retry.disabled = !run.can.retry;
+    for (const b of this.notes.querySelectorAll("button.redrive")) b.disabled = !run.can.redrive;
 
     const rowsOf = (p) => p.imported + p.matched + p.alreadyHere + p.skipped + p.failed;
     const most = Math.max(1, ...run.progress.map(rowsOf));
@@ -742,7 +744,7 @@ class RunView {
   renderNotes(groups) {
     this.notes.replaceChildren(
       ...(groups.length === 0
-        ? [h("tr", {}, h("td", { colspan: 5, class: "notice" }, "Nothing was skipped or failed."))]
+        ? [h("tr", {}, h("td", { colspan: 6, class: "notice" }, "Nothing was skipped or failed."))]
         : groups.map((g) =>
             h(
               "tr",
@@ -752,9 +754,32 @@ class RunView {
               h("td", {}, g.kind),
               h("td", {}, g.reason),
               h("td", { class: "mono" }, g.samples.join(", ")),
+              h(
+                "td",
+                {},
+                g.level === "info"
+                  ? ""
+                  : h(
+                      "button",
+                      {
+                        type: "button",
+                        class: "redrive",
+                        title: "read these rows from the source again and import them (a re-drive)",
+                        disabled: !this.last?.can?.redrive,
+                        onclick: () => this.redrive(g),
+                      },
+                      "Retry these",
+                    ),
+              ),
             ),
           )),
     );
+  }
+
+  /** Re-drives one reason group: only its rows are read from the source again. */
+  async redrive(group) {
+    const query = new URLSearchParams({ kind: group.kind, reason: group.reason });
+    await this.steer(`retry?${query}`);
   }
 }
 

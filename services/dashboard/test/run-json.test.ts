@@ -218,12 +218,14 @@ describe("the run as the page draws it", () => {
   });
 
   it("offers only the steering the status allows", () => {
-    expect(runJson(run).can).toEqual({ stop: false, resume: false, retry: true });
+    expect(runJson(run).can).toEqual({ stop: false, resume: false, retry: true, redrive: true });
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).can).toEqual({
       stop: true,
       resume: false,
       retry: false,
+      redrive: false,
     });
+    expect(runJson(create(RunSchema, { ...init, status: RunStatus.SUCCEEDED })).can.redrive).toBe(true);
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.STOPPED })).can.resume).toBe(true);
   });
 });
