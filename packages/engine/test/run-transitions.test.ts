@@ -5,6 +5,7 @@ import {
   claimTask,
   markTasksDispatched,
   rearmRun,
+  redriveRun,
   requestStop,
 } from "../src/index.js";
 import { type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
@@ -90,6 +91,56 @@ describe("a resume or retry", () => {
     });
     expect(await rearmRun(h.db, pruned.id, RETRY)).toBe(false);
     expect((await statuses(pruned.id)).run).toBe("failed");
+  });
+});
+
+describe("a re-drive", () => {
+  const seeds = (key: string) => [
+    { kind: "contacts", seedKey: `redrive:${key}:contacts:0`, cursor: { redrive: ["7", "9"] } },
+  ];
+
+  it("makes a finished run running with the re-drive's tasks in its last phase, its failed tasks left failed", async () => {
+    const run = await insertRun(h.db, {
+      status: "failed",
+      plan: [["companies"], ["contacts"], ["deals"]],
+      currentPhase: 3,
+      finishedAt: new Date(),
+      error: "1 task(s) failed",
+    });
+    await insertTask(h.db, run.id, { phase: 0, status: "succeeded" });
+    await insertTask(h.db, run.id, { phase: 1, status: "failed" });
+    expect(await redriveRun(h.db, run.id, seeds("a"))).toBe(true);
+    expect(await statuses(run.id)).toEqual({
+      run: "running",
+      phase: 2,
+      tasks: ["succeeded", "failed", "pending"],
+    });
+    const [task] = await h.db.execute<{ kind: string; phase: number; cursor: unknown }>(sql`
+      select kind, phase, cursor from drover.tasks where run_id = ${run.id}::uuid and seed_key like 'redrive:%'`);
+    expect(task).toEqual({ kind: "contacts", phase: 2, cursor: { redrive: ["7", "9"] } });
+  });
+
+  it("moves a finished run once when two race, and never a live, stopped or pruned one", async () => {
+    const run = await insertRun(h.db, { status: "succeeded", currentPhase: 1, finishedAt: new Date() });
+    const results = await Promise.all([
+      redriveRun(h.db, run.id, seeds("a")),
+      redriveRun(h.db, run.id, seeds("b")),
+    ]);
+    expect(results.filter(Boolean)).toHaveLength(1);
+    // The loser's seeds were never written.
+    expect((await statuses(run.id)).tasks).toEqual(["pending"]);
+
+    for (const status of ["running", "stopped"] as const) {
+      const other = await insertRun(h.db, { status });
+      expect(await redriveRun(h.db, other.id, seeds("c"))).toBe(false);
+      expect(await statuses(other.id)).toMatchObject({ run: status, tasks: [] });
+    }
+    const pruned = await insertRun(h.db, {
+      status: "succeeded",
+      finishedAt: new Date(),
+      summary: { kinds: {}, tasks: {} },
+    });
+    expect(await redriveRun(h.db, pruned.id, seeds("d"))).toBe(false);
   });
 });
 
