@@ -1,6 +1,6 @@
 import { type Db, runs } from "@drover/db";
 import type { Provider } from "@drover/provider-sdk";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { resolveDeferredLinks } from "./deferred-links.js";
 import { toRunInfo } from "./run-info.js";
 import { advanceBarrier, closeFollowPass, finalizeRun, settleStoppingRun } from "./run-transitions.js";
@@ -61,7 +61,16 @@ export async function progressRun(deps: ProgressDeps, runId: string): Promise<Ru
       }
       if (!(await advanceBarrier(tx, runId, phase))) break;
       advanced = true;
-      await resolveDeferredLinks(tx, run, run.plan[phase] ?? [], provider.deferredLinks ?? [], deps.notesCap);
+      // The phase's kinds and its tasks' own: a closing pass or a re-drive writes rows of earlier
+      // phases' kinds in the last phase, and their same-phase references resolve here too.
+      // Asked only of a source with such links (one index range of the phase's tasks).
+      const written = provider.deferredLinks?.length
+        ? await tx.execute<{ kind: string }>(
+            sql`select distinct kind from drover.tasks where run_id = ${runId}::uuid and phase = ${phase}`,
+          )
+        : [];
+      const kinds = [...new Set([...(run.plan[phase] ?? []), ...written.map((t) => t.kind)])];
+      await resolveDeferredLinks(tx, run, kinds, provider.deferredLinks ?? [], deps.notesCap);
       phase++;
       if (phase >= run.plan.length) break;
       const seeds = await provider.seedPhase({

@@ -100,3 +100,38 @@ describe("phase barrier", () => {
     expect(r!.error).toContain("boom");
   });
 });
+
+describe("same-phase references written in a later phase", () => {
+  it("resolve when that phase's barrier passes: a re-drive's contacts get the company re-driven beside them", async () => {
+    const provider = {
+      ...testProvider(() => []),
+      deferredLinks: [{ kind: "contacts", ref: "companies", table: "app.contacts", column: "company_id" }],
+    };
+    const providers = new Map([["test", provider]]);
+    // Phase 1 is a closing pass; the re-drive put a contacts task in it.
+    const run = await insertRun(h.db, {
+      kinds: ["companies", "contacts", "closing"],
+      plan: [["companies", "contacts"], ["closing"]],
+      currentPhase: 1,
+    });
+    const task = await insertTask(h.db, run.id, { kind: "contacts", phase: 1 });
+    const [company] = await h.db.execute<{ id: string }>(sql`
+      insert into app.companies (tenant_id, name) values (${run.tenantId}, 'Acme') returning id`);
+    const [contact] = await h.db.execute<{ id: string }>(sql`
+      insert into app.contacts (tenant_id, name) values (${run.tenantId}, 'Ann') returning id`);
+    // The contact was written before its company (both re-driven at once): its reference waits.
+    await h.db.execute(sql`
+      insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, pending_refs, run_id)
+      values (${run.tenantId}, 'test', 'acct', 'companies', '5', 'created', 'company', ${company!.id}, null, ${run.id}::uuid),
+             (${run.tenantId}, 'test', 'acct', 'contacts', '9', 'created', 'contact', ${contact!.id}, '{"companies":"5"}'::jsonb, ${run.id}::uuid)`);
+    const claimed = (await claimTask(h.db, task.id, "w/1"))!;
+    await h.db.transaction((tx) => finishTaskSucceeded(tx, claimed, claimed.lockedBy!));
+    expect(await progressRun({ db: h.db, providers, notesCap: 1000 }, run.id)).toEqual({
+      kind: "finished",
+      status: "succeeded",
+    });
+    const [linked] = await h.db.execute<{ company_id: string | null }>(sql`
+      select company_id from app.contacts where id = ${contact!.id}`);
+    expect(String(linked!.company_id)).toBe(String(company!.id));
+  });
+});
