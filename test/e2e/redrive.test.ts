@@ -283,6 +283,8 @@ describe("RetryRun with a filter (re-drive)", { timeout: 240_000 }, () => {
     const notAKind = await rejection(c.client.retryRun({ runId, kind: "widgets" }));
     expect(notAKind.code).toBe(Code.INVALID_ARGUMENT);
     expect(notAKind.message).toContain('kind "widgets" is not a kind of run');
+    const pass = await rejection(c.client.retryRun({ runId, kind: "catch-up" }));
+    expect(pass.code).toBe(Code.INVALID_ARGUMENT);
     const mail = await rejection(c.client.retryRun({ runId, kind: "mail" }));
     expect(mail.code).toBe(Code.FAILED_PRECONDITION);
     expect(mail.message).toContain("mail rows cannot be read again by id");

@@ -98,10 +98,10 @@ export async function planRedrive(
   filter: RedriveFilter,
   key: string,
 ): Promise<{ seeds: TaskSeed[]; rows: number }> {
-  if (filter.kind && !run.plan.flat().includes(filter.kind))
-    throw invalid(
-      `kind ${quoted(filter.kind)} is not a kind of run ${run.id} (${run.plan.flat().join(", ")})`,
-    );
+  // A closing pass (the crm's catch-up) is in the plan but has no rows of its own.
+  const kinds = run.plan.flat().filter((k) => !provider.closingKinds?.includes(k));
+  if (filter.kind && !kinds.includes(filter.kind))
+    throw invalid(`kind ${quoted(filter.kind)} is not a kind of run ${run.id} (${kinds.join(", ")})`);
   if (run.status !== "succeeded" && run.status !== "failed")
     throw precondition(
       `run ${run.id} is ${run.status}; only a finished run (succeeded or failed) can be re-driven`,
