@@ -165,6 +165,11 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
     expect(statSync(SCREENSHOT).size).toBeGreaterThan(10_000);
 
+    // Each reason group has its "Retry these" (a re-drive), enabled only once the run has finished.
+    const redrive = page.locator("#notes tbody tr button.redrive");
+    expect(await redrive.count()).toBeGreaterThan(0);
+    expect(await redrive.first().isDisabled()).toBe(true);
+
     const before = await h.client.getRun({ runId });
     expect(before.run!.status).toBe(RunStatus.RUNNING);
     await page.locator("#stop").click();
