@@ -11,6 +11,15 @@ export {
 } from "./run-info.js";
 export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
 export {
+  describeDependent,
+  findRevertDependents,
+  REVERT_WINDOW_SIZE,
+  type RevertDependent,
+  revertPlan,
+  runRevertTask,
+} from "./revert.js";
+export {
+  admitRevertRun,
   admitRun,
   advanceBarrier,
   closeFollowPass,

@@ -2,6 +2,7 @@ import { type Db, runs } from "@drover/db";
 import type { Provider } from "@drover/provider-sdk";
 import { eq, sql } from "drizzle-orm";
 import { resolveDeferredLinks } from "./deferred-links.js";
+import { revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
 import { advanceBarrier, closeFollowPass, finalizeRun, settleStoppingRun } from "./run-transitions.js";
 import { insertTaskSeeds } from "./task-transitions.js";
@@ -73,12 +74,10 @@ export async function progressRun(deps: ProgressDeps, runId: string): Promise<Ru
       await resolveDeferredLinks(tx, run, kinds, provider.deferredLinks ?? [], deps.notesCap);
       phase++;
       if (phase >= run.plan.length) break;
-      const seeds = await provider.seedPhase({
-        run: toRunInfo(run),
-        phase,
-        kinds: run.plan[phase] ?? [],
-        tx,
-      });
+      // A revert run walks the reverted run's ledger, not the source (revert.ts).
+      const seeds = run.revertsRunId
+        ? revertSeeds(run.plan[phase] ?? [])
+        : await provider.seedPhase({ run: toRunInfo(run), phase, kinds: run.plan[phase] ?? [], tx });
       seeded = await insertTaskSeeds(tx, runId, phase, seeds);
       // A phase that seeds nothing (no deals, so no mail) passes at once.
       if (seeds.length > 0) break;

@@ -9,6 +9,7 @@ import {
 } from "@drover/db";
 import type { Provider, TaskSeed } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
+import { revertPlan, revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
 import { cancelPendingTasksOfRun, insertTaskSeeds, rearmTasks } from "./task-transitions.js";
 
@@ -65,6 +66,42 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
       tx,
     });
     await insertTaskSeeds(tx, run!.id, 0, seeds);
+    return run!;
+  });
+}
+
+/**
+ * Admits a revert run of `target` and seeds its first phase in one transaction (revert.ts). It
+ * takes the tenant's live-run slot for the target's source account like any run, so nothing writes
+ * that tenant from that account while the revert removes records (a conflict fails with 23505), and
+ * runs_reverts_run makes a second revert of one run fail the same way. It calls no source: no
+ * credential is kept on it.
+ */
+export async function admitRevertRun(
+  db: Db,
+  target: RunRow,
+  input: { id: string; force: boolean; traceContext: Record<string, string> },
+): Promise<RunRow> {
+  return db.transaction(async (tx) => {
+    const plan = revertPlan(target);
+    const [run] = await tx
+      .insert(runs)
+      .values({
+        id: input.id,
+        tenantId: target.tenantId,
+        source: target.source,
+        sourceAccount: target.sourceAccount,
+        kinds: plan.flat(),
+        plan,
+        sourceConfig: target.sourceConfig,
+        traceContext: input.traceContext,
+        revertsRunId: target.id,
+        revertForce: input.force,
+        status: "running",
+        startedAt: new Date(),
+      })
+      .returning();
+    await insertTaskSeeds(tx, run!.id, 0, revertSeeds(plan[0] ?? []));
     return run!;
   });
 }

@@ -7,11 +7,14 @@ import {
   classifyError,
   describeError,
   FIRST_PROBE_MS,
+  PermanentError,
+  type ProductRecords,
   type Provider,
   RateLimitedError,
   type RunInfo,
   redactSecret,
   type TaskContext,
+  type TaskResult,
   type TaskInfo,
   type WriteSummary,
 } from "@drover/provider-sdk";
@@ -20,6 +23,7 @@ import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
 import { readRunFact, settleRunFact } from "./run-facts.js";
+import { runRevertTask } from "./revert.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import {
   cancelPendingTask,
@@ -252,6 +256,24 @@ export async function runAssignment(
     settleRunFact: (key, value) => settleRunFact(db, run.id, key, value),
   };
 
+  /** A revert run's task (revert.ts): no source call, only the product and the ledger. */
+  const revertTask = async (revertsRunId: string, records: ProductRecords | undefined) => {
+    if (!records) throw new PermanentError(`source ${run.source} cannot remove the records it wrote`);
+    const { stopped } = await runRevertTask({
+      db,
+      run,
+      revertsRunId,
+      records,
+      task: info,
+      claimToken,
+      notesCap: deps.notesCap,
+      windowDeadlineMs: deps.windowDeadlineMs,
+      stopRequested: interrupted,
+    });
+    if (stopped) throw new TaskCancelledError();
+    return {} as TaskResult;
+  };
+
   // Windows refresh the lock too; this covers long fetches between them. A touch that finds the
   // claim gone aborts the attempt at once, down to the provider's fetches: spending the source's
   // budget for rows another attempt will fetch again is waste, and the writes would be refused anyway.
@@ -286,7 +308,10 @@ export async function runAssignment(
         [Attr.phase]: task.phase,
         [Attr.attempt]: claimed.attempts,
       },
-      () => provider.runTask(ctx),
+      () =>
+        run.revertsRunId
+          ? revertTask(run.revertsRunId, provider.productRecords)
+          : provider.runTask(ctx),
     );
     if (claimLost) return { ...base, status: "lost", summary: total };
     if (total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {

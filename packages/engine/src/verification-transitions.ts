@@ -30,7 +30,8 @@ export interface VerificationClaim {
 /**
  * Asks for the verification of every run that finished within `withinMs` and has none yet (the
  * leader calls it on each reaper pass). A run that finished again since its last request is asked
- * for again. Returns how many requests were created or renewed.
+ * for again. A revert run is not verified: it read nothing from the source. Returns how many
+ * requests were created or renewed.
  */
 export async function requestAutomaticVerifications(
   q: Queryable,
@@ -40,6 +41,7 @@ export async function requestAutomaticVerifications(
     insert into drover.verification_requests as v (run_id, for_finished_at, sample_size)
     select r.id, r.finished_at, ${options.sampleSize} from drover.runs r
      where r.status in ('succeeded', 'failed') and r.verification is null and r.summary is null
+       and r.reverts_run_id is null
        and r.finished_at > now() - make_interval(secs => ${options.withinMs / 1000})
     on conflict (run_id) do update
        set for_finished_at = excluded.for_finished_at, sample_size = excluded.sample_size,

@@ -276,6 +276,30 @@ export interface Provider {
    * account's budget for the run's ETA. Reads only (the run's tasks, ledger and facts).
    */
   estimateWork?(q: Queryable, run: RunInfo): Promise<WorkEstimate>;
+  /**
+   * Where the records this provider's writers create live in the product and how they refer to
+   * each other: what RevertRun (engine revert.ts) needs to remove a run's records. A provider
+   * without it (or without a per-row ledger) cannot be reverted.
+   */
+  readonly productRecords?: ProductRecords;
+}
+
+/** The product tables behind a provider's ledger record types, and the links between them. */
+export interface ProductRecords {
+  /** Record type (the ledger's record_type) → its product table, schema-qualified (`app.contacts`). Each has `id` and `tenant_id`. */
+  readonly tables: Readonly<Record<string, string>>;
+  readonly links: readonly RecordLink[];
+}
+
+/**
+ * A record of `recordType` refers to a `parent` record through `column`. `required`: the column
+ * cannot be empty (an email without its deal), so clearing the link means removing the record.
+ */
+export interface RecordLink {
+  recordType: string;
+  column: string;
+  parent: string;
+  required?: boolean;
 }
 
 /** What one kind of a live run still needs from the source. */

@@ -1,10 +1,19 @@
 import { randomUUID } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
-import { pgErrorCode, type RunRow } from "@drover/db";
-import { rearmRun, redriveRun, requestCutover, requestStop } from "@drover/engine";
+import { FINISHED_RUN_STATUSES, pgErrorCode, type RunRow, runs } from "@drover/db";
+import {
+  admitRevertRun,
+  describeDependent,
+  findRevertDependents,
+  rearmRun,
+  redriveRun,
+  requestCutover,
+  requestStop,
+} from "@drover/engine";
 import { Code, RpcError, type Run, type RunService, type ServiceImplementation } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { injectTraceContext } from "@drover/telemetry";
+import { eq } from "drizzle-orm";
 import { admit, conflict } from "./admission.js";
 import { requireActsFor } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
@@ -27,7 +36,7 @@ import {
 
 type RunControl = Pick<
   ServiceImplementation<typeof RunService>,
-  "startRun" | "stopRun" | "resumeRun" | "retryRun" | "completeRun"
+  "startRun" | "stopRun" | "resumeRun" | "retryRun" | "completeRun" | "revertRun"
 >;
 
 /** A follow pass every five minutes unless the start asks otherwise. */
@@ -36,7 +45,7 @@ export const DEFAULT_FOLLOW_INTERVAL_SECONDS = 300;
 const MAX_FOLLOW_INTERVAL_SECONDS = 86_400;
 
 /**
- * Run control: start, stop, resume, retry, complete (a follow run's cutover). Each checks the caller and the request, moves the run
+ * Run control: start, stop, resume, retry, complete (a follow run's cutover), revert. Each checks the caller and the request, moves the run
  * through the engine's fenced transitions (run-transitions), then advances it at once rather than
  * waiting for the reaper.
  */
@@ -58,6 +67,14 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
   const rearm = async (run: RunRow, how: Rearm): Promise<void> => {
     if (run.status !== how.from) throw notRearmable(run, how);
     if (run.summary) throw prunedError(run.id);
+    // A reverted run's records were removed on purpose: running it again would bring them back.
+    const by = await revertOf(run.id);
+    if (by)
+      throw new RpcError(
+        Code.FAILED_PRECONDITION,
+        `run ${run.id} was reverted by run ${by}; start a new run to import again`,
+        { reverted_by: by },
+      );
     let moved: boolean;
     try {
       moved = await rearmRun(db, run.id, how);
@@ -96,6 +113,11 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
       { run_id: run.id, rows: plan.rows, tasks: plan.seeds.length, kind: filter.kind, reason: filter.reason },
       "run re-driven",
     );
+  };
+
+  const revertOf = async (runId: string): Promise<string | undefined> => {
+    const [by] = await db.select({ id: runs.id }).from(runs).where(eq(runs.revertsRunId, runId));
+    return by?.id;
   };
 
   return {
@@ -182,6 +204,64 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
       if (await requestCutover(db, run.id)) ctx.logger.info({ run_id: run.id }, "follow run cutting over");
       return advanced(run.id);
     },
+
+    /**
+     * A revert is a run of its own (engine revert.ts). Refused, naming what stands in the way,
+     * while the run is live, when it is itself a revert, when it was reverted already, and when
+     * another run's records link to (or matched) records it created, unless force.
+     */
+    async revertRun(req, call) {
+      const target = await loadVisibleRun(db, req.runId, call);
+      if (target.revertsRunId)
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${target.id} is itself the revert of run ${target.revertsRunId}; a revert cannot be reverted`,
+        );
+      if (!(FINISHED_RUN_STATUSES as readonly string[]).includes(target.status))
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${target.id} is ${target.status}; stop it (or let it finish) before reverting it`,
+        );
+      const p = provider(target.source);
+      if (!p.productRecords || (p.ledger ?? "per-row") !== "per-row")
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `source ${target.source} keeps no record of what its runs created; its runs cannot be reverted`,
+        );
+      const existing = await revertOf(target.id);
+      if (existing) throw alreadyReverted(target.id, existing);
+      const shown = 10;
+      const dependents = await findRevertDependents(db, p.productRecords, target, { limit: shown + 1 });
+      if (dependents.length > 0 && !req.force) {
+        const named = dependents
+          .slice(0, shown)
+          .map((d) => `${d.parentType} ${d.parentId}: ${describeDependent(d)}`);
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `other runs' records depend on records run ${target.id} created: ${named.join("; ")}${
+            dependents.length > shown ? "; and more" : ""
+          }. Revert with force to clear those links (each is noted on the revert run)`,
+          { run_ids: [...new Set(dependents.map((d) => d.runId))].join(",") },
+        );
+      }
+      let run: RunRow;
+      try {
+        run = await admitRevertRun(db, target, {
+          id: randomUUID(),
+          force: req.force,
+          traceContext: injectTraceContext(),
+        });
+      } catch (err) {
+        if (pgErrorCode(err) !== "23505") throw err;
+        const racing = await revertOf(target.id);
+        throw racing ? alreadyReverted(target.id, racing) : await conflict(db, target);
+      }
+      ctx.logger.info(
+        { run_id: run.id, reverts: target.id, force: req.force, dependents: dependents.length },
+        "revert started",
+      );
+      return advanced(run.id);
+    },
   };
 }
 
@@ -219,6 +299,14 @@ interface Rearm {
 
 const RESUME: Rearm = { from: "stopped", tasksFrom: "cancelled", resetAttempts: false, verb: "resumed" };
 const RETRY: Rearm = { from: "failed", tasksFrom: "failed", resetAttempts: true, verb: "retried" };
+
+function alreadyReverted(runId: string, by: string): RpcError {
+  return new RpcError(
+    Code.FAILED_PRECONDITION,
+    `run ${runId} is already reverted by run ${by}; resume or retry that run if it did not finish`,
+    { reverted_by: by },
+  );
+}
 
 function notRearmable(run: RunRow, how: Rearm): RpcError {
   if (run.summary) return prunedError(run.id);

@@ -84,7 +84,9 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
       : taskCounts.map((t) => [t.status, BigInt(t.n)]),
   );
   const eta = run.status === "running" ? await liveEta(q, sources, run, budget) : undefined;
+  const revert = await revertInfo(q, run);
   return create(RunSchema, {
+    ...(revert ? { revert } : {}),
     id: run.id,
     tenantId: run.tenantId,
     source: run.source,
@@ -208,6 +210,24 @@ function dailyResetTimeZone(run: RunRow): string {
   const setting = (run.sourceConfig.settings as Record<string, unknown> | undefined)?.dailyReset;
   if (setting === "probe") return "";
   return typeof setting === "string" && setting !== "" ? setting : DEFAULT_DAILY_RESET;
+}
+
+/** Which run a revert run reverts (and how far it got), or which run reverted this one. */
+async function revertInfo(q: Queryable, run: RunRow) {
+  if (run.revertsRunId) {
+    const [t] = await q.execute<{ removed: string; kept: string }>(sql`
+      select coalesce(sum((stats ->> 'removed')::bigint), 0)::text as removed,
+             coalesce(sum((stats ->> 'kept')::bigint), 0)::text as kept
+        from drover.tasks where run_id = ${run.id}::uuid`);
+    return {
+      reverts: run.revertsRunId,
+      force: run.revertForce,
+      removed: BigInt(t?.removed ?? 0),
+      kept: BigInt(t?.kept ?? 0),
+    };
+  }
+  const [by] = await q.select({ id: runs.id }).from(runs).where(eq(runs.revertsRunId, run.id));
+  return by ? { revertedBy: by.id } : undefined;
 }
 
 export async function loadRun(q: Queryable, runId: string): Promise<RunRow | undefined> {

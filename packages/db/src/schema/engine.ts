@@ -1,7 +1,9 @@
 import { sql } from "drizzle-orm";
 import {
+  type AnyPgColumn,
   bigint,
   bigserial,
+  boolean,
   check,
   doublePrecision,
   index,
@@ -73,6 +75,13 @@ export const runs = drover.table(
      * enforced by the budget keeper; null: no cap of its own.
      */
     dailyShare: doublePrecision("daily_share"),
+    /**
+     * Set on a revert run: the run whose created records it removes from the product. Unique, so a
+     * run is reverted by one revert run at most (a stopped revert is resumed, a failed one retried).
+     */
+    revertsRunId: uuid("reverts_run_id").references((): AnyPgColumn => runs.id),
+    /** A revert run started with force: other runs' links to the records it removes are cleared. */
+    revertForce: boolean("revert_force").notNull().default(false),
     /** Per-kind counts and task counts, frozen when the reaper prunes the run's tasks. */
     summary: jsonb("summary").$type<RunSummary>(),
     /**
@@ -104,6 +113,7 @@ export const runs = drover.table(
     ),
     index("runs_tenant_created").on(t.tenantId, t.createdAt),
     index("runs_status").on(t.status),
+    uniqueIndex("runs_reverts_run").on(t.revertsRunId).where(sql`reverts_run_id is not null`),
   ],
 );
 

@@ -3,6 +3,7 @@ import {
   isRowErrorInfo,
   type ParentMap,
   PermanentError,
+  type ProductRecords,
   type Provider,
   type RunInfo,
   type SeedContext,
@@ -89,6 +90,33 @@ export interface ListCursor {
   partition?: Partition;
 }
 
+/** The crm writers' record types, their product tables, and every product column linking them (RevertRun). */
+const CRM_PRODUCT_RECORDS: ProductRecords = {
+  tables: {
+    company: "app.companies",
+    contact: "app.contacts",
+    deal: "app.deals",
+    lead: "app.leads",
+    activity: "app.activities",
+    note: "app.notes",
+    email: "app.emails",
+  },
+  links: [
+    { recordType: "contact", column: "company_id", parent: "company" },
+    ...(["deal", "lead"] as const).flatMap((recordType) => [
+      { recordType, column: "contact_id", parent: "contact" },
+      { recordType, column: "company_id", parent: "company" },
+    ]),
+    ...(["activity", "note"] as const).flatMap((recordType) => [
+      { recordType, column: "deal_id", parent: "deal" },
+      { recordType, column: "contact_id", parent: "contact" },
+      { recordType, column: "company_id", parent: "company" },
+      { recordType, column: "lead_id", parent: "lead" },
+    ]),
+    { recordType: "email", column: "deal_id", parent: "deal", required: true },
+  ],
+};
+
 export const crmProvider: Provider = {
   name: "crm",
   phases: [["organizations", "persons"], ["deals", "leads"], ["activities", "notes"], ["mail"], [CATCH_UP]],
@@ -97,6 +125,7 @@ export const crmProvider: Provider = {
   verifier: crmVerifier,
   redrive: crmRedrive,
   estimateWork: estimateCrmWork,
+  productRecords: CRM_PRODUCT_RECORDS,
 
   validateConfig({ baseUrl, apiToken, settings }) {
     const urlProblem = validateBaseUrl(baseUrl);
