@@ -12,6 +12,7 @@ import {
   type MessageShape,
   ResumeRunResponseSchema,
   RetryRunResponseSchema,
+  RevertRunResponseSchema,
   RUN_STATUSES,
   type Run,
   type RunService,
@@ -56,6 +57,8 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
            [--kind K] [--reason "R"] [--ids 1,2,3]   re-drive: read only the finished run's failed or skipped rows
            matching every filter given (a reason as \`drover notes\` groups it) from the source again
   complete RUN_ID          cut a follow run over: one final pass that starts now, then it finishes
+  revert   RUN_ID [--force]  remove what a finished run created (a revert run of its own; --force clears
+                           other runs' links to those records instead of refusing)
   status   RUN_ID          phase, tasks, per-kind counts (imported, matched, already here, skipped, failed), verification
   runs     [--tenant T] [--status running,failed,...] [--limit N]
   notes    RUN_ID [--kind K] [--level error|warn|info] [--samples N]
@@ -109,6 +112,7 @@ export async function runCommand(
     strict: true,
     options: {
       json: { type: "boolean", default: false },
+      force: { type: "boolean", default: false },
       tenant: { type: "string" },
       source: { type: "string" },
       account: { type: "string" },
@@ -204,6 +208,17 @@ export async function runCommand(
       print(
         `run ${runId} is cutting over: one final pass, then it finishes (drover watch ${runId})`,
         CompleteRunResponseSchema,
+        response,
+      );
+      return 0;
+    }
+    case "revert": {
+      const runId = one(positionals, "run id");
+      const response = await client.revertRun({ runId, force: flags.force === true });
+      const run = response.run!;
+      print(
+        `reverting run ${runId}: revert run ${run.id} (${statusName(run.status)})\nfollow it with: drover watch ${run.id}`,
+        RevertRunResponseSchema,
         response,
       );
       return 0;

@@ -193,10 +193,22 @@ export function runSummary(run: Run, options: { width?: number; now?: number } =
     ...(Object.keys(run.facts).length > 0 ? [`learned: ${factsLine(run)}`] : []),
     ...(run.error ? [`error: ${run.error}`] : []),
     ...followLines(run),
+    ...revertLines(run),
     "",
     countsTable(run, options),
     ...verificationSummary(run, options),
   ].join("\n");
+}
+
+/** A revert run says what it reverts and how far it got; a reverted run says by which run. */
+function revertLines(run: Run): string[] {
+  const r = run.revert;
+  if (!r) return [];
+  if (r.reverts)
+    return [
+      `revert of run ${r.reverts}${r.force ? " (forced)" : ""}: ${r.removed} records removed, ${r.kept} left in place (see its notes)`,
+    ];
+  return r.revertedBy ? [`reverted by run ${r.revertedBy}`] : [];
 }
 
 /**
