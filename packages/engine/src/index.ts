@@ -1,6 +1,14 @@
 export { retryDelayMs } from "./backoff.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
 export { appendNotes, type NoteInput } from "./notes.js";
+export {
+  describeDependent,
+  findRevertDependents,
+  REVERT_WINDOW_SIZE,
+  type RevertDependent,
+  revertPlan,
+  runRevertTask,
+} from "./revert.js";
 export { readRunFact, settleRunFact } from "./run-facts.js";
 export {
   openSourceSecret,
@@ -10,14 +18,6 @@ export {
   toRunInfo,
 } from "./run-info.js";
 export { type ProgressDeps, progressRun, type RunProgress } from "./run-progress.js";
-export {
-  describeDependent,
-  findRevertDependents,
-  REVERT_WINDOW_SIZE,
-  type RevertDependent,
-  revertPlan,
-  runRevertTask,
-} from "./revert.js";
 export {
   admitRevertRun,
   admitRun,

@@ -270,7 +270,10 @@ async function revertWindow(
             level: "warn",
             kind,
             subjectId: row.source_id,
-            reason: `not reverted: ${describeDependent(d)}; revert with force to clear such links`,
+            reason:
+              d.via === "matched"
+                ? `not reverted: run ${d.runId} matched it; revert with force to release that slot`
+                : `not reverted: run ${d.runId}'s ${d.kind} link to it through ${d.via}; revert with force to clear such links`,
           });
         }
         continue;
@@ -290,7 +293,7 @@ async function revertWindow(
         level: "info",
         kind,
         subjectId: r.source_id,
-        reason: `already gone from the product (${recordType} ${r.record_id}); its ledger row released`,
+        reason: `already gone from the product; its ledger row released`,
       });
     }
     for (const { row, error } of result.failed) {
@@ -306,15 +309,24 @@ async function revertWindow(
 /**
  * With force: another run's dependent loses its link (or, when it cannot exist without it, goes
  * with it and its ledger row is released); another run's matched slot on the record is released.
- * Returns the note saying which.
+ * Returns the note saying which, on the dependent's own kind and source id, so the notes group by
+ * what was done and by which run.
  */
 async function clearDependent(tx: Tx, deps: RevertTaskDeps, d: RevertDependent): Promise<NoteInput> {
-  const note = (reason: string): NoteInput => ({ level: "warn", kind: deps.task.kind, subjectId: null, reason });
+  const note = (reason: string): NoteInput => ({
+    level: "warn",
+    kind: d.kind,
+    subjectId: d.sourceId,
+    reason,
+  });
+  const theirs = `run ${d.runId}'s`;
   if (d.via === "matched") {
     await tx.execute(sql`
       delete from drover.ledger where run_id = ${d.runId}::uuid and kind = ${d.kind} and source_id = ${d.sourceId}
          and tenant_id = ${deps.run.tenantId} and action = 'matched'`);
-    return note(`forced: released run ${d.runId}'s matched slot (${d.kind} ${d.sourceId}) on ${d.recordType} ${d.recordId}`);
+    return note(
+      `forced: released ${theirs} matched slot on a ${d.recordType} run ${deps.revertsRunId} created`,
+    );
   }
   const link = linkOf(deps.records, d);
   const table = deps.records.tables[d.recordType]!;
@@ -326,14 +338,14 @@ async function clearDependent(tx: Tx, deps: RevertTaskDeps, d: RevertDependent):
       delete from drover.ledger where run_id = ${d.runId}::uuid and kind = ${d.kind} and source_id = ${d.sourceId}
          and tenant_id = ${deps.run.tenantId}`);
     return note(
-      `forced: removed run ${d.runId}'s ${d.kind} ${d.sourceId} (${d.recordType} ${d.recordId}) with its ${d.parentType} ${d.parentId}, which it cannot exist without; its ledger row released`,
+      `forced: removed ${theirs} ${d.recordType} with the ${d.parentType} run ${deps.revertsRunId} created (${d.via} cannot be empty); its ledger row released`,
     );
   }
   await tx.execute(sql`
     update ${sql.raw(table)} set ${sql.identifier(link.column)} = null, updated_at = now()
      where id = ${d.recordId} and tenant_id = ${deps.run.tenantId} and ${sql.identifier(link.column)} = ${d.parentId}`);
   return note(
-    `forced: cleared ${d.via} of run ${d.runId}'s ${d.kind} ${d.sourceId} (${d.recordType} ${d.recordId}), which named ${d.parentType} ${d.parentId}`,
+    `forced: cleared ${d.via} of ${theirs} ${d.recordType}, which named a ${d.parentType} run ${deps.revertsRunId} created`,
   );
 }
 
@@ -373,7 +385,11 @@ async function removeRecords(
     return { ...(await tx.transaction((sp) => remove(sp, rows))), failed: [] };
   } catch (err) {
     if (!refusal(err)) throw err;
-    const out = { removed: [] as CreatedRow[], gone: [] as CreatedRow[], failed: [] as { row: CreatedRow; error: string }[] };
+    const out = {
+      removed: [] as CreatedRow[],
+      gone: [] as CreatedRow[],
+      failed: [] as { row: CreatedRow; error: string }[],
+    };
     for (const row of rows) {
       try {
         const one = await tx.transaction((sp) => remove(sp, [row]));

@@ -14,16 +14,16 @@ import {
   type RunInfo,
   redactSecret,
   type TaskContext,
-  type TaskResult,
   type TaskInfo,
+  type TaskResult,
   type WriteSummary,
 } from "@drover/provider-sdk";
 import { Attr, withAttributes } from "@drover/telemetry";
 import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
-import { readRunFact, settleRunFact } from "./run-facts.js";
 import { runRevertTask } from "./revert.js";
+import { readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import {
   cancelPendingTask,
@@ -309,9 +309,7 @@ export async function runAssignment(
         [Attr.attempt]: claimed.attempts,
       },
       () =>
-        run.revertsRunId
-          ? revertTask(run.revertsRunId, provider.productRecords)
-          : provider.runTask(ctx),
+        run.revertsRunId ? revertTask(run.revertsRunId, provider.productRecords) : provider.runTask(ctx),
     );
     if (claimLost) return { ...base, status: "lost", summary: total };
     if (total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {

@@ -1,0 +1,150 @@
+import { Code, RunStatus } from "@drover/proto";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { API_TOKEN, type Cluster, rejection, startCluster, untilFinished } from "../support/in-process.js";
+
+/**
+ * RevertRun against the sandbox: a revert removes exactly what the run created, table by table,
+ * while contacts the product already had (seeded like the demo does) stay as they were; another
+ * run's records linking to the run's records stop it unless forced.
+ */
+const PRODUCT_TABLES = ["companies", "contacts", "deals", "leads", "activities", "notes", "emails"] as const;
+
+let cluster: Cluster;
+
+beforeAll(async () => {
+  cluster = await startCluster({ workers: 2 });
+});
+
+afterAll(async () => {
+  await cluster?.close();
+});
+
+/** Each product table of the tenant as one checksum over all its rows and columns, in id order. */
+async function productChecksums(tenantId: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const table of PRODUCT_TABLES) {
+    const [row] = await cluster.database.db.execute<{ n: string; sum: string | null }>(sql`
+      select count(*)::text as n, md5(coalesce(string_agg(t::text, '|' order by t.id), '')) as sum
+        from ${sql.raw(`app.${table}`)} t where t.tenant_id = ${tenantId}`);
+    out[table] = `${row!.n}:${row!.sum}`;
+  }
+  return out;
+}
+
+/** As the demo does: every 25th sandbox person with an email is already a contact of the product. */
+async function seedExistingContacts(tenantId: string): Promise<number> {
+  const res = await fetch(`${cluster.sandbox.url}/v1/persons?start=0&limit=500`, {
+    headers: { "x-api-token": API_TOKEN },
+  });
+  const body = (await res.json()) as { data: { name?: unknown; email?: { value?: unknown }[] }[] | null };
+  const picks = (body.data ?? [])
+    .filter((_, i) => i % 25 === 0)
+    .map((p) => ({ name: String(p.name ?? "Existing contact"), email: p.email?.[0]?.value }))
+    .filter(
+      (p): p is { name: string; email: string } => typeof p.email === "string" && p.email.includes("@"),
+    );
+  for (const p of picks)
+    await cluster.database.db.execute(
+      sql`insert into app.contacts (tenant_id, name, email) values (${tenantId}, ${p.name}, ${p.email})`,
+    );
+  return picks.length;
+}
+
+async function ledgerCount(runId: string, action: string): Promise<number> {
+  const [row] = await cluster.database.db.execute<{ n: string }>(
+    sql`select count(*)::text as n from drover.ledger where run_id = ${runId}::uuid and action = ${action}`,
+  );
+  return Number(row!.n);
+}
+
+describe("RevertRun", () => {
+  it("leaves every product table as it was before the run, the contacts it matched untouched", async () => {
+    const tenantId = "revert-exact";
+    const seeded = await seedExistingContacts(tenantId);
+    expect(seeded).toBeGreaterThan(0);
+    const seededContacts = await cluster.database.db.execute(
+      sql`select * from app.contacts where tenant_id = ${tenantId} order by id`,
+    );
+    const before = await productChecksums(tenantId);
+
+    const imported = await untilFinished(cluster, (await cluster.start(tenantId)).id);
+    expect(imported.status).toBe(RunStatus.SUCCEEDED);
+    expect(await ledgerCount(imported.id, "matched")).toBeGreaterThan(0);
+    const created = await ledgerCount(imported.id, "created");
+    expect(created).toBeGreaterThan(0);
+    expect(await productChecksums(tenantId)).not.toEqual(before);
+
+    const { run: started } = await cluster.client.revertRun({ runId: imported.id });
+    expect(started!.revert?.reverts).toBe(imported.id);
+    // Children before parents: the reverted run's phases backwards.
+    expect(started!.phases.map((p) => p.kinds)).toEqual(imported.phases.map((p) => p.kinds).reverse());
+    const revert = await untilFinished(cluster, started!.id, 60_000);
+    expect(revert.status).toBe(RunStatus.SUCCEEDED);
+    expect(revert.revert?.removed).toBe(BigInt(created));
+    expect(revert.revert?.kept).toBe(0n);
+    expect(revert.verification).toBeUndefined();
+
+    expect(await productChecksums(tenantId)).toEqual(before);
+    expect(
+      await cluster.database.db.execute(
+        sql`select * from app.contacts where tenant_id = ${tenantId} order by id`,
+      ),
+    ).toEqual(seededContacts);
+    // The created slots are released; what the run matched stays accounted for.
+    expect(await ledgerCount(imported.id, "created")).toBe(0);
+    expect(await ledgerCount(imported.id, "matched")).toBeGreaterThan(0);
+
+    const { run: reverted } = await cluster.client.getRun({ runId: imported.id });
+    expect(reverted!.revert?.revertedBy).toBe(revert.id);
+
+    const again = await rejection(cluster.client.revertRun({ runId: imported.id }));
+    expect(again.code).toBe(Code.FAILED_PRECONDITION);
+    expect(again.message).toContain(revert.id);
+    const ofRevert = await rejection(cluster.client.revertRun({ runId: revert.id }));
+    expect(ofRevert.code).toBe(Code.FAILED_PRECONDITION);
+    expect(ofRevert.message).toContain("cannot be reverted");
+  }, 120_000);
+
+  it("refuses a run another run's records link to, naming them, and with force clears those links", async () => {
+    const tenantId = "revert-linked";
+    const orgs = await untilFinished(cluster, (await cluster.start(tenantId, ["organizations"])).id);
+    expect(orgs.status).toBe(RunStatus.SUCCEEDED);
+    const people = await untilFinished(cluster, (await cluster.start(tenantId, ["persons"])).id);
+    expect(people.status).toBe(RunStatus.SUCCEEDED);
+    const [linked] = await cluster.database.db.execute<{ n: string }>(sql`
+      select count(*)::text as n from app.contacts c
+        join drover.ledger l on l.record_type = 'contact' and l.record_id = c.id and l.run_id = ${people.id}::uuid
+       where c.tenant_id = ${tenantId} and c.company_id is not null`);
+    expect(Number(linked!.n)).toBeGreaterThan(0);
+
+    const refused = await rejection(cluster.client.revertRun({ runId: orgs.id }));
+    expect(refused.code).toBe(Code.FAILED_PRECONDITION);
+    expect(refused.message).toContain(`run ${people.id}'s persons`);
+    expect(refused.message).toContain("app.contacts.company_id");
+    // Refused before anything was written: no revert run exists.
+    const { run: untouched } = await cluster.client.getRun({ runId: orgs.id });
+    expect(untouched!.revert).toBeUndefined();
+
+    const { run: forced } = await cluster.client.revertRun({ runId: orgs.id, force: true });
+    expect(forced!.revert?.force).toBe(true);
+    const done = await untilFinished(cluster, forced!.id, 60_000);
+    expect(done.status).toBe(RunStatus.SUCCEEDED);
+    const [left] = await cluster.database.db.execute<{
+      companies: string;
+      linked: string;
+      contacts: string;
+    }>(sql`
+      select (select count(*) from app.companies where tenant_id = ${tenantId})::text as companies,
+             (select count(*) from app.contacts where tenant_id = ${tenantId} and company_id is not null)::text as linked,
+             (select count(*) from app.contacts where tenant_id = ${tenantId})::text as contacts`);
+    expect(left).toEqual({ companies: "0", linked: "0", contacts: expect.any(String) });
+    // The later run's own records stay, only their links are cleared, each noted.
+    expect(Number(left!.contacts)).toBe(await ledgerCount(people.id, "created"));
+    const { groups } = await cluster.client.listNotes({ runId: done.id });
+    const cleared = groups.filter(
+      (g) => g.kind === "persons" && g.reason.startsWith("forced: cleared app.contacts.company_id"),
+    );
+    expect(cleared.reduce((n, g) => n + Number(g.count), 0)).toBe(Number(linked!.n));
+  }, 120_000);
+});
