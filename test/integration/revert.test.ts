@@ -1,7 +1,14 @@
 import { Code, RunStatus } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_TOKEN, type Cluster, rejection, startCluster, untilFinished } from "../support/in-process.js";
+import {
+  API_TOKEN,
+  type Cluster,
+  rejection,
+  startCluster,
+  until,
+  untilFinished,
+} from "../support/in-process.js";
 
 /**
  * RevertRun against the sandbox: a revert removes exactly what the run created, table by table,
@@ -104,6 +111,36 @@ describe("RevertRun", () => {
     const ofRevert = await rejection(cluster.client.revertRun({ runId: revert.id }));
     expect(ofRevert.code).toBe(Code.FAILED_PRECONDITION);
     expect(ofRevert.message).toContain("cannot be reverted");
+  }, 120_000);
+
+  it("reverts a stopped run through a stop and a resume of the revert, and the reverted run cannot be resumed", async () => {
+    const tenantId = "revert-stopped";
+    const before = await productChecksums(tenantId);
+    const importing = await cluster.start(tenantId);
+    await until(
+      async () => (await ledgerCount(importing.id, "created")) > 50,
+      30_000,
+      "the import to create records",
+    );
+    await cluster.client.stopRun({ runId: importing.id });
+    const stopped = await untilFinished(cluster, importing.id);
+    expect(stopped.status).toBe(RunStatus.STOPPED);
+    const created = await ledgerCount(importing.id, "created");
+
+    const { run: started } = await cluster.client.revertRun({ runId: importing.id });
+    await cluster.client.stopRun({ runId: started!.id });
+    expect((await untilFinished(cluster, started!.id)).status).toBe(RunStatus.STOPPED);
+    // A reverted run's records are gone on purpose: resuming it would bring them back.
+    const resume = await rejection(cluster.client.resumeRun({ runId: importing.id }));
+    expect(resume.code).toBe(Code.FAILED_PRECONDITION);
+    expect(resume.message).toContain(`reverted by run ${started!.id}`);
+
+    await cluster.client.resumeRun({ runId: started!.id });
+    const revert = await untilFinished(cluster, started!.id, 60_000);
+    expect(revert.status).toBe(RunStatus.SUCCEEDED);
+    expect(revert.revert?.removed).toBe(BigInt(created));
+    expect(await productChecksums(tenantId)).toEqual(before);
+    expect(await ledgerCount(importing.id, "created")).toBe(0);
   }, 120_000);
 
   it("refuses a run another run's records link to, naming them, and with force clears those links", async () => {
