@@ -160,7 +160,7 @@ export interface RevertTaskDeps {
   task: { id: number; kind: string; cursor: Record<string, unknown> };
   claimToken: string;
   notesCap: number;
-  windowSize?: number;
+  windowSize?: number | undefined;
   windowDeadlineMs?: number | undefined;
   /** Between windows: true when the run is stopping (the task ends cancelled); throws when the attempt must end. */
   stopRequested(): Promise<boolean>;
@@ -194,13 +194,14 @@ export async function runRevertTask(
   for (;;) {
     if (await deps.stopRequested()) return { stopped: true, summary };
     const done = await windowTransaction(deps.db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, async (tx) => {
-      // Locked, so a concurrent writer of the same slot (there is none while the revert holds the
+      // Ordered by the ledger's id itself, not its text (the keyset's order). Locked, so a concurrent writer of the same slot (there is none while the revert holds the
       // tenant's live-run slot, but a re-drive of another source account could look) waits for us.
       const rows = await tx.execute<CreatedRow>(sql`
-        select id::text, source_id, record_type, record_id::text from drover.ledger
-         where run_id = ${deps.revertsRunId}::uuid and kind = ${deps.task.kind} and action = 'created'
-           and id > ${after}
-         order by id limit ${size} for update`);
+        select l.id::text as id, l.source_id, l.record_type, l.record_id::text as record_id
+          from drover.ledger l
+         where l.run_id = ${deps.revertsRunId}::uuid and l.kind = ${deps.task.kind} and l.action = 'created'
+           and l.id > ${after}
+         order by l.id limit ${size} for update`);
       if (rows.length === 0) return true;
       const window = await revertWindow(tx, deps, rows);
       const last = Number(rows[rows.length - 1]!.id);

@@ -63,6 +63,8 @@ export interface TaskRunnerDeps {
   stopPollMs?: number;
   /** How long one window's transaction may take before the attempt fails transiently (WINDOW_DEADLINE_MS). */
   windowDeadlineMs?: number;
+  /** Records a revert task removes per window (REVERT_WINDOW_SIZE). */
+  revertWindowSize?: number;
   /** The source account's shared budget, when the worker leases one. */
   pacerFor?(run: RunInfo): BudgetPacer;
   /** Opens runs' source credentials for the provider; without it, providers get none. */
@@ -268,6 +270,7 @@ export async function runAssignment(
       claimToken,
       notesCap: deps.notesCap,
       windowDeadlineMs: deps.windowDeadlineMs,
+      windowSize: deps.revertWindowSize,
       stopRequested: interrupted,
     });
     if (stopped) throw new TaskCancelledError();

@@ -19,7 +19,7 @@ import {
   taskTouchMs,
   z,
 } from "@drover/config";
-import { WINDOW_DEADLINE_MS } from "@drover/engine";
+import { REVERT_WINDOW_SIZE, WINDOW_DEADLINE_MS } from "@drover/engine";
 import type { Client, WorkerService } from "@drover/proto";
 
 const schema = z.object({
@@ -39,6 +39,8 @@ const schema = z.object({
     .refine((v) => v.length <= 100, { message: "must be at most 100 characters" }),
   /** How long one window's transaction may take before the task retries it (why 60 s: window-transaction.ts). */
   DROVER_WINDOW_DEADLINE_MS: intVar(1_000, 3_600_000, WINDOW_DEADLINE_MS),
+  /** Records a revert run removes per window, each window one transaction with its checkpoint. */
+  DROVER_REVERT_WINDOW_SIZE: intVar(1, 10_000, REVERT_WINDOW_SIZE),
   /** A query returning one numeric `value`: the destination database's pressure. */
   DROVER_PRESSURE_QUERY: z.string().optional(),
   /** Above this value workers defer instead of claiming (default: 90 % of connections active). */
