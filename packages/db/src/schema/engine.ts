@@ -223,6 +223,9 @@ export const ledger = drover.table(
     uniqueIndex("ledger_source_row").on(t.tenantId, t.source, t.sourceAccount, t.kind, t.sourceId),
     index("ledger_run_kind_action").on(t.runId, t.kind, t.action),
     index("ledger_pending_refs").on(t.runId, t.kind).where(sql`pending_refs is not null`),
+    // A product record's ledger rows: how a revert finds other runs' records that link to (or
+    // matched) a record the reverted run created, one index probe per record.
+    index("ledger_record").on(t.tenantId, t.recordType, t.recordId).where(sql`record_id is not null`),
   ],
 );
 
