@@ -1,3 +1,4 @@
+import { describeFailure, EXIT, type Io, runCommand } from "@drover/cli";
 import { Code, RunStatus } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -56,6 +57,19 @@ async function seedExistingContacts(tenantId: string): Promise<number> {
       sql`insert into app.contacts (tenant_id, name, email) values (${tenantId}, ${p.name}, ${p.email})`,
     );
   return picks.length;
+}
+
+/** Runs one `drover` command against the cluster's coordinator and captures what it prints. */
+async function drover(...argv: string[]): Promise<{ code: number; out: string }> {
+  const lines: string[] = [];
+  const io: Io = { out: (t) => lines.push(t), err: (t) => lines.push(t), isTty: false };
+  const [command, ...rest] = argv;
+  try {
+    return { code: await runCommand(command!, rest, cluster.client, io, {}), out: lines.join("\n") };
+  } catch (err) {
+    const failure = describeFailure(err);
+    return { code: failure.code, out: failure.message };
+  }
 }
 
 async function ledgerCount(runId: string, action: string): Promise<number> {
@@ -159,13 +173,20 @@ describe("RevertRun", () => {
     expect(refused.code).toBe(Code.FAILED_PRECONDITION);
     expect(refused.message).toContain(`run ${people.id}'s persons`);
     expect(refused.message).toContain("app.contacts.company_id");
+    const cli = await drover("revert", orgs.id);
+    expect(cli.code).toBe(EXIT.conflict);
+    expect(cli.out).toContain("Revert with force");
     // Refused before anything was written: no revert run exists.
     const { run: untouched } = await cluster.client.getRun({ runId: orgs.id });
     expect(untouched!.revert).toBeUndefined();
 
-    const { run: forced } = await cluster.client.revertRun({ runId: orgs.id, force: true });
-    expect(forced!.revert?.force).toBe(true);
-    const done = await untilFinished(cluster, forced!.id, 60_000);
+    const forcedCli = await drover("revert", orgs.id, "--force", "--json");
+    expect(forcedCli.code).toBe(0);
+    const forced = (JSON.parse(forcedCli.out) as { run: { id: string; revert: { force: boolean } } }).run;
+    expect(forced.revert.force).toBe(true);
+    const done = await untilFinished(cluster, forced.id, 60_000);
+    expect((await drover("status", done.id)).out).toContain(`revert of run ${orgs.id} (forced)`);
+    expect((await drover("status", orgs.id)).out).toContain(`reverted by run ${done.id}`);
     expect(done.status).toBe(RunStatus.SUCCEEDED);
     const [left] = await cluster.database.db.execute<{
       companies: string;
