@@ -83,7 +83,9 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
       ? Object.entries(frozen.tasks).map(([s, n]) => [s, BigInt(n)])
       : taskCounts.map((t) => [t.status, BigInt(t.n)]),
   );
-  const eta = run.status === "running" ? await liveEta(q, sources, run, budget) : undefined;
+  // A revert run calls no source: the account's budget says nothing of how long it needs.
+  const eta =
+    run.status === "running" && !run.revertsRunId ? await liveEta(q, sources, run, budget) : undefined;
   const revert = await revertInfo(q, run);
   return create(RunSchema, {
     ...(revert ? { revert } : {}),
