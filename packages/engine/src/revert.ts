@@ -24,6 +24,11 @@ import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
  * ledger row released), the other run's matched slot on the record released, and each noted.
  */
 
+/*
+ * A record left in place is noted as an error, which the per-run cap on notes never drops: each
+ * one is a record the revert did not remove. What force cleared is a warning (capped).
+ */
+
 /** Ledger rows removed per window: each is a delete of a few product rows and of their ledger rows. */
 export const REVERT_WINDOW_SIZE = 200;
 
@@ -97,7 +102,6 @@ export async function findRevertDependents(
                             and o.record_id = c.id and o.action in ('created', 'matched')
        where p.run_id = ${target.id}::uuid and p.action = 'created' and p.record_type = ${link.parent}
          and o.run_id <> ${target.id}::uuid ${scope("p")}
-       order by p.record_id, o.id
        limit ${options.limit - found.length}`);
     for (const r of rows)
       found.push({
@@ -126,7 +130,6 @@ export async function findRevertDependents(
                             and o.record_id = p.record_id and o.action = 'matched'
        where p.run_id = ${target.id}::uuid and p.action = 'created' and o.run_id <> ${target.id}::uuid
          ${options.parentType ? sql`and p.record_type = ${options.parentType}` : sql``} ${scope("p")}
-       order by p.record_id, o.id
        limit ${options.limit - found.length}`);
     for (const r of rows)
       found.push({
@@ -240,7 +243,7 @@ async function revertWindow(
     if (!table || row.record_id === null) {
       kept++;
       notes.push({
-        level: "warn",
+        level: "error",
         kind,
         subjectId: row.source_id,
         reason: `not reverted: the ledger names no product record this source can remove (${row.record_type ?? "no record type"})`,
@@ -268,7 +271,7 @@ async function revertWindow(
           refused.add(d.parentId);
           const row = list.find((r) => Number(r.record_id) === d.parentId)!;
           notes.push({
-            level: "warn",
+            level: "error",
             kind,
             subjectId: row.source_id,
             reason:
@@ -299,7 +302,7 @@ async function revertWindow(
     }
     for (const { row, error } of result.failed) {
       kept++;
-      notes.push({ level: "warn", kind, subjectId: row.source_id, reason: `not reverted: ${error}` });
+      notes.push({ level: "error", kind, subjectId: row.source_id, reason: `not reverted: ${error}` });
     }
   }
   if (release.length > 0)
