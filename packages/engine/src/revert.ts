@@ -197,8 +197,8 @@ export async function runRevertTask(
   for (;;) {
     if (await deps.stopRequested()) return { stopped: true, summary };
     const done = await windowTransaction(deps.db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, async (tx) => {
-      // Ordered by the ledger's id itself, not its text (the keyset's order). Locked, so a concurrent writer of the same slot (there is none while the revert holds the
-      // tenant's live-run slot, but a re-drive of another source account could look) waits for us.
+      // Ordered by the ledger's id itself, not by its text: the keyset's order. Locked, so that a
+      // writer of another source account's run taking one of these slots waits for this window.
       const rows = await tx.execute<CreatedRow>(sql`
         select l.id::text as id, l.source_id, l.record_type, l.record_id::text as record_id
           from drover.ledger l
