@@ -197,8 +197,9 @@ export async function runRevertTask(
   for (;;) {
     if (await deps.stopRequested()) return { stopped: true, summary };
     const done = await windowTransaction(deps.db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, async (tx) => {
-      // Ordered by the ledger's id itself, not by its text: the keyset's order. Locked, so that a
-      // writer of another source account's run taking one of these slots waits for this window.
+      // Ordered by the ledger's id itself, not by its text: the keyset's order. Locked, so that an
+      // attempt whose claim was taken over and its successor never work on one row at once: the
+      // second waits until the first's window rolls back (its checkpoint is refused) or commits.
       const rows = await tx.execute<CreatedRow>(sql`
         select l.id::text as id, l.source_id, l.record_type, l.record_id::text as record_id
           from drover.ledger l
