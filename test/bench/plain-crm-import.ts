@@ -72,7 +72,8 @@ export async function plainCrmImport(
   const pageSize = options.pageSize ?? 500;
   const windowSize = options.windowSize ?? 250;
   const records = new Map<string, Map<string, number>>();
-  const parents: ParentMap = { get: (kind, id) => (id ? records.get(kind)?.get(id) : undefined) };
+  const get = (kind: string, id: string | null | undefined) => (id ? records.get(kind)?.get(id) : undefined);
+  const parents: ParentMap = { get, has: (kind, id) => get(kind, id) !== undefined };
   const total = { rows: 0, written: 0 };
   const byKind: Record<string, number> = {};
   const started = performance.now();

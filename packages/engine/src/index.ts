@@ -1,5 +1,12 @@
 export { retryDelayMs } from "./backoff.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
+export {
+  MATCHED_BY,
+  recordWouldBeRows,
+  rolledBackInDryRun,
+  type WouldBeRow,
+  wouldBeRows,
+} from "./dry-run.js";
 export { appendNotes, type NoteInput } from "./notes.js";
 export {
   describeDependent,

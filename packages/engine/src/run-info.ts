@@ -15,6 +15,7 @@ export function toRunInfo(run: RunRow): RunInfo {
     sourceConfig: run.sourceConfig,
     secret: undefined,
     startedAt: run.startedAt,
+    dryRun: run.dryRun,
   };
 }
 

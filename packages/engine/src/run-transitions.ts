@@ -39,6 +39,8 @@ export interface NewRun {
   dailyShare?: number | null;
   /** Follow the source until cutover, a pass every `intervalSeconds`; absent: finish after the import. */
   follow?: { intervalSeconds: number };
+  /** Walks the source and writes nothing (dry-run.ts); holds no admission slot. */
+  dryRun?: boolean;
 }
 
 /**

@@ -25,6 +25,7 @@ import { tracePage } from "./instrumentation.js";
 import { runRevertTask } from "./revert.js";
 import { readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
+import { SourceCallCounter } from "./source-calls.js";
 import {
   cancelPendingTask,
   claimTask,
@@ -213,8 +214,12 @@ export async function runAssignment(
     return false;
   };
 
+  // What this attempt spends on the source, handed to the stats with each checkpoint: a dry run's
+  // cost report is the sum of its tasks' (the same walk a real run makes).
+  const calls = new SourceCallCounter(deps.pacerFor?.(runInfo));
   const writerDeps: WindowWriterDeps = {
     db,
+    takeSourceCalls: () => calls.take(),
     run: runInfo,
     task: info,
     claimToken,
@@ -228,7 +233,7 @@ export async function runAssignment(
     task: info,
     signal: abort.signal,
     working: controls.working,
-    pacer: deps.pacerFor?.(runInfo),
+    pacer: calls.pacer,
     async writeRows(rows, writer, options) {
       const summary = await tracePage(info.kind, rows.length, () =>
         writeRows(writerDeps, rows, writer, options),
@@ -248,12 +253,13 @@ export async function runAssignment(
         writeCheckpoint(tx, info.id, claimToken, {
           processedOffset: info.processedOffset,
           cursor,
-          statsDelta: {},
+          statsDelta: calls.take(),
         }),
       );
       info.cursor = cursor;
     },
-    resolveParents: (wanted) => resolveParents(db, runInfo, wanted),
+    resolveParents: (wanted) =>
+      resolveParents(db, runInfo, wanted, runInfo.dryRun ? { dryRunId: runInfo.id } : {}),
     runFact: (key) => readRunFact(db, run.id, key),
     settleRunFact: (key, value) => settleRunFact(db, run.id, key, value),
   };
@@ -325,7 +331,7 @@ export async function runAssignment(
     // must not hold the lane. Fenced by the claim token, so a finish that did commit unseen makes
     // the retry's release a lost claim, never a second run of the task.
     const done = await windowTransaction(db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, (tx) =>
-      finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? []),
+      finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? [], calls.take()),
     );
     return { ...base, status: done ? "succeeded" : "lost", summary: total };
   } catch (err) {

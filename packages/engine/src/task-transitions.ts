@@ -323,12 +323,18 @@ export async function finishTaskSucceeded(
   task: { id: number; runId: string; phase: number },
   claimToken: string,
   successors: readonly TaskSeed[] = [],
+  statsDelta: Record<string, number> = {},
 ): Promise<boolean> {
+  // statsDelta: what the attempt counted after its last checkpoint (the source calls of a last
+  // fetch that wrote nothing), added like a checkpoint's.
   const rows = await q.execute(sql`
-    update drover.tasks
+    update drover.tasks t
        set status = 'succeeded', finished_at = now(), locked_by = null, last_error = null, updated_at = now(),
-           listed_ids = coalesce(listed_ids, '{}')
-     where id = ${task.id} and status = 'running' and locked_by = ${claimToken}
+           listed_ids = coalesce(t.listed_ids, '{}'),
+           stats = (select coalesce(jsonb_object_agg(k, coalesce((t.stats ->> k)::bigint, 0) + coalesce((d.delta ->> k)::bigint, 0)), '{}'::jsonb)
+                      from (select ${JSON.stringify(statsDelta)}::jsonb as delta) d,
+                           jsonb_object_keys(t.stats || d.delta) as k)
+     where t.id = ${task.id} and t.status = 'running' and t.locked_by = ${claimToken}
     returning id`);
   if (rows.length !== 1) return false;
   await insertTaskSeeds(q, task.runId, task.phase, successors);

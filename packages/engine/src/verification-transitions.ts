@@ -42,6 +42,7 @@ export async function requestAutomaticVerifications(
     select r.id, r.finished_at, ${options.sampleSize} from drover.runs r
      where r.status in ('succeeded', 'failed') and r.verification is null and r.summary is null
        and r.reverts_run_id is null
+       and not r.dry_run
        and r.finished_at > now() - make_interval(secs => ${options.withinMs / 1000})
     on conflict (run_id) do update
        set for_finished_at = excluded.for_finished_at, sample_size = excluded.sample_size,

@@ -17,6 +17,13 @@ import {
   type WriteOptions,
   type WriteSummary,
 } from "@drover/provider-sdk";
+import {
+  MATCHED_BY,
+  recordWouldBeRows,
+  rolledBackInDryRun,
+  type WouldBeRow,
+  wouldBeRows,
+} from "./dry-run.js";
 import { traceWindow } from "./instrumentation.js";
 import { appendNotes, type NoteInput } from "./notes.js";
 import { type Checkpoint, LostClaimError, writeCheckpoint } from "./task-transitions.js";
@@ -94,6 +101,11 @@ export interface WindowWriterDeps {
   savepointLimit?: number;
   /** How long one window's transaction may take; WINDOW_DEADLINE_MS when absent (tests lower it). */
   windowDeadlineMs?: number;
+  /**
+   * The source requests and tokens the task spent since the last call, added to its stats with the
+   * next checkpoint (`source_requests`, `source_tokens`): what a dry run reports the run will cost.
+   */
+  takeSourceCalls?(): Record<string, number>;
 }
 
 export function emptySummary(): WriteSummary {
@@ -115,10 +127,14 @@ interface WindowTally {
   /** Rows that landed in the destination (created, matched, upserted). */
   written: number;
   notes: NoteInput[];
+  /** Matched rows by the writer's rule (e.g. email), for a dry run's report. */
+  matchedBy: Record<string, number>;
+  /** A dry run's rows that would have been created or matched (dry-run.ts records them). */
+  wouldBe: WouldBeRow[];
 }
 
 function newTally(): WindowTally {
-  return { summary: emptySummary(), written: 0, notes: [] };
+  return { summary: emptySummary(), written: 0, notes: [], matchedBy: {}, wouldBe: [] };
 }
 
 /** In place, so the window's span and metrics (traceWindow) read the counts of the attempt that committed. */
@@ -126,6 +142,8 @@ function resetTally(tally: WindowTally): void {
   Object.assign(tally.summary, emptySummary());
   tally.written = 0;
   tally.notes.length = 0;
+  tally.matchedBy = {};
+  tally.wouldBe.length = 0;
 }
 
 /** Every transaction of a window goes through here, so none of them can hang the task (window-transaction.ts). */
@@ -217,7 +235,11 @@ async function walkWindows<T>(
     if (options.nextCursor) {
       const next = options.nextCursor;
       await transaction(deps, (tx) =>
-        writeCheckpoint(tx, task.id, deps.claimToken, { processedOffset: 0, cursor: next, statsDelta: {} }),
+        writeCheckpoint(tx, task.id, deps.claimToken, {
+          processedOffset: 0,
+          cursor: next,
+          statsDelta: { ...deps.takeSourceCalls?.() },
+        }),
       );
       task.cursor = next;
       task.processedOffset = 0;
@@ -297,7 +319,9 @@ async function passHeldPrefix<T>(
   summary.alreadyHere = end - start;
   const position = positionAfter(rows, end, end >= rows.length, options);
   await traceWindow(deps.task.kind, end - start, summary, () =>
-    transaction(deps, (tx) => commitWindow(tx, deps, { summary, written: 0, notes: [] }, position)),
+    transaction(deps, (tx) =>
+      commitWindow(tx, deps, { summary, written: 0, notes: [], matchedBy: {}, wouldBe: [] }, position),
+    ),
   );
   advance(deps, position);
   return { end, summary };
@@ -328,6 +352,7 @@ async function commitWindow(
   position: WindowPosition,
 ): Promise<void> {
   await appendNotes(tx, deps.run.id, deps.task.id, tally.notes, deps.notesCap);
+  if (deps.run.dryRun) await recordWouldBeRows(tx, deps.run.id, tally.wouldBe);
   const s = tally.summary;
   // Only a ledgered source's listing is verified against it; a ledgerless one is compared per slot.
   const { listed, ...at } = position;
@@ -340,6 +365,8 @@ async function commitWindow(
       already_here: s.alreadyHere,
       skipped: s.skipped,
       failed: s.failed,
+      ...Object.fromEntries(Object.entries(tally.matchedBy).map(([rule, n]) => [`${MATCHED_BY}${rule}`, n])),
+      ...deps.takeSourceCalls?.(),
     },
     rowsRead: s.attempted,
     rowsWritten: tally.written,
@@ -363,10 +390,13 @@ function tallyResult(tally: WindowTally, kind: string, sourceId: string, result:
     case "created":
       tally.summary.created++;
       tally.written++;
+      tally.wouldBe.push({ kind, sourceId, matchKey: result.matchKey ?? null });
       break;
     case "matched":
       tally.summary.matched++;
       tally.written++;
+      if (result.matchRule) tally.matchedBy[result.matchRule] = (tally.matchedBy[result.matchRule] ?? 0) + 1;
+      tally.wouldBe.push({ kind, sourceId, matchKey: null });
       break;
     case "upserted":
       // Without a ledger a rewrite is the harmless overwrite of what an earlier attempt wrote.
@@ -443,12 +473,32 @@ async function heldInWindow<T>(
   return heldSlots(tx, deps.run, deps.task.kind, ids);
 }
 
+/** A dry run's rows of rows[start, end) that an earlier window of it would have written. */
+async function wouldBeInWindow<T>(
+  tx: Tx,
+  deps: WindowWriterDeps,
+  rows: readonly SourceRow<T>[],
+  start: number,
+  end: number,
+): Promise<Set<string>> {
+  if (!deps.run.dryRun) return new Set();
+  return wouldBeRows(
+    tx,
+    deps.run.id,
+    deps.task.kind,
+    rows.slice(start, end).map((r) => r.sourceId),
+  );
+}
+
 /** The slot to hand the writer for a held row this pass applies again; "skip" when it writes nothing. */
 function heldFor<T>(
   held: ReadonlyMap<string, HeldSlot>,
   row: SourceRow<T>,
   options: WriteOptions<T>,
+  wouldBe: ReadonlySet<string>,
 ): HeldSlot | undefined | "skip" {
+  // A dry run's row an earlier window of it would have written: already here, as in a real run.
+  if (wouldBe.has(row.sourceId)) return "skip";
   const slot = held.get(row.sourceId);
   if (!slot) return undefined;
   return options.reapply?.(row) ? slot : "skip";
@@ -473,52 +523,56 @@ async function writePerRowWindow<T>(
   const tally = newTally();
   const position = positionAfter(rows, end, last, options);
   await traceWindow(task.kind, end - start, tally.summary, () =>
-    transaction(deps, async (tx) => {
+    transaction(deps, async (outer) => {
       const savepoints = new SavepointBudget(deps.savepointLimit ?? MAX_SAVEPOINTS_PER_TRANSACTION);
-      const held = await heldInWindow(tx, deps, rows, start, end);
-      for (let i = start; i < end; i++) {
-        const row = rows[i]!;
-        tally.summary.attempted++;
-        if (isRowErrorInfo(row.data)) {
-          noteRowError(tally, task.kind, row.sourceId, row.data.rowError);
-          continue;
-        }
-        const slot = heldFor(held, row, options);
-        if (slot === "skip") {
-          tally.summary.alreadyHere++;
-          continue;
-        }
-        const data = row.data as T;
-        savepoints.take();
-        try {
-          const outcome = await tx.transaction(async (sp) => {
-            const result = await writer(sp, data, row.sourceId, slot);
-            checkResultFitsLedger(mode, result);
-            // Without a ledger, or an in-place update of the record the ledger already points to:
-            // there is no slot to claim.
-            if (mode === "none" || result.action === "updated") return result;
-            const won = await claimLedgerSlot(sp, {
-              tenantId: run.tenantId,
-              source: run.source,
-              sourceAccount: run.sourceAccount,
-              ...claimOf(task.kind, row.sourceId, result),
-              runId: run.id,
-              taskId: task.id,
-            });
-            if (!won) throw new AlreadyHere();
-            return result;
-          });
-          tallyResult(tally, task.kind, row.sourceId, outcome);
-        } catch (err) {
-          if (err instanceof AlreadyHere) {
+      if (deps.run.dryRun) savepoints.take();
+      await rolledBackInDryRun(outer, deps.run, async (tx) => {
+        const held = await heldInWindow(tx, deps, rows, start, end);
+        const wouldBe = await wouldBeInWindow(tx, deps, rows, start, end);
+        for (let i = start; i < end; i++) {
+          const row = rows[i]!;
+          tally.summary.attempted++;
+          if (isRowErrorInfo(row.data)) {
+            noteRowError(tally, task.kind, row.sourceId, row.data.rowError);
+            continue;
+          }
+          const slot = heldFor(held, row, options, wouldBe);
+          if (slot === "skip") {
             tally.summary.alreadyHere++;
             continue;
           }
-          if (classifyError(err) !== "row") throw err;
-          noteRowError(tally, task.kind, row.sourceId, describeError(err));
+          const data = row.data as T;
+          savepoints.take();
+          try {
+            const outcome = await tx.transaction(async (sp) => {
+              const result = await writer(sp, data, row.sourceId, slot);
+              checkResultFitsLedger(mode, result);
+              // Without a ledger, or an in-place update of the record the ledger already points to:
+              // there is no slot to claim.
+              if (mode === "none" || result.action === "updated") return result;
+              const won = await claimLedgerSlot(sp, {
+                tenantId: run.tenantId,
+                source: run.source,
+                sourceAccount: run.sourceAccount,
+                ...claimOf(task.kind, row.sourceId, result),
+                runId: run.id,
+                taskId: task.id,
+              });
+              if (!won) throw new AlreadyHere();
+              return result;
+            });
+            tallyResult(tally, task.kind, row.sourceId, outcome);
+          } catch (err) {
+            if (err instanceof AlreadyHere) {
+              tally.summary.alreadyHere++;
+              continue;
+            }
+            if (classifyError(err) !== "row") throw err;
+            noteRowError(tally, task.kind, row.sourceId, describeError(err));
+          }
         }
-      }
-      await commitWindow(tx, deps, tally, position);
+      });
+      await commitWindow(outer, deps, tally, position);
     }),
   );
   advance(deps, position);
@@ -545,51 +599,54 @@ async function writeBatchWindow<T>(
   const tally = newTally();
   try {
     await traceWindow(task.kind, end - start, tally.summary, () =>
-      transaction(deps, async (tx) => {
+      transaction(deps, async (outer) => {
         resetTally(tally);
-        const held = await heldInWindow(tx, deps, rows, start, end);
-        const writable: WritableRow<T>[] = [];
-        for (let i = start; i < end; i++) {
-          const row = rows[i]!;
-          tally.summary.attempted++;
-          if (isRowErrorInfo(row.data)) {
-            noteRowError(tally, task.kind, row.sourceId, row.data.rowError);
-            continue;
+        await rolledBackInDryRun(outer, deps.run, async (tx) => {
+          const held = await heldInWindow(tx, deps, rows, start, end);
+          const wouldBe = await wouldBeInWindow(tx, deps, rows, start, end);
+          const writable: WritableRow<T>[] = [];
+          for (let i = start; i < end; i++) {
+            const row = rows[i]!;
+            tally.summary.attempted++;
+            if (isRowErrorInfo(row.data)) {
+              noteRowError(tally, task.kind, row.sourceId, row.data.rowError);
+              continue;
+            }
+            const slot = heldFor(held, row, options, wouldBe);
+            if (slot === "skip") tally.summary.alreadyHere++;
+            else
+              writable.push({ sourceId: row.sourceId, data: row.data as T, ...(slot ? { held: slot } : {}) });
           }
-          const slot = heldFor(held, row, options);
-          if (slot === "skip") tally.summary.alreadyHere++;
-          else
-            writable.push({ sourceId: row.sourceId, data: row.data as T, ...(slot ? { held: slot } : {}) });
-        }
-        const results = writable.length > 0 ? await writer.writeBatch(tx, writable) : [];
-        if (results.length !== writable.length)
-          throw new PermanentError(
-            `writeBatch returned ${results.length} results for ${writable.length} rows`,
-          );
-        for (const r of results) checkResultFitsLedger(mode, r);
-        // An in-place update keeps the slot the ledger already has; every other result claims one.
-        const claims =
-          mode === "per-row"
-            ? writable.flatMap((w, i) =>
-                results[i]!.action === "updated" ? [] : [claimOf(task.kind, w.sourceId, results[i]!)],
-              )
-            : [];
-        if (claims.length > 0) {
-          const won = await claimLedgerSlots(
-            tx,
-            {
-              tenantId: run.tenantId,
-              source: run.source,
-              sourceAccount: run.sourceAccount,
-              runId: run.id,
-              taskId: task.id,
-            },
-            claims,
-          );
-          if (won.size < claims.length) throw new BatchLostSlots(claims.length - won.size);
-        }
-        for (const [i, w] of writable.entries()) tallyResult(tally, task.kind, w.sourceId, results[i]!);
-        await commitWindow(tx, deps, tally, position);
+          const results = writable.length > 0 ? await writer.writeBatch(tx, writable) : [];
+          if (results.length !== writable.length)
+            throw new PermanentError(
+              `writeBatch returned ${results.length} results for ${writable.length} rows`,
+            );
+          for (const r of results) checkResultFitsLedger(mode, r);
+          // An in-place update keeps the slot the ledger already has; every other result claims one.
+          const claims =
+            mode === "per-row"
+              ? writable.flatMap((w, i) =>
+                  results[i]!.action === "updated" ? [] : [claimOf(task.kind, w.sourceId, results[i]!)],
+                )
+              : [];
+          if (claims.length > 0) {
+            const won = await claimLedgerSlots(
+              tx,
+              {
+                tenantId: run.tenantId,
+                source: run.source,
+                sourceAccount: run.sourceAccount,
+                runId: run.id,
+                taskId: task.id,
+              },
+              claims,
+            );
+            if (won.size < claims.length) throw new BatchLostSlots(claims.length - won.size);
+          }
+          for (const [i, w] of writable.entries()) tallyResult(tally, task.kind, w.sourceId, results[i]!);
+        });
+        await commitWindow(outer, deps, tally, position);
       }),
     );
   } catch (err) {

@@ -13,6 +13,8 @@ export interface RunInfo {
   sourceConfig: Record<string, unknown>;
   secret?: string | undefined;
   startedAt: Date | null;
+  /** A dry run: its windows are counted and rolled back, nothing reaches the product or the ledger. */
+  dryRun?: boolean | undefined;
 }
 
 /** A unit of work to create. Seeding the same seedKey twice in one run is a no-op. */
@@ -71,6 +73,14 @@ export type RowResult =
       recordId: number;
       /** Source ids of same-phase references to resolve at the barrier, keyed by kind. */
       pendingRefs?: Record<string, string>;
+      /**
+       * The key a later row of the same kind is matched on (a person's lower-cased email). Only a
+       * dry run keeps it (drover.dry_run_rows): its windows are rolled back, so a later row can
+       * find the record this one would have been only by this key.
+       */
+      matchKey?: string;
+      /** How the row was matched (e.g. "email"), for a dry run's report. */
+      matchRule?: string;
     }
   | { action: "skipped"; reason: string }
   /**
@@ -228,6 +238,14 @@ export interface TaskContext {
 
 export interface ParentMap {
   get(kind: string, sourceId: string | null | undefined): number | undefined;
+  /**
+   * Whether the row would be linked to this parent: its record exists (get), or, in a dry run, an
+   * earlier window of the run would have created or matched it (it has no record id: the window
+   * that would have written it was rolled back). A writer decides "not linked" by this, never by get.
+   */
+  has(kind: string, sourceId: string | null | undefined): boolean;
+  /** Set in a dry run: the run whose would-be rows (drover.dry_run_rows) stand in for the ledger's. */
+  readonly dryRunId?: string | undefined;
 }
 
 export interface TaskResult {

@@ -28,7 +28,7 @@ afterAll(async () => {
   await testDb?.drop();
 });
 
-const noParents: ParentMap = { get: () => undefined };
+const noParents: ParentMap = { get: () => undefined, has: () => false };
 
 async function claimedTask(kind: string, db = database.db) {
   const [run] = await db.execute<Record<string, unknown> & { id: string }>(sql`
@@ -95,7 +95,9 @@ describe("crm batched writes", () => {
 
   it("notes with no known parent are skipped in the batch and the others linked", async () => {
     const deps = await claimedTask("notes");
-    const parents: ParentMap = { get: (kind, id) => (kind === "deals" && id === "d1" ? 77 : undefined) };
+    const get = (kind: string, id: string | null | undefined) =>
+      kind === "deals" && id === "d1" ? 77 : undefined;
+    const parents: ParentMap = { get, has: (kind, id) => get(kind, id) !== undefined };
     await database.db.execute(sql`
       insert into app.deals (id, tenant_id, title) overriding system value values (77, 't-batch', 'D') on conflict do nothing`);
     const rows: SourceRow<Note>[] = [

@@ -205,7 +205,7 @@ describe("the catch-up pass and records Drover did not create", () => {
         { sourceId: "o1", data: source },
         { sourceId: "o2", data: source },
       ],
-      independentBatch(companyKind, tenant, { get: () => undefined }),
+      independentBatch(companyKind, tenant, { get: () => undefined, has: () => false }),
       { reapply: () => true },
     );
     expect(summary).toMatchObject({ alreadyHere: 2, created: 0, failed: 0 });

@@ -157,8 +157,12 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         traceContext: injectTraceContext(),
         dailyShare: share ?? null,
         ...(follow ? { follow } : {}),
+        dryRun: req.dryRun,
       });
-      ctx.logger.info({ run_id: run.id, tenant_id: tenantId, source: p.name, kinds }, "run started");
+      ctx.logger.info(
+        { run_id: run.id, tenant_id: tenantId, source: p.name, kinds, dry_run: req.dryRun },
+        req.dryRun ? "dry run started" : "run started",
+      );
       return advanced(run.id);
     },
 

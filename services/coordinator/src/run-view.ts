@@ -13,6 +13,7 @@ import { DEFAULT_DAILY_RESET } from "@drover/providers";
 import { and, eq, sql } from "drizzle-orm";
 import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import { followView } from "./follow-view.js";
+import { dryRunReport } from "./dry-run-report.js";
 import { type Eta, estimateEta } from "./run-eta.js";
 import { type KindOutcome, kindOutcomes, type Sources } from "./run-outcomes.js";
 import { storedVerification } from "./verification-dispatch.js";
@@ -87,6 +88,7 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
   const eta =
     run.status === "running" && !run.revertsRunId ? await liveEta(q, sources, run, budget) : undefined;
   const revert = await revertInfo(q, run);
+  const report = run.dryRun ? await dryRunReport(q, sources, run, byKind, budget, slotInterval) : undefined;
   return create(RunSchema, {
     ...(revert ? { revert } : {}),
     id: run.id,
@@ -163,6 +165,8 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
     ...(run.follow
       ? { follow: followView(run.follow, TERMINAL_STATUSES.includes(run.status) ? run.finishedAt : null) }
       : {}),
+    dryRun: run.dryRun,
+    ...(report ? { dryRunReport: report } : {}),
   });
 }
 
@@ -199,7 +203,7 @@ async function liveEta(
 }
 
 /** The keeper's schedule on an account of this capacity (budget-keeper.ts intervalMs). */
-function slotInterval(capacity: number): number {
+export function slotInterval(capacity: number): number {
   const { windowMs, graceMs } = DEFAULT_BUDGET_OPTIONS;
   return capacity > 1 ? (windowMs + graceMs) / (capacity - 1) : windowMs + graceMs;
 }

@@ -82,6 +82,12 @@ export const runs = drover.table(
     revertsRunId: uuid("reverts_run_id").references((): AnyPgColumn => runs.id),
     /** A revert run started with force: other runs' links to the records it removes are cleared. */
     revertForce: boolean("revert_force").notNull().default(false),
+    /**
+     * A dry run walks the source like a real run and writes nothing to the product or the ledger:
+     * its windows are rolled back after their outcomes are counted (window-writer.ts). It holds no
+     * admission slot, so it is left out of runs_one_live_per_source.
+     */
+    dryRun: boolean("dry_run").notNull().default(false),
     /** Per-kind counts and task counts, frozen when the reaper prunes the run's tasks. */
     summary: jsonb("summary").$type<RunSummary>(),
     /**
@@ -106,7 +112,7 @@ export const runs = drover.table(
     // even when two coordinators admit at the same instant.
     uniqueIndex("runs_one_live_per_source")
       .on(t.tenantId, t.source, t.sourceAccount)
-      .where(sql`status in ${sqlList(LIVE_RUN_STATUSES)}`),
+      .where(sql`status in ${sqlList(LIVE_RUN_STATUSES)} and not dry_run`),
     check(
       "runs_source_secret_sealed",
       sql`(${t.sourceSecretCiphertext} is null) = (${t.sourceSecretKeyId} is null)`,
@@ -410,4 +416,27 @@ export const windowCommits = drover.table(
     committedAt: timestamp("committed_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [index("window_commits_run_time").on(t.runId, t.committedAt)],
+);
+
+/**
+ * What a dry run would have put in the ledger, one row per source row it would create or match:
+ * its windows are rolled back, so this is how later windows of the same dry run see parents (and
+ * persons sharing an email) that a real run would have written earlier in the run. Never read by a
+ * real run; deleted with the run.
+ */
+export const dryRunRows = drover.table(
+  "dry_run_rows",
+  {
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    kind: text("kind").notNull(),
+    sourceId: text("source_id").notNull(),
+    /** The key a later row would be matched on (a person's lower-cased email), when there is one. */
+    matchKey: text("match_key"),
+  },
+  (t) => [
+    primaryKey({ columns: [t.runId, t.kind, t.sourceId] }),
+    index("dry_run_rows_match").on(t.runId, t.kind, t.matchKey),
+  ],
 );

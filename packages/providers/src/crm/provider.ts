@@ -422,10 +422,15 @@ function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListC
  * never seen, so every message of the account is accounted for.
  */
 async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> {
+  // A dry run's deals are in the ledger only as it would have written them (its windows were
+  // rolled back): its mail walks the deals a real run would hold by now.
   const rows = await ctx.tx.execute<{ source_id: string }>(sql`
     select source_id from drover.ledger
      where tenant_id = ${ctx.run.tenantId} and source = ${ctx.run.source} and source_account = ${ctx.run.sourceAccount}
        and kind = 'deals' and action in ('created', 'matched')
+    union
+    select source_id from drover.dry_run_rows
+     where ${ctx.run.dryRun ? 1 : 0}::int = 1 and run_id = ${ctx.run.id}::uuid and kind = 'deals'
     union
     select subject_id from drover.notes
      where run_id = ${ctx.run.id}::uuid and kind = 'deals' and level = 'error' and subject_id is not null

@@ -248,6 +248,16 @@ export function parentRefs(kind: string, row: unknown): Record<string, string | 
   }
 }
 
+/** Whether the row links to any parent the run has (or, in a dry run, would have) written. */
+export function isLinked(parentsMap: ParentMap, p: Parents): boolean {
+  return (
+    parentsMap.has("deals", p.deal) ||
+    parentsMap.has("persons", p.person) ||
+    parentsMap.has("organizations", p.organization) ||
+    parentsMap.has("leads", p.lead)
+  );
+}
+
 export function linkedIds(parentsMap: ParentMap, p: Parents) {
   return {
     dealId: parentsMap.get("deals", p.deal) ?? null,

@@ -7,6 +7,7 @@ import {
   type Company,
   type Deal,
   type Email,
+  isLinked,
   type Lead,
   linkedIds,
   type Note,
@@ -97,7 +98,7 @@ export const activityKind: IndependentKind<Activity> = {
         customFields: a.customFields,
         ...links,
       },
-      ...(Object.values(links).some((v) => v !== null) ? {} : { skip: NOT_LINKED }),
+      ...(isLinked(parents, a) ? {} : { skip: NOT_LINKED }),
     };
   },
 };
@@ -109,7 +110,7 @@ export const noteKind: IndependentKind<Note> = {
     const links = linkedIds(parents, n);
     return {
       values: { content: n.content, customFields: n.customFields, ...links },
-      ...(Object.values(links).some((v) => v !== null) ? {} : { skip: NOT_LINKED }),
+      ...(isLinked(parents, n) ? {} : { skip: NOT_LINKED }),
     };
   },
 };
@@ -129,7 +130,7 @@ export const emailKind: IndependentKind<Email> = {
         body: e.body,
         sentAt: e.sentAt,
       },
-      ...(dealId === undefined ? { skip: NOT_LINKED } : {}),
+      ...(parents.has("deals", e.deal) ? {} : { skip: NOT_LINKED }),
     };
   },
 };
@@ -195,6 +196,15 @@ export function independentBatch<T>(
   };
 }
 
+/** In a dry run: whether an earlier window of it would have created a contact with this email. */
+async function wouldBeContact(tx: Tx, parents: ParentMap, email: string): Promise<boolean> {
+  if (!parents.dryRunId) return false;
+  const rows = await tx.execute(sql`
+    select 1 from drover.dry_run_rows
+     where run_id = ${parents.dryRunId}::uuid and kind = 'persons' and match_key = lower(${email}) limit 1`);
+  return rows.length > 0;
+}
+
 /**
  * A person whose email already belongs to a contact of the tenant is matched to it, not created:
  * the customer's product may already know them.
@@ -230,7 +240,10 @@ export async function writePerson(
       .where(and(eq(contacts.tenantId, tenantId), sql`lower(${contacts.email}) = lower(${p.email})`))
       .orderBy(contacts.id)
       .limit(1);
-    if (existing) return { action: "matched", recordType: "contact", recordId: existing.id };
+    if (existing)
+      return { action: "matched", recordType: "contact", recordId: existing.id, matchRule: "email" };
+    if (await wouldBeContact(tx, parents, p.email))
+      return { action: "matched", recordType: "contact", recordId: 0, matchRule: "email" };
   }
   const companyId = parents.get("organizations", p.organization) ?? null;
   const [row] = await tx
@@ -248,6 +261,7 @@ export async function writePerson(
     action: "created",
     recordType: "contact",
     recordId: row!.id,
+    ...(p.email ? { matchKey: p.email.toLowerCase() } : {}),
     // Organizations are imported in the same phase: a parent not written yet is linked at the barrier.
     ...(p.organization && companyId === null ? { pendingRefs: { organizations: p.organization } } : {}),
   };
@@ -281,6 +295,15 @@ export function personBatch(tenantId: string, parents: ParentMap): BatchWriter<P
            where tenant_id = ${tenantId} and lower(email) = any(${sql.param(keys)}::text[])
            group by lower(email)`);
         for (const f of found) known.set(f.k, Number(f.id));
+        // A dry run's earlier windows were rolled back: the contacts they would have created are
+        // found by their email among its would-be rows, with no record id (nothing is written).
+        if (parents.dryRunId) {
+          const wouldBe = await tx.execute<{ k: string }>(sql`
+            select distinct match_key as k from drover.dry_run_rows
+             where run_id = ${parents.dryRunId}::uuid and kind = 'persons'
+               and match_key = any(${sql.param(keys)}::text[])`);
+          for (const w of wouldBe) if (!known.has(w.k)) known.set(w.k, 0);
+        }
       }
       // Rows to create, and later rows of the window that share an email with one of them.
       const creating: { at: number; person: Person; companyId: number | null }[] = [];
@@ -290,7 +313,7 @@ export function personBatch(tenantId: string, parents: ParentMap): BatchWriter<P
         const key = emailKey(person);
         const matched = key === null ? undefined : known.get(key);
         if (matched !== undefined) {
-          results[at] = { action: "matched", recordType: "contact", recordId: matched };
+          results[at] = { action: "matched", recordType: "contact", recordId: matched, matchRule: "email" };
           continue;
         }
         if (key !== null && firstWithEmail.has(key)) {
@@ -322,6 +345,7 @@ export function personBatch(tenantId: string, parents: ParentMap): BatchWriter<P
             action: "created",
             recordType: "contact",
             recordId: created[k]!.id,
+            ...(person.email ? { matchKey: person.email.toLowerCase() } : {}),
             ...(person.organization && companyId === null
               ? { pendingRefs: { organizations: person.organization } }
               : {}),
@@ -330,7 +354,12 @@ export function personBatch(tenantId: string, parents: ParentMap): BatchWriter<P
       for (const { at, index } of sameAs) {
         const first = results[creating[index]!.at]!;
         if (first.action !== "created") throw new Error("a shared email's first person was not created");
-        results[at] = { action: "matched", recordType: "contact", recordId: first.recordId };
+        results[at] = {
+          action: "matched",
+          recordType: "contact",
+          recordId: first.recordId,
+          matchRule: "email",
+        };
       }
       // Catch-up rows the ledger already holds are applied to their record, one by one.
       for (const [at, row] of rows.entries())
