@@ -8,7 +8,8 @@ import { and, eq, inArray } from "drizzle-orm";
  * Admits a run and seeds its first phase (engine admitRun, one transaction). One live run per
  * tenant and source account is enforced by a partial unique index, so two coordinators admitting
  * at the same instant cannot both win; the loser answers ALREADY_EXISTS naming the run that holds
- * the slot.
+ * the slot. A dry run writes nothing and is left out of the index: it never holds the slot, and a
+ * real run of the same tenant and source starts beside it.
  */
 export async function admit(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
   try {
@@ -34,6 +35,8 @@ export async function conflict(
         eq(runs.source, scope.source),
         eq(runs.sourceAccount, scope.sourceAccount),
         inArray(runs.status, [...LIVE_RUN_STATUSES]),
+        // A dry run holds no slot (runs_one_live_per_source leaves it out): never the one named.
+        eq(runs.dryRun, false),
       ),
     );
   const other = live.find((r) => r.id !== exceptRunId);

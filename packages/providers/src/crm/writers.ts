@@ -12,6 +12,7 @@ import {
   linkedIds,
   type Note,
   type Person,
+  parentRefs,
 } from "./records.js";
 
 /**
@@ -31,6 +32,19 @@ interface Planned {
   skip?: string;
 }
 
+/**
+ * Whether, in a dry run, the row links to a parent only an earlier (rolled-back) window of the run
+ * would have written: it has no record id, so the row cannot be inserted with its link (an email's
+ * deal is required), yet a real run would create it. It is counted created without an insert; the
+ * window is rolled back either way.
+ */
+function linksToStandIn(parents: ParentMap, refs: Readonly<Record<string, string | null>>): boolean {
+  if (!parents.dryRunId) return false;
+  return Object.entries(refs).some(
+    ([kind, id]) => parents.has(kind, id) && parents.get(kind, id) === undefined,
+  );
+}
+
 type InsertTable = typeof companies | typeof deals | typeof leads | typeof activities | typeof productNotes;
 
 /**
@@ -42,17 +56,21 @@ export interface IndependentKind<T> {
   table: InsertTable | typeof emails;
   recordType: string;
   plan(row: T, parents: ParentMap): Planned;
+  /** The row's parents, by kind (records.ts parentRefs). */
+  refs(row: T): Readonly<Record<string, string | null>>;
 }
 
 export const companyKind: IndependentKind<Company> = {
   table: companies,
   recordType: "company",
+  refs: (row) => parentRefs("organizations", row),
   plan: (c) => ({ values: { name: c.name, address: c.address, customFields: c.customFields } }),
 };
 
 export const dealKind: IndependentKind<Deal> = {
   table: deals,
   recordType: "deal",
+  refs: (row) => parentRefs("deals", row),
   plan: (d, parents) => ({
     values: {
       title: d.title,
@@ -70,6 +88,7 @@ export const dealKind: IndependentKind<Deal> = {
 export const leadKind: IndependentKind<Lead> = {
   table: leads,
   recordType: "lead",
+  refs: (row) => parentRefs("leads", row),
   plan: (l, parents) => ({
     values: {
       title: l.title,
@@ -87,6 +106,7 @@ export const leadKind: IndependentKind<Lead> = {
 export const activityKind: IndependentKind<Activity> = {
   table: activities,
   recordType: "activity",
+  refs: (row) => parentRefs("activities", row),
   plan: (a, parents) => {
     const links = linkedIds(parents, a);
     return {
@@ -106,6 +126,7 @@ export const activityKind: IndependentKind<Activity> = {
 export const noteKind: IndependentKind<Note> = {
   table: productNotes,
   recordType: "note",
+  refs: (row) => parentRefs("notes", row),
   plan: (n, parents) => {
     const links = linkedIds(parents, n);
     return {
@@ -118,6 +139,7 @@ export const noteKind: IndependentKind<Note> = {
 export const emailKind: IndependentKind<Email> = {
   table: emails,
   recordType: "email",
+  refs: (e) => ({ deals: e.deal }),
   plan: (e, parents) => {
     const dealId = parents.get("deals", e.deal);
     return {
@@ -147,6 +169,8 @@ export async function writeIndependent<T>(
   const planned = kind.plan(row, parents);
   if (held) return applyToHeld(tx, kind.table, tenantId, held, kind.recordType, planned.values);
   if (planned.skip) return { action: "skipped", reason: planned.skip };
+  if (linksToStandIn(parents, kind.refs(row)))
+    return { action: "created", recordType: kind.recordType, recordId: 0 };
   const [created] = await tx
     .insert(kind.table)
     .values({ tenantId, ...planned.values } as never)
@@ -177,6 +201,8 @@ export function independentBatch<T>(
         }
         const planned = kind.plan(row.data, parents);
         if (planned.skip) results[at] = { action: "skipped", reason: planned.skip };
+        else if (linksToStandIn(parents, kind.refs(row.data)))
+          results[at] = { action: "created", recordType: kind.recordType, recordId: 0 };
         else inserts.push({ at, values: { tenantId, ...planned.values } });
       }
       if (inserts.length > 0) {
