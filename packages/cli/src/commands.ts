@@ -51,6 +51,7 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
   start    --tenant T --source crm --account A --base-url URL [--api-token T] [--kinds a,b] [--setting k=v ...]
            [--daily-share F]   the share of the account's daily budget the run may spend per day (0 < F <= 1)
            [--follow [--follow-interval S]]   after the import, a catch-up pass every S seconds (300) until complete
+           [--dry-run]         walk the source and write nothing; \`status\` then says what a real run would do and cost
   stop     RUN_ID          cancel pending tasks; running ones commit their window and end
   resume   RUN_ID          re-arm a stopped run
   retry    RUN_ID          re-arm a failed run's failed tasks
@@ -130,6 +131,7 @@ export async function runCommand(
       "daily-share": { type: "string" },
       follow: { type: "boolean", default: false },
       "follow-interval": { type: "string" },
+      "dry-run": { type: "boolean" },
       address: { type: "string" },
       token: { type: "string" },
     },
@@ -175,10 +177,12 @@ export async function runCommand(
         ...(dailyShare !== undefined ? { dailyShare } : {}),
         ...(flags.follow === true ? { follow: true } : {}),
         ...(followIntervalSeconds !== undefined ? { followIntervalSeconds } : {}),
+        ...(flags["dry-run"] === true ? { dryRun: true } : {}),
       });
       const run = response.run!;
+      const what = run.dryRun ? "dry run" : "run";
       print(
-        `started run ${run.id} (${statusName(run.status)})\nfollow it with: drover watch ${run.id}`,
+        `started ${what} ${run.id} (${statusName(run.status)})\nfollow it with: drover watch ${run.id}${run.dryRun ? `; its report: drover status ${run.id}` : ""}`,
         StartRunResponseSchema,
         response,
       );

@@ -182,11 +182,55 @@ export function etaLine(eta: NonNullable<Run["eta"]>): string {
   return `ETA: ${eta.text} (budget: ${n(eta.requestsLeft)} requests, ${n(eta.tokensLeft)} tokens${resets})`;
 }
 
+/**
+ * A dry run's report (GetRun's dry_run_report) as `status` prints it: per kind what a real run
+ * would do, the reasons it would skip or fail rows (grouped as `notes` groups them, with sample
+ * ids), and what it would cost, e.g. `a real run would cost 1,204 requests, 24,080 tokens: about 3 hours 5 minutes`.
+ */
+export function dryRunSummary(run: Run, options: { width?: number } = {}): string[] {
+  const report = run.dryRunReport;
+  if (!report) return [];
+  const n = (v: bigint) => Number(v).toLocaleString("en-US");
+  const matchedBy = (k: (typeof report.kinds)[number]) =>
+    [
+      ...Object.entries(k.matchedBy).map(([rule, c]) => `${rule} ${n(c)}`),
+      ...(k.alreadyHere > 0n ? [`ledger ${n(k.alreadyHere)}`] : []),
+    ].join(", ");
+  const resets =
+    report.dailyResets > 0 ? `, ${report.dailyResets} daily reset${report.dailyResets === 1 ? "" : "s"}` : "";
+  const reasons = report.kinds.flatMap((k) =>
+    k.reasons.map(
+      (r) =>
+        `  ${k.kind} ${r.level === "error" ? "would fail" : "would skip"} ${n(r.count)}: ${r.reason}${r.sampleSubjectIds.length > 0 ? ` (e.g. ${r.sampleSubjectIds.join(", ")})` : ""}`,
+    ),
+  );
+  return [
+    "",
+    "dry run: nothing was written; a real run would",
+    table(
+      ["kind", "create", "match", "matched by", "skip", "fail", "requests", "tokens"],
+      report.kinds.map((k) => [
+        k.kind,
+        n(k.wouldCreate),
+        n(k.wouldMatch),
+        matchedBy(k),
+        n(k.wouldSkip),
+        n(k.wouldFail),
+        n(k.requests),
+        n(k.tokens),
+      ]),
+      options,
+    ),
+    ...(reasons.length > 0 ? ["reasons:", ...reasons] : []),
+    `a real run would cost ${n(report.requests)} requests, ${n(report.tokens)} tokens: ${report.durationText} at the account's budget${resets}`,
+  ];
+}
+
 export function runSummary(run: Run, options: { width?: number; now?: number } = {}): string {
   const t = run.tasks;
   const waiting = budgetWaitLine(run, options.now ?? Date.now());
   return [
-    `run ${run.id}  ${statusName(run.status)}  tenant ${run.tenantId}  ${run.source}:${run.sourceAccount}`,
+    `${run.dryRun ? "dry run" : "run"} ${run.id}  ${statusName(run.status)}  tenant ${run.tenantId}  ${run.source}:${run.sourceAccount}`,
     `${phaseLabel(run)}  tasks: ${t?.running ?? 0} running, ${t?.pending ?? 0} pending, ${t?.succeeded ?? 0} done, ${t?.failed ?? 0} failed, ${t?.cancelled ?? 0} cancelled`,
     ...(waiting ? [waiting] : []),
     ...(run.eta && !isTerminal(run.status) ? [etaLine(run.eta)] : []),
@@ -197,6 +241,7 @@ export function runSummary(run: Run, options: { width?: number; now?: number } =
     "",
     countsTable(run, options),
     ...verificationSummary(run, options),
+    ...dryRunSummary(run, options),
   ].join("\n");
 }
 

@@ -96,6 +96,49 @@ describe("cli rendering", () => {
     );
   });
 
+  it("prints a dry run's report: what a real run would do per kind, why rows would skip or fail, and its cost", () => {
+    const dry = create(RunSchema, {
+      ...base,
+      dryRun: true,
+      dryRunReport: {
+        kinds: [
+          {
+            kind: "persons",
+            wouldCreate: 110n,
+            wouldMatch: 10n,
+            matchedBy: { email: 8n },
+            alreadyHere: 2n,
+            wouldFail: 3n,
+            reasons: [
+              {
+                level: "error",
+                kind: "persons",
+                reason: "bad email",
+                count: 3n,
+                sampleSubjectIds: ["7", "9"],
+              },
+            ],
+            requests: 6n,
+            tokens: 120n,
+          },
+        ],
+        requests: 1204n,
+        tokens: 24080n,
+        seconds: 11100n,
+        durationText: "about 3 hours 5 minutes",
+        dailyResets: 1,
+      },
+    });
+    const text = runSummary(dry);
+    expect(text).toMatch(/^dry run /);
+    expect(text).toMatch(/persons +110 +10 +email 8, ledger 2 +0 +3 +6 +120/);
+    expect(text).toContain("  persons would fail 3: bad email (e.g. 7, 9)");
+    expect(text).toContain(
+      "a real run would cost 1,204 requests, 24,080 tokens: about 3 hours 5 minutes at the account's budget, 1 daily reset",
+    );
+    expect(runSummary(run)).not.toContain("dry run");
+  });
+
   it("says what the run learned about its source, strings unquoted, and nothing when it learned nothing", () => {
     const learned = create(RunSchema, {
       ...base,

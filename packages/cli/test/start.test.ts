@@ -85,3 +85,13 @@ describe("drover complete", () => {
     expect(out.join("")).toMatch(/cutting over/);
   });
 });
+
+describe("drover start --dry-run", () => {
+  it("asks for a dry run only when told", async () => {
+    const { asked, client } = recordingClient();
+    expect(await runCommand("start", [...start, "--dry-run"], client, io, {})).toBe(0);
+    await runCommand("start", start, client, io, {});
+    expect(asked[0]).toMatchObject({ dryRun: true });
+    expect(asked[1]).not.toHaveProperty("dryRun");
+  });
+});
