@@ -81,6 +81,9 @@ export interface RunJson {
   verification: VerificationJson | null;
   /** The run succeeded or failed and its (automatic) verification is still to come. */
   verificationPending: boolean;
+  /** The run is a dry run: it wrote nothing, and `dryRun` says what a real run would do and cost. */
+  isDryRun: boolean;
+  dryRun: DryRunJson | null;
   /** What the run decided about its source once for all its tasks (GetRun's facts), for display. */
   facts: { key: string; value: string }[];
   error: string;
@@ -110,6 +113,58 @@ export interface VerificationJson {
     sampled: number;
     mismatches: string[];
   }[];
+}
+
+/** A dry run's report (GetRun's dry_run_report) in the page's terms. */
+export interface DryRunJson {
+  kinds: {
+    kind: string;
+    wouldCreate: number;
+    wouldMatch: number;
+    /** How the matches were found: a writer's rule (e.g. email) or an existing ledger row ("ledger"). */
+    matchedBy: { rule: string; count: number }[];
+    wouldSkip: number;
+    wouldFail: number;
+    reasons: NoteGroupJson[];
+    requests: number;
+    tokens: number;
+  }[];
+  requests: number;
+  tokens: number;
+  /** "about 3 days 4 hours": the real run's calls at the account's budget. */
+  durationText: string;
+  dailyResets: number;
+}
+
+function dryRunJson(run: Run): DryRunJson | null {
+  const r = run.dryRunReport;
+  if (!r) return null;
+  return {
+    kinds: r.kinds.map((k) => ({
+      kind: k.kind,
+      wouldCreate: Number(k.wouldCreate),
+      wouldMatch: Number(k.wouldMatch),
+      matchedBy: [
+        ...Object.entries(k.matchedBy).map(([rule, n]) => ({ rule, count: Number(n) })),
+        ...(k.alreadyHere > 0n ? [{ rule: "ledger", count: Number(k.alreadyHere) }] : []),
+      ],
+      wouldSkip: Number(k.wouldSkip),
+      wouldFail: Number(k.wouldFail),
+      reasons: k.reasons.map((g) => ({
+        level: g.level,
+        kind: g.kind,
+        reason: g.reason,
+        count: Number(g.count),
+        samples: [...g.sampleSubjectIds],
+      })),
+      requests: Number(k.requests),
+      tokens: Number(k.tokens),
+    })),
+    requests: Number(r.requests),
+    tokens: Number(r.tokens),
+    durationText: r.durationText,
+    dailyResets: r.dailyResets,
+  };
 }
 
 export interface NoteGroupJson {
@@ -205,7 +260,10 @@ export function runJson(run: Run, now = Date.now()): RunJson {
           })),
         }
       : null,
-    verificationPending: !run.verification && VERIFIED_AUTOMATICALLY.has(run.status),
+    // A dry run wrote nothing of its own: it is never verified.
+    verificationPending: !run.dryRun && !run.verification && VERIFIED_AUTOMATICALLY.has(run.status),
+    isDryRun: run.dryRun,
+    dryRun: dryRunJson(run),
     error: run.error,
     createdAt: iso(run.createdAt),
     startedAt: iso(run.startedAt),

@@ -376,6 +376,38 @@ class RunView {
       ),
       this.verificationProblems,
     );
+    this.dryRunSummary = h("p", { id: "dry-run-cost" });
+    this.dryRunRows = h("tbody", {});
+    this.dryRunReasons = h("ul", { id: "dry-run-reasons" });
+    this.dryRunPanel = h(
+      "section",
+      { class: "panel", id: "dry-run", hidden: true },
+      h("h2", {}, "Dry run: what a real run would do"),
+      h("p", { class: "notice" }, "Nothing was written to the product or the ledger."),
+      h(
+        "table",
+        { id: "dry-run-kinds" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            h("th", {}, "Kind"),
+            h("th", { class: "num" }, "Would create"),
+            h("th", { class: "num" }, "Would match"),
+            h("th", {}, "Matched by"),
+            h("th", { class: "num" }, "Would skip"),
+            h("th", { class: "num" }, "Would fail"),
+            h("th", { class: "num" }, "Requests"),
+            h("th", { class: "num" }, "Tokens"),
+          ),
+        ),
+        this.dryRunRows,
+      ),
+      this.dryRunReasons,
+      this.dryRunSummary,
+    );
     this.notes = h("tbody", {});
     this.root = h(
       "div",
@@ -424,6 +456,7 @@ class RunView {
         ),
         this.kinds,
       ),
+      this.dryRunPanel,
       this.verificationPanel,
       h(
         "div",
@@ -601,6 +634,8 @@ class RunView {
     );
 
     this.renderVerification(run);
+    this.renderDryRun(run);
+    this.title.textContent = `${run.isDryRun ? "Dry run" : "Run"} ${run.id}`;
     this.drawChart(run);
   }
 
@@ -619,6 +654,45 @@ class RunView {
         return onError(err);
       }
     }
+  }
+
+  /** A dry run's report: per kind what a real run would do, why rows would skip or fail, what it would cost. */
+  renderDryRun(run) {
+    const d = run.dryRun;
+    this.dryRunPanel.hidden = !d;
+    if (!d) return;
+    this.dryRunRows.replaceChildren(
+      ...d.kinds.map((k) =>
+        h(
+          "tr",
+          { "data-kind": k.kind },
+          h("td", {}, k.kind),
+          h("td", { class: "num" }, fmt(k.wouldCreate)),
+          h("td", { class: "num" }, fmt(k.wouldMatch)),
+          h("td", {}, k.matchedBy.map((m) => `${m.rule} ${fmt(m.count)}`).join(", ")),
+          h("td", { class: "num" }, fmt(k.wouldSkip)),
+          h("td", { class: "num" }, fmt(k.wouldFail)),
+          h("td", { class: "num" }, fmt(k.requests)),
+          h("td", { class: "num" }, fmt(k.tokens)),
+        ),
+      ),
+    );
+    this.dryRunReasons.replaceChildren(
+      ...d.kinds.flatMap((k) =>
+        k.reasons.map((r) =>
+          h(
+            "li",
+            {},
+            `${k.kind} ${r.level === "error" ? "would fail" : "would skip"} ${fmt(r.count)}: ${r.reason}${
+              r.samples.length > 0 ? ` (e.g. ${r.samples.join(", ")})` : ""
+            }`,
+          ),
+        ),
+      ),
+    );
+    this.dryRunSummary.textContent = `A real run would cost ${fmt(d.requests)} requests, ${fmt(d.tokens)} tokens: ${d.durationText} at the account's budget${
+      d.dailyResets > 0 ? `, ${d.dailyResets} daily reset${d.dailyResets === 1 ? "" : "s"}` : ""
+    }.`;
   }
 
   /** The finished run's check against its source; hidden while the run goes. */

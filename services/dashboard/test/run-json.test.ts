@@ -217,6 +217,59 @@ describe("the run as the page draws it", () => {
     });
   });
 
+  it("carries a dry run's report in plain numbers, matches by rule and by ledger row, and awaits no verification", () => {
+    const dry = runJson(
+      create(RunSchema, {
+        ...init,
+        status: RunStatus.SUCCEEDED,
+        dryRun: true,
+        dryRunReport: {
+          kinds: [
+            {
+              kind: "persons",
+              wouldCreate: 110n,
+              wouldMatch: 10n,
+              matchedBy: { email: 8n },
+              alreadyHere: 2n,
+              wouldSkip: 1n,
+              reasons: [{ level: "warn", kind: "persons", reason: "r", count: 1n, sampleSubjectIds: ["4"] }],
+              requests: 6n,
+              tokens: 120n,
+            },
+          ],
+          requests: 6n,
+          tokens: 120n,
+          durationText: "about 4 minutes",
+        },
+      }),
+    );
+    expect(dry.isDryRun).toBe(true);
+    expect(dry.verificationPending).toBe(false);
+    expect(dry.dryRun).toEqual({
+      kinds: [
+        {
+          kind: "persons",
+          wouldCreate: 110,
+          wouldMatch: 10,
+          matchedBy: [
+            { rule: "email", count: 8 },
+            { rule: "ledger", count: 2 },
+          ],
+          wouldSkip: 1,
+          wouldFail: 0,
+          reasons: [{ level: "warn", kind: "persons", reason: "r", count: 1, samples: ["4"] }],
+          requests: 6,
+          tokens: 120,
+        },
+      ],
+      requests: 6,
+      tokens: 120,
+      durationText: "about 4 minutes",
+      dailyResets: 0,
+    });
+    expect(runJson(run)).toMatchObject({ isDryRun: false, dryRun: null });
+  });
+
   it("offers only the steering the status allows", () => {
     expect(runJson(run).can).toEqual({ stop: false, resume: false, retry: true, redrive: true });
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).can).toEqual({
