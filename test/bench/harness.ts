@@ -52,6 +52,8 @@ export interface RunRequest {
   settings: Record<string, string>;
   /** Another source than the CRM sandbox, e.g. pg-table with its connection string as the secret. */
   source?: { name: string; baseUrl: string; apiToken: string };
+  /** A dry run (StartRunRequest.dry_run): walks the source, writes nothing. */
+  dryRun?: boolean;
 }
 
 export interface RunOutcome {
@@ -138,6 +140,7 @@ export async function openBenchCluster(spec: ClusterSpec): Promise<BenchCluster>
           apiToken: request.source?.apiToken ?? API_TOKEN,
           settings: request.settings,
         },
+        ...(request.dryRun ? { dryRun: true } : {}),
       });
       const runId = run!.id;
       // Polling the row (every 25 ms) sees the end sooner than WatchRun, and the stats must be read

@@ -6,6 +6,7 @@ import { checkServices, REPO_ROOT } from "@drover/local-cluster";
 import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
 import { crmEngineScenario } from "./crm-engine.js";
 import { dailyBudgetScenario } from "./daily-budget.js";
+import { dryRunCostScenario } from "./dry-run-cost.js";
 import { fairnessScenario } from "./fairness.js";
 import { closeOpenClusters, DATABASE_URL, NATS_URL } from "./harness.js";
 import { ledgerGrowthScenario } from "./ledger-growth.js";
@@ -45,6 +46,7 @@ const SCENARIOS: readonly Scenario[] = [
   fairnessScenario,
   smallRunScenario,
   takeoverScenario,
+  dryRunCostScenario,
 ];
 
 /** Names that select several scenarios at once. */
@@ -80,6 +82,7 @@ const FIGURE_ORDER = [
   "fairness_jain",
   "small_run_slowdown",
   "takeover_after_kill_s",
+  "dry_run_cost_error",
 ];
 
 const COUNTS = new Set([
@@ -120,6 +123,7 @@ const GOALS: readonly Goal[] = [
   { figure: "fairness_jain", op: ">=", target: 0.9 },
   { figure: "small_run_slowdown", op: "<=", target: 1.5 },
   { figure: "takeover_after_kill_s", op: "<=", target: 20 },
+  { figure: "dry_run_cost_error", op: "<=", target: 0.1 },
 ];
 
 /** Figures printed without a goal, on purpose. */
