@@ -80,11 +80,14 @@ describe("a dry run", { timeout: 120_000 }, () => {
     expect(wouldBe!.n).toBeGreaterThan(0);
   });
 
-  it("is not verified: there is nothing of its own to verify", async () => {
+  it("is not verified: there is nothing of its own to verify, and VerifyRun says so", async () => {
     await new Promise((r) => setTimeout(r, 1_500));
     const [req] = await c.database.sql<{ n: number }[]>`
       select count(*)::int as n from drover.verification_requests where run_id = ${dry.id}::uuid`;
     expect(req!.n).toBe(0);
+    const refused = await rejection(c.client.verifyRun({ runId: dry.id }));
+    expect(refused.code).toBe(Code.FAILED_PRECONDITION);
+    expect(refused.message).toContain("dry run");
   });
 
   it("reports per kind what the real run then does: would create = imported, would match, skip and fail alike", async () => {

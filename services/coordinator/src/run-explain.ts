@@ -104,6 +104,11 @@ export function runExplain(ctx: CoordinatorContext, verifications: Verifications
         );
       }
       if (run.summary) throw prunedError(run.id);
+      if (run.dryRun)
+        throw new RpcError(
+          Code.FAILED_PRECONDITION,
+          `run ${run.id} is a dry run: it wrote nothing to verify; its report is on GetRun (dry_run_report)`,
+        );
       return { verification: await verifications.onDemand(run, call) };
     },
   };
