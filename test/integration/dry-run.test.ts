@@ -124,9 +124,14 @@ describe("a dry run", { timeout: 120_000 }, () => {
       expect(errors.reduce((n, r) => n + r.count, 0n)).toBe(k.wouldFail);
       expect(errors[0]!.sampleSubjectIds.length).toBeGreaterThan(0);
     }
+    // Skips are explained: the reason group, and which parents the skipped rows miss.
     const skipping = report.kinds.filter((k) => k.wouldSkip > 0n);
-    for (const k of skipping)
+    expect(skipping.length).toBeGreaterThan(0);
+    for (const k of skipping) {
       expect(k.reasons.some((r) => r.level === "warn" && r.reason === "not linked to any record")).toBe(true);
+      const missing = Object.values(k.missingParents).reduce((n, c) => n + c, 0n);
+      expect(missing).toBeGreaterThanOrEqual(k.wouldSkip);
+    }
   });
 
   it("reports the source calls it made as the real run's cost, with a duration at the account's budget", () => {

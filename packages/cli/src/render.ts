@@ -198,12 +198,21 @@ export function dryRunSummary(run: Run, options: { width?: number } = {}): strin
     ].join(", ");
   const resets =
     report.dailyResets > 0 ? `, ${report.dailyResets} daily reset${report.dailyResets === 1 ? "" : "s"}` : "";
-  const reasons = report.kinds.flatMap((k) =>
-    k.reasons.map(
+  const missing = (k: (typeof report.kinds)[number]) =>
+    Object.keys(k.missingParents).length === 0
+      ? []
+      : [
+          `  ${k.kind} would skip for missing parents: ${Object.entries(k.missingParents)
+            .map(([parent, c]) => `${parent === "none" ? "no parent given" : parent} ${n(c)}`)
+            .join(", ")}`,
+        ];
+  const reasons = report.kinds.flatMap((k) => [
+    ...missing(k),
+    ...k.reasons.map(
       (r) =>
         `  ${k.kind} ${r.level === "error" ? "would fail" : "would skip"} ${n(r.count)}: ${r.reason}${r.sampleSubjectIds.length > 0 ? ` (e.g. ${r.sampleSubjectIds.join(", ")})` : ""}`,
     ),
-  );
+  ]);
   return [
     "",
     "dry run: nothing was written; a real run would",

@@ -118,6 +118,7 @@ describe("cli rendering", () => {
                 sampleSubjectIds: ["7", "9"],
               },
             ],
+            missingParents: { organizations: 1n },
             requests: 6n,
             tokens: 120n,
           },
@@ -133,6 +134,7 @@ describe("cli rendering", () => {
     expect(text).toMatch(/^dry run /);
     expect(text).toMatch(/persons +110 +10 +email 8, ledger 2 +0 +3 +6 +120/);
     expect(text).toContain("  persons would fail 3: bad email (e.g. 7, 9)");
+    expect(text).toContain("  persons would skip for missing parents: organizations 1");
     expect(text).toContain(
       "a real run would cost 1,204 requests, 24,080 tokens: about 3 hours 5 minutes at the account's budget, 1 daily reset",
     );

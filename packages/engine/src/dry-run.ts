@@ -14,6 +14,10 @@ import { sql } from "drizzle-orm";
 
 /** Stats key prefix of rows matched by a writer's rule: `matched_by:email`. */
 export const MATCHED_BY = "matched_by:";
+/** Stats key prefix of skipped rows by the parent kind they refer to and miss: `missing_parent:deals`. */
+export const MISSING_PARENT = "missing_parent:";
+/** A skipped row that refers to no parent at all. */
+export const NO_PARENT = "none";
 
 /** A row a dry run would have created or matched. */
 export interface WouldBeRow {

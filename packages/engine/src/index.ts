@@ -2,6 +2,8 @@ export { retryDelayMs } from "./backoff.js";
 export { resolveDeferredLinks } from "./deferred-links.js";
 export {
   MATCHED_BY,
+  MISSING_PARENT,
+  NO_PARENT,
   recordWouldBeRows,
   rolledBackInDryRun,
   type WouldBeRow,

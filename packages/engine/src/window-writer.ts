@@ -19,6 +19,8 @@ import {
 } from "@drover/provider-sdk";
 import {
   MATCHED_BY,
+  MISSING_PARENT,
+  NO_PARENT,
   recordWouldBeRows,
   rolledBackInDryRun,
   type WouldBeRow,
@@ -127,7 +129,10 @@ interface WindowTally {
   /** Rows that landed in the destination (created, matched, upserted). */
   written: number;
   notes: NoteInput[];
-  /** Matched rows by the writer's rule (e.g. email), for a dry run's report. */
+  /**
+   * Matched rows by the writer's rule (e.g. email), and skipped rows by the parent kind they miss
+   * (keys `missing_parent:<kind>`), for a dry run's report.
+   */
   matchedBy: Record<string, number>;
   /** A dry run's rows that would have been created or matched (dry-run.ts records them). */
   wouldBe: WouldBeRow[];
@@ -365,7 +370,12 @@ async function commitWindow(
       already_here: s.alreadyHere,
       skipped: s.skipped,
       failed: s.failed,
-      ...Object.fromEntries(Object.entries(tally.matchedBy).map(([rule, n]) => [`${MATCHED_BY}${rule}`, n])),
+      ...Object.fromEntries(
+        Object.entries(tally.matchedBy).map(([key, n]) => [
+          key.startsWith(MISSING_PARENT) ? key : `${MATCHED_BY}${key}`,
+          n,
+        ]),
+      ),
       ...deps.takeSourceCalls?.(),
     },
     rowsRead: s.attempted,
@@ -412,6 +422,10 @@ function tallyResult(tally: WindowTally, kind: string, sourceId: string, result:
       break;
     case "skipped":
       tally.summary.skipped++;
+      if (result.missing)
+        for (const parent of result.missing.length > 0 ? result.missing : [NO_PARENT])
+          tally.matchedBy[`${MISSING_PARENT}${parent}`] =
+            (tally.matchedBy[`${MISSING_PARENT}${parent}`] ?? 0) + 1;
       tally.notes.push({ level: "warn", kind, subjectId: sourceId, reason: result.reason });
       break;
   }

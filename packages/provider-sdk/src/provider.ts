@@ -82,7 +82,15 @@ export type RowResult =
       /** How the row was matched (e.g. "email"), for a dry run's report. */
       matchRule?: string;
     }
-  | { action: "skipped"; reason: string }
+  | {
+      action: "skipped";
+      reason: string;
+      /**
+       * The parent kinds the row refers to that are not written (none: it refers to no parent at
+       * all), counted per kind in the task's stats (`missing_parent:<kind>`) for a dry run's report.
+       */
+      missing?: string[];
+    }
   /**
    * Only without a ledger (ledger mode `none`): the row was upserted into a destination keyed by its
    * source id; `replaced` when a row with that key was already there (an earlier attempt wrote it).

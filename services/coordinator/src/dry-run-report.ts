@@ -1,5 +1,5 @@
 import type { budgets, Queryable, RunRow } from "@drover/db";
-import { MATCHED_BY } from "@drover/engine";
+import { MATCHED_BY, MISSING_PARENT } from "@drover/engine";
 import { create, type DryRunReport, DryRunReportSchema } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
@@ -30,7 +30,8 @@ export async function dryRunReport(
       select t.kind, s.key, sum(s.value::bigint)::text as n
         from drover.tasks t, jsonb_each_text(t.stats) s
        where t.run_id = ${run.id}::uuid
-         and (s.key in ('source_requests', 'source_tokens') or s.key like ${`${MATCHED_BY}%`})
+         and (s.key in ('source_requests', 'source_tokens') or s.key like ${`${MATCHED_BY}%`}
+              or s.key like ${`${MISSING_PARENT}%`})
        group by t.kind, s.key`),
     currentNoteGroups(q, sources, run, { samples: SAMPLES }),
   ]);
@@ -42,6 +43,11 @@ export async function dryRunReport(
       stats
         .filter((s) => s.kind === kind && s.key.startsWith(MATCHED_BY))
         .map((s) => [s.key.slice(MATCHED_BY.length), BigInt(s.n)]),
+    );
+    const missingParents = Object.fromEntries(
+      stats
+        .filter((s) => s.kind === kind && s.key.startsWith(MISSING_PARENT))
+        .map((s) => [s.key.slice(MISSING_PARENT.length), BigInt(s.n)]),
     );
     const matched = o?.matched ?? 0n;
     const alreadyHere = o?.alreadyHere ?? 0n;
@@ -62,6 +68,7 @@ export async function dryRunReport(
           count: g.count,
           sampleSubjectIds: g.sampleSubjectIds,
         })),
+      missingParents,
       requests: statOf(kind, "source_requests"),
       tokens: statOf(kind, "source_tokens"),
     };

@@ -124,6 +124,8 @@ export interface DryRunJson {
     /** How the matches were found: a writer's rule (e.g. email) or an existing ledger row ("ledger"). */
     matchedBy: { rule: string; count: number }[];
     wouldSkip: number;
+    /** Would-skip rows by the parent kind they miss ("none": they name no parent). */
+    missingParents: { parent: string; count: number }[];
     wouldFail: number;
     reasons: NoteGroupJson[];
     requests: number;
@@ -149,6 +151,7 @@ function dryRunJson(run: Run): DryRunJson | null {
         ...(k.alreadyHere > 0n ? [{ rule: "ledger", count: Number(k.alreadyHere) }] : []),
       ],
       wouldSkip: Number(k.wouldSkip),
+      missingParents: Object.entries(k.missingParents).map(([parent, n]) => ({ parent, count: Number(n) })),
       wouldFail: Number(k.wouldFail),
       reasons: k.reasons.map((g) => ({
         level: g.level,

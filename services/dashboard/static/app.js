@@ -677,9 +677,22 @@ class RunView {
         ),
       ),
     );
+    const missing = (k) =>
+      k.missingParents.length === 0
+        ? []
+        : [
+            h(
+              "li",
+              {},
+              `${k.kind} would skip for missing parents: ${k.missingParents
+                .map((m) => `${m.parent === "none" ? "no parent given" : m.parent} ${fmt(m.count)}`)
+                .join(", ")}`,
+            ),
+          ];
     this.dryRunReasons.replaceChildren(
-      ...d.kinds.flatMap((k) =>
-        k.reasons.map((r) =>
+      ...d.kinds.flatMap((k) => [
+        ...missing(k),
+        ...k.reasons.map((r) =>
           h(
             "li",
             {},
@@ -688,7 +701,7 @@ class RunView {
             }`,
           ),
         ),
-      ),
+      ]),
     );
     this.dryRunSummary.textContent = `A real run would cost ${fmt(d.requests)} requests, ${fmt(d.tokens)} tokens: ${d.durationText} at the account's budget${
       d.dailyResets > 0 ? `, ${d.dailyResets} daily reset${d.dailyResets === 1 ? "" : "s"}` : ""

@@ -32,6 +32,14 @@ interface Planned {
   skip?: string;
 }
 
+/** A row with nothing to link to, skipped, with the parent kinds it refers to that are not written. */
+function notLinked(parents: ParentMap, refs: Readonly<Record<string, string | null>>): RowResult {
+  const missing = Object.entries(refs)
+    .filter(([kind, id]) => id !== null && id !== "" && !parents.has(kind, id))
+    .map(([kind]) => kind);
+  return { action: "skipped", reason: NOT_LINKED, missing };
+}
+
 /**
  * Whether, in a dry run, the row links to a parent only an earlier (rolled-back) window of the run
  * would have written: it has no record id, so the row cannot be inserted with its link (an email's
@@ -168,7 +176,7 @@ export async function writeIndependent<T>(
 ): Promise<RowResult> {
   const planned = kind.plan(row, parents);
   if (held) return applyToHeld(tx, kind.table, tenantId, held, kind.recordType, planned.values);
-  if (planned.skip) return { action: "skipped", reason: planned.skip };
+  if (planned.skip) return notLinked(parents, kind.refs(row));
   if (linksToStandIn(parents, kind.refs(row)))
     return { action: "created", recordType: kind.recordType, recordId: 0 };
   const [created] = await tx
@@ -200,7 +208,7 @@ export function independentBatch<T>(
           continue;
         }
         const planned = kind.plan(row.data, parents);
-        if (planned.skip) results[at] = { action: "skipped", reason: planned.skip };
+        if (planned.skip) results[at] = notLinked(parents, kind.refs(row.data));
         else if (linksToStandIn(parents, kind.refs(row.data)))
           results[at] = { action: "created", recordType: kind.recordType, recordId: 0 };
         else inserts.push({ at, values: { tenantId, ...planned.values } });
