@@ -12,8 +12,8 @@ import {
 import { DEFAULT_DAILY_RESET } from "@drover/providers";
 import { and, eq, sql } from "drizzle-orm";
 import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
-import { followView } from "./follow-view.js";
 import { dryRunReport } from "./dry-run-report.js";
+import { followView } from "./follow-view.js";
 import { type Eta, estimateEta } from "./run-eta.js";
 import { type KindOutcome, kindOutcomes, type Sources } from "./run-outcomes.js";
 import { storedVerification } from "./verification-dispatch.js";
