@@ -10,7 +10,8 @@ import { type Harness, openClusterHarness, until, watchToEnd } from "../support/
  * about a third of the account. The import must finish over several resets with every row
  * accounted for, without a 403, without a failed task or a spent attempt, wasting at most one
  * request per worker per reset, and resuming within 10 s of each reset. Then two tenants' runs on
- * one account, with daily shares of 0.5 and 0.25, each stay within its share of every day.
+ * one account, with daily shares of 0.5 and 0.25, each stay within its share of every day; and two
+ * runs without shares, parked on the same spent day, both resume within 10 s of each reset.
  */
 const DAY_S = 30;
 const WORKERS = 2;
@@ -178,5 +179,59 @@ describe("a run that spans days", () => {
     const whole = log.find((d) => d.startedAt >= firstReset);
     expect(whole?.spentByToken["share-a-token"]).toBeGreaterThan(0);
     expect(whole?.spentByToken["share-b-token"]).toBeGreaterThan(0);
+  }, 300_000);
+  it("resumes every run parked on a spent day within 10 s of the reset, the one that parked first included", async () => {
+    const tenants = ["fair-a", "fair-b"];
+    const started = Date.now();
+    const runIds: string[] = [];
+    for (const tenantId of tenants) {
+      const { run } = await h.client.startRun({
+        tenantId,
+        source: "crm",
+        sourceAccount: ACCOUNT,
+        sourceConfig: { baseUrl: h.cluster.sandboxUrl, apiToken: `${tenantId}-token`, settings },
+      });
+      runIds.push(run!.id);
+    }
+    // Both runs need several days of this budget: they are both live through the two whole days
+    // after the first reset, parking at each day's end and resuming at the next day's start.
+    const firstReset = Math.ceil(started / (DAY_S * 1000)) * DAY_S * 1000;
+    await until(
+      "two whole days after the first reset",
+      async () => Date.now() > firstReset + 2 * DAY_S * 1000 + 500,
+      4 * DAY_S * 1000,
+    );
+    const live = await Promise.all(runIds.map(async (runId) => (await h.client.getRun({ runId })).run!));
+    for (const runId of runIds) await h.client.stopRun({ runId }).catch(() => {});
+    expect(live.map((r) => r.status)).toEqual([RunStatus.RUNNING, RunStatus.RUNNING]);
+
+    const whole = (await days()).filter(
+      (d) => d.startedAt >= firstReset && d.endsAt <= firstReset + 2 * DAY_S * 1000,
+    );
+    console.log(
+      `resumption after each reset: ${whole
+        .map(
+          (d) =>
+            `${new Date(d.startedAt).toISOString()} ${tenants
+              .map(
+                (t) =>
+                  `${t} ${(((d.firstAdmittedByToken[`${t}-token`] ?? Number.NaN) - d.startedAt) / 1000).toFixed(1)} s`,
+              )
+              .join(", ")}`,
+        )
+        .join("; ")}`,
+    );
+    expect(whole).toHaveLength(2);
+    for (const d of whole) {
+      expect(d.blocked).toBe(0);
+      for (const t of tenants) {
+        const first = d.firstAdmittedByToken[`${t}-token`];
+        expect(first, `${t} in the day from ${new Date(d.startedAt).toISOString()}`).toBeDefined();
+        expect(
+          first! - d.startedAt,
+          `${t} in the day from ${new Date(d.startedAt).toISOString()}`,
+        ).toBeLessThanOrEqual(10_000);
+      }
+    }
   }, 300_000);
 });

@@ -21,6 +21,8 @@ export interface DayLog {
   endsAt: number;
   /** The first request admitted in the day; null while none was. */
   firstAdmittedAt: number | null;
+  /** The first request admitted in the day per API token: whether every run sharing the day resumed. */
+  firstAdmittedByToken: Record<string, number>;
   admitted: number;
   /** Token units charged in the day (5xx refunded). */
   spent: number;
@@ -75,6 +77,7 @@ export class RateLimiter {
       startedAt: this.dailyResetAt - this.settings.dailyResetSeconds * 1000,
       endsAt: this.dailyResetAt,
       firstAdmittedAt: null,
+      firstAdmittedByToken: {},
       admitted: 0,
       spent: 0,
       spentByToken: {},
@@ -129,6 +132,7 @@ export class RateLimiter {
     this.spent += cost;
     const day = this.today;
     day.firstAdmittedAt ??= now;
+    day.firstAdmittedByToken[token] ??= now;
     day.admitted++;
     day.spent += cost;
     day.spentByToken[token] = (day.spentByToken[token] ?? 0) + cost;
