@@ -164,13 +164,39 @@ export async function startNatsCluster(options: {
       return false;
     }
   };
+  // Healthy nodes are not yet a JetStream cluster: a stream asking for 3 replicas is refused ("no
+  // suitable peers") until the meta leader counts the others as current peers.
+  const metaFormed = async (): Promise<boolean> => {
+    // Every running node, whichever were just (re)started: the leader may be any of them.
+    const indexes = specs.map((_, i) => i).filter(alive);
+    try {
+      const views = await Promise.all(
+        indexes.map(async (i) => {
+          const res = await fetch(`http://127.0.0.1:${specs[i]!.monitor}/jsz`, {
+            signal: AbortSignal.timeout(1_000),
+          });
+          return (await res.json()) as {
+            meta_cluster?: { leader?: string; replicas?: { name: string; current?: boolean }[] };
+          };
+        }),
+      );
+      // Only the meta leader lists the replicas it follows; every node must name the same leader.
+      const leader = views.find((v) => v.meta_cluster?.leader && v.meta_cluster.replicas !== undefined);
+      const name = leader?.meta_cluster?.leader;
+      if (!name || !views.every((v) => v.meta_cluster?.leader === name)) return false;
+      const current = (leader.meta_cluster?.replicas ?? []).filter((r) => r.current).length;
+      return current >= indexes.length - 1;
+    } catch {
+      return false;
+    }
+  };
   const untilHealthy = async (indexes: number[], timeoutMs: number) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const down = indexes.filter((i) => !alive(i));
       if (down.length > 0) throw new Error(`nats ${down.map((i) => specs[i]!.name).join(", ")} exited`);
       const states = await Promise.all(indexes.map(healthy));
-      if (states.every(Boolean)) return;
+      if (states.every(Boolean) && (await metaFormed())) return;
       if (Date.now() > deadline)
         throw new Error(
           `nats ${indexes.filter((_, k) => !states[k]).map((i) => specs[i]!.name)} not current after ${timeoutMs} ms`,
