@@ -15,8 +15,8 @@ import { type Scenario, type ScenarioContext, type ScenarioResult, scaled } from
 const WORKERS = 2;
 const LANE_WIDTH = 4;
 
-/** The demo's default account (packages/demo/src/flags.ts), with the API out of the way. */
-const DEMO_ACCOUNT = {
+/** The demo's default account sizes (packages/demo/src/flags.ts); verify-cost.ts reads the same account. */
+export const DEMO_ACCOUNT = {
   organizations: 1500,
   persons: 4000,
   deals: 3000,

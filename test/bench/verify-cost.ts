@@ -1,3 +1,4 @@
+import { DEMO_ACCOUNT } from "./crm-engine.js";
 import { openBenchCluster, untilVerified } from "./harness.js";
 import type { Scenario, ScenarioResult } from "./scenario.js";
 
@@ -12,14 +13,9 @@ import type { Scenario, ScenarioResult } from "./scenario.js";
 const WORKERS = 2;
 const LANE_WIDTH = 4;
 
-/** The demo's account at scale 1 (`pnpm demo` without flags). */
-const DEMO_ACCOUNT = {
-  organizations: 1500,
-  persons: 4000,
-  deals: 3000,
-  leads: 1000,
-  activities: 4000,
-  notes: 3000,
+/** The demo's account at scale 1 (`pnpm demo` without flags), with its faults. */
+const ACCOUNT = {
+  ...DEMO_ACCOUNT,
   "mail-per-deal-max": 3,
   "transient-error-rate": 0.002,
   "malformed-rate": 0.005,
@@ -29,9 +25,9 @@ const SIZED = ["organizations", "persons", "deals", "leads", "activities", "note
 const KINDS = [...SIZED, "mail"];
 
 function account(quick: boolean): Record<string, number> {
-  if (!quick) return { ...DEMO_ACCOUNT };
-  const out: Record<string, number> = { ...DEMO_ACCOUNT };
-  for (const kind of SIZED) out[kind] = Math.round(DEMO_ACCOUNT[kind] / 10);
+  if (!quick) return { ...ACCOUNT };
+  const out: Record<string, number> = { ...ACCOUNT };
+  for (const kind of SIZED) out[kind] = Math.round(ACCOUNT[kind] / 10);
   return out;
 }
 
