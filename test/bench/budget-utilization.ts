@@ -15,13 +15,13 @@ export const BURST_LIMIT = 20;
 export const BURST_WINDOW_MS = 2_000;
 const LANE_WIDTH = 4;
 
-/** 32 deals; under --quick 8 (two mail tasks, ~90 requests): the limit still binds, briefly. */
+/** 32 deals; under --quick 6 (two mail tasks, ~70 requests): the limit still binds, briefly. */
 export function budgetSandbox(ctx: ScenarioContext) {
   return {
     seed: 42,
     organizations: 0,
     persons: 0,
-    deals: scaled(ctx, 32, 8),
+    deals: scaled(ctx, 32, 6),
     leads: 0,
     activities: 0,
     notes: 0,

@@ -99,7 +99,40 @@ export const smallRunScenario: Scenario = {
         if (Date.now() > deadline) throw new Error("the large run did not get under way within 5 minutes");
         await sleep(100);
       }
-      const contended = await smallRun("small-contended");
+      // What the pool did meanwhile, every 100 ms: the large run's running tasks against its share
+      // and ceiling, and whether a worker said it was busy (the dispatcher then reserves shares).
+      const pool: {
+        at: number;
+        largeRunning: number;
+        share: number | null;
+        ceiling: number | null;
+        busy: boolean;
+      }[] = [];
+      let sampling = true;
+      const sampled = (async () => {
+        const t0 = Date.now();
+        while (sampling) {
+          const [p] = await bench.database.sql<
+            { running: number; share: number | null; ceiling: number | null; busy: boolean }[]
+          >`
+            select (select count(*)::int from drover.tasks where run_id = r.id and status = 'running') as running,
+                   r.fair_share as share, r.share_ceiling as ceiling,
+                   (select coalesce(bool_or(busy), false) from drover.workers where expires_at > now()) as busy
+              from drover.runs r where r.id = ${largeId}::uuid`;
+          pool.push({
+            at: (Date.now() - t0) / 1000,
+            largeRunning: p!.running,
+            share: p!.share,
+            ceiling: p!.ceiling,
+            busy: p!.busy,
+          });
+          await sleep(100);
+        }
+      })();
+      const contended = await smallRun("small-contended").finally(() => {
+        sampling = false;
+      });
+      await sampled;
       const [largeState] = await bench.database.sql<{ status: string; rows: number }[]>`
         select r.status, (select coalesce(sum(rows), 0)::int from drover.window_commits w where w.run_id = r.id) as rows
           from drover.runs r where r.id = ${largeId}::uuid`;
@@ -148,6 +181,7 @@ export const smallRunScenario: Scenario = {
           aloneTasks: await split(alone.run.id),
           contendedTasks: await split(contended.run.id),
           largeRowsWhenSmallEnded: largeState!.rows,
+          poolDuringContendedRun: pool,
           largeRows,
           logs: bench.cluster.logDir,
         },

@@ -8,10 +8,11 @@ import { openBenchCluster, untilVerified } from "./harness.js";
  * Where the streamed table copy's time goes, measured so that a loaded machine does not skew it:
  * CPU seconds (utime + stime from /proc) per 1,000 rows of the workers, the coordinator, this
  * process and the Postgres backends of the source and product databases (per application_name),
- * and, given the server's log file (PROFILE_SERVER_LOG; the databases are set to log_statement =
- * all, the workers restarted to pick it up), statements per 1,000 rows by their first words, for the
+ * and, given the server's log file (PROFILE_SERVER_LOG; the databases are set to
+ * log_min_duration_statement = 0, the workers restarted to pick it up), statements per 1,000 rows and their time by their first words, for the
  * binary COPY pipe and for Drover's streamed run (2 workers x lane 4, as the bench) over the same
- * rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes.
+ * rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes, PROFILE_WORKERS /
+ * PROFILE_LANE the cluster's workers and lane width; PROFILE_KEY_ORDER=1 stores the source in key order.
  *
  *   cd test && PROFILE_ROWS=100000 node --import tsx --conditions=@drover/source bench/table-profile.ts
  */
@@ -78,22 +79,34 @@ function logOffset(): number {
   return LOG ? statSync(LOG).size : 0;
 }
 
-/** Statements the server logged for `db` since `from`, grouped by their first words. */
-function statements(from: number, db: string): { total: number; kinds: Record<string, number> } {
+/**
+ * Statements the server logged for `db` since `from` (log_min_duration_statement = 0: one line per
+ * statement with its duration, parse and bind steps included), counted and timed by their first words.
+ */
+function statements(
+  from: number,
+  db: string,
+): { total: number; kinds: Record<string, { n: number; ms: number }> } {
   if (!LOG) return { total: 0, kinds: {} };
   const text = readFileSync(LOG, "utf8").slice(from);
-  const kinds: Record<string, number> = {};
+  const kinds: Record<string, { n: number; ms: number }> = {};
   let total = 0;
   // A statement of several lines continues on lines without the log's prefix.
   const entries = text.split(/\n(?=\d{4}-\d\d-\d\d \d\d:)/);
   for (const entry of entries) {
     if (!entry.includes(`@${db} `)) continue;
-    const m = /LOG: {2}(?:statement|execute [^:]*): ([\s\S]*)$/.exec(entry);
+    const m = /LOG: {2}duration: ([\d.]+) ms {2}(statement|execute|parse|bind)[^:]*: ([\s\S]*)$/.exec(entry);
     if (!m) continue;
-    total++;
-    const words = m[1]!.trim().replace(/\s+/g, " ").split(" ").slice(0, 4).join(" ").slice(0, 50);
-    kinds[words] = (kinds[words] ?? 0) + 1;
+    const words = m[3]!.trim().replace(/\s+/g, " ").split(" ").slice(0, 4).join(" ").slice(0, 50);
+    const kind = kinds[words] ?? { n: 0, ms: 0 };
+    kinds[words] = kind;
+    kind.ms += Number(m[1]);
+    if (m[2] === "statement" || m[2] === "execute") {
+      total++;
+      kind.n++;
+    }
   }
+  for (const k of Object.values(kinds)) k.ms = Math.round(k.ms);
   return { total, kinds };
 }
 
@@ -102,8 +115,8 @@ const per1k = (x: number, rows: number) => Number(((x * 1000) / rows).toFixed(4)
 async function main() {
   const bench = await openBenchCluster({
     name: "table-profile",
-    workers: 2,
-    laneWidth: 4,
+    workers: Number(process.env.PROFILE_WORKERS ?? 2),
+    laneWidth: Number(process.env.PROFILE_LANE ?? 4),
     sandbox: { ...EMPTY_CRM_SANDBOX },
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
   });
@@ -124,6 +137,12 @@ async function main() {
       to: new Date(to),
       seed: "bench",
     });
+    // An event log appended as events happen is stored in its keys' order; the generator's rows are
+    // in random order. PROFILE_KEY_ORDER=1 rewrites the source in key order to tell the two apart.
+    if (process.env.PROFILE_KEY_ORDER === "1") {
+      await source.sql`cluster bench_source.room_events using room_events_pkey`;
+      await source.sql`analyze bench_source.room_events`;
+    }
     await sql`create schema bench_source`;
     await sql.unsafe(
       "create table bench_source.room_events (id text primary key, room_id uuid not null, data jsonb not null)",
@@ -132,7 +151,7 @@ async function main() {
     await source.sql`select count(*), sum(length(data::text)) from bench_source.room_events`;
     const dbs = [bench.testDb.name, source.name];
     if (LOG) {
-      for (const db of dbs) await admin.unsafe(`alter database "${db}" set log_statement = 'all'`);
+      for (const db of dbs) await admin.unsafe(`alter database "${db}" set log_min_duration_statement = 0`);
       // Workers connected before the setting: start fresh ones.
       for (const w of [...bench.cluster.workers]) await w.stop();
       await bench.cluster.addWorker();

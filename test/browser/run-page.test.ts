@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "@drover/local-cluster";
 import { RunStatus } from "@drover/proto";
+import { sql } from "drizzle-orm";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, openClusterHarness, until } from "../support/cluster-harness.js";
@@ -211,6 +212,122 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
       verification!.ok ? /^Passed: / : /^(Found problems|Could not finish)/,
     );
     expect(await page.locator("#verification-kinds tbody tr").count()).toBe(verification!.kinds.length);
+    expect(problems).toEqual([]);
+  });
+
+  it("reverts a run from its page: the refusal names the later run, force goes on, and the revert run shows its progress per kind", async () => {
+    const tenantId = "browser-revert";
+    const start = async () =>
+      (
+        await h.client.startRun({
+          tenantId,
+          source: "crm",
+          sourceAccount: "revert-account",
+          sourceConfig: {
+            baseUrl: h.cluster.sandboxUrl,
+            apiToken: "browser-token",
+            settings: { pageSize: "50" },
+          },
+          kinds: ["organizations", "persons"],
+        })
+      ).run!.id;
+    const stop = async (runId: string) => {
+      await h.client.stopRun({ runId });
+      return until(
+        `run ${runId} to stop`,
+        async () => ((await h.client.getRun({ runId })).run!.status === RunStatus.STOPPED ? true : undefined),
+        60_000,
+      );
+    };
+    const created = async (runId: string, kind: string) => {
+      const [row] = await h.database.db.execute<{ n: number }>(sql`
+        select count(*)::int as n from drover.ledger where run_id = ${runId}::uuid and kind = ${kind} and action = 'created'`);
+      return row!.n;
+    };
+    // Run A imports some organizations and persons and is stopped; run B, later, creates persons
+    // in organizations A created: reverting A would leave B's contacts pointing at nothing.
+    const a = await start();
+    await until(
+      "run A to create organizations and persons",
+      async () =>
+        (await created(a, "organizations")) > 0 && (await created(a, "persons")) > 0 ? true : undefined,
+      60_000,
+    );
+    await stop(a);
+    const b = await start();
+    await until(
+      "run B to link a contact to a company run A created",
+      async () => {
+        const [row] = await h.database.db.execute<{ n: number }>(sql`
+          select count(*)::int as n from drover.ledger p
+            join app.contacts c on c.company_id = p.record_id
+            join drover.ledger o on o.record_type = 'contact' and o.record_id = c.id and o.run_id = ${b}::uuid
+           where p.run_id = ${a}::uuid and p.action = 'created' and p.record_type = 'company'`);
+        return row!.n > 0 ? true : undefined;
+      },
+      90_000,
+    );
+    await stop(b);
+
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    const problems: string[] = [];
+    page.on("pageerror", (err) => problems.push(err.message));
+    await enterKey(page, h.cluster.adminToken);
+    await page.goto(`${h.cluster.dashboardUrl}#/runs/${a}`);
+    await page.locator("#run-status[data-status=stopped]").waitFor({ timeout: 30_000 });
+    // The action asks first; Cancel changes nothing.
+    await page.locator("#revert").click();
+    await page.locator("#revert-confirm").waitFor();
+    expect(await page.locator("#revert-confirm").textContent()).toContain("Records it matched");
+    await page.locator("#revert-cancel").click();
+    expect(await page.locator("#revert-confirm").isHidden()).toBe(true);
+    // Without force: refused, the coordinator's sentence shown, and run B linked.
+    await page.locator("#revert").click();
+    await page.locator("#revert-go").click();
+    await page.locator("#revert-refusal").waitFor();
+    expect(await page.locator("#revert-refusal").textContent()).toMatch(/depend on records run .* created/);
+    expect(await page.locator(`#revert-runs a[href="#/runs/${b}"]`).count()).toBe(1);
+    expect((await h.client.getRun({ runId: a })).run!.revert).toBeUndefined();
+    // With force: the revert run starts and its page opens.
+    await page.locator("#revert-force").check();
+    await page.locator("#revert-go").click();
+    await page.waitForURL((url) => url.hash.startsWith("#/runs/") && !url.hash.includes(a), {
+      timeout: 30_000,
+    });
+    const revertId = decodeURIComponent(new URL(page.url()).hash.slice("#/runs/".length));
+    await page.locator("#run-status[data-status=succeeded]").waitFor({ timeout: 90_000 });
+    expect(await page.locator("h1").last().textContent()).toBe(`Revert run ${revertId}`);
+    expect(await page.locator("#run-revert").textContent()).toContain(`Revert of run ${a} (forced`);
+    expect(await page.locator("#kinds-panel").isHidden()).toBe(true);
+    // Per kind, in the order the revert goes (later phases first), the page's counts are the run's.
+    const { run: done } = await h.client.getRun({ runId: revertId });
+    const kinds = done!.revert!.kinds;
+    expect(kinds.map((k) => k.kind)).toEqual(["organizations", "persons"]);
+    await page.waitForFunction(
+      (n) =>
+        [...(globalThis as unknown as InPage).document.querySelectorAll("#revert-kinds tbody tr")].length ===
+        n,
+      kinds.length,
+    );
+    for (const k of kinds) {
+      const cells = await page.locator(`#revert-kinds tr[data-kind="${k.kind}"] td.num`).allTextContents();
+      expect(cells.map((c) => Number(c.replace(/,/g, "")))).toEqual([
+        Number(k.removed),
+        Number(k.gone),
+        Number(k.kept),
+        Number(k.total),
+      ]);
+    }
+    expect(Number(done!.revert!.removed)).toBeGreaterThan(0);
+    expect(await page.locator("#revert-summary").textContent()).toMatch(/records removed/);
+    // What force cleared is noted on the revert run, grouped under Reasons.
+    expect(await page.locator("#notes tbody").textContent()).toContain("forced: cleared");
+    // A revert run is not itself revertable; the reverted run names its revert and offers no second one.
+    expect(await page.locator("#revert").isHidden()).toBe(true);
+    await page.locator(`#run-revert a[href="#/runs/${a}"]`).click();
+    await page.locator(`#run-revert a[href="#/runs/${revertId}"]`).waitFor({ timeout: 30_000 });
+    expect(await page.locator("#run-revert").textContent()).toContain(`Reverted by run ${revertId}`);
+    expect(await page.locator("#revert").isHidden()).toBe(true);
     expect(problems).toEqual([]);
   });
 

@@ -156,6 +156,41 @@ export interface ChaosReport {
   artifact: string;
 }
 
+/**
+ * What every scenario's checks must read, whatever its faults: nothing lost, duplicated, invented or
+ * written twice, every malformed row failed with its reason, and verification clean.
+ */
+export const EXACT: Omit<ChaosReport["checks"], "natsStoreKept"> = {
+  runSucceeded: true,
+  lost: 0,
+  notReached: 0,
+  duplicated: 0,
+  unexpected: 0,
+  malformedNotFailed: 0,
+  malformedWithoutReason: 0,
+  rewritten: 0,
+  verificationMismatches: 0,
+  verificationOk: true,
+};
+
+/** A nemesis for a NATS cluster: it kills and restarts nodes at these points and does nothing else. */
+export function natsNodeNemesis(
+  killNatsNodeAt: [number, number][],
+  restartNatsNodeAt: [number, number][] = [],
+): ChaosOptions["nemesis"] {
+  return {
+    workerKills: null,
+    killLeaderAt: [],
+    restartNatsAt: [],
+    natsDownMs: 0,
+    terminateDbAt: [],
+    pauseWorkerAt: null,
+    killNatsNodeAt,
+    restartNatsNodeAt,
+    pauseForMs: 0,
+  };
+}
+
 /** mulberry32: small, seeded, good enough to pick faults. */
 export function rng(seed: number): () => number {
   let a = seed >>> 0;

@@ -15,10 +15,13 @@ import {
  * Re-drive by reason: a first run against a sandbox that malforms a tenth of the rows, then the
  * same account (same seed) served clean, and RetryRun with one reason group. Requests are counted
  * at the source by a proxy on the run's source address; product rows and the run's counts are
- * compared before and after.
+ * compared before and after. The account's mail list does not carry bodies (fetch mode: one GET per
+ * message), so a mail re-drive shows both its list and its body requests.
  */
 
 const SEED = 4242;
+/** Bodies only by one GET per message, as before 2026: the mail phase's (and a mail re-drive's) costliest mode. */
+const FETCH_MODE = { listIncludeBody: 0 };
 const TABLES: Record<string, string> = {
   organizations: "companies",
   persons: "contacts",
@@ -42,7 +45,7 @@ let proxy: Server | undefined;
 const log: Logged[] = [];
 
 beforeAll(async () => {
-  c = await startCluster({ sandbox: { seed: SEED, malformedRate: 0.1 }, workers: 1 });
+  c = await startCluster({ sandbox: { seed: SEED, malformedRate: 0.1, ...FETCH_MODE }, workers: 1 });
 });
 afterAll(async () => {
   await new Promise((resolve) => (proxy ? proxy.close(resolve) : resolve(undefined)));
@@ -58,7 +61,7 @@ afterAll(async () => {
 async function serveFixedAccount(): Promise<void> {
   const port = c.sandbox.port;
   await c.sandbox.close();
-  clean = await startSandbox({ ...SMALL_ACCOUNT, seed: SEED });
+  clean = await startSandbox({ ...SMALL_ACCOUNT, seed: SEED, ...FETCH_MODE });
   const target = new URL(clean.url);
   proxy = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://x");
@@ -124,6 +127,26 @@ async function slotsOf(kind: string, ids: readonly string[]): Promise<Map<string
 }
 
 /**
+ * The source was asked for exactly these rows: a hundred a request on a v2 list's `ids` filter
+ * (what it leaves out, an archived deal, by id), one GET by id on a v1 kind.
+ */
+function askedById(requests: readonly Logged[], kind: string, ids: readonly string[]): void {
+  const batched = requests.filter((r) => r.params.has("ids"));
+  const single = requests.filter((r) => !r.params.has("ids"));
+  for (const r of batched) expect(r.path).toBe(`/api/v2/${kind}`);
+  const byId = single.map((r) => {
+    const m = new RegExp(`^/(?:v1|api/v2)/${kind}/([^/]+)$`).exec(r.path);
+    expect(m, `${r.method} ${r.path} reads one row of ${kind}`).not.toBeNull();
+    return decodeURIComponent(m![1]!);
+  });
+  expect(new Set(byId).size).toBe(byId.length);
+  const asked = new Set([...batched.flatMap((r) => r.params.get("ids")!.split(",")), ...byId]);
+  expect([...asked].sort()).toEqual([...ids].sort());
+  if (V2_KINDS.includes(kind)) expect(batched).toHaveLength(Math.ceil(ids.length / 100));
+  else expect(single).toHaveLength(ids.length);
+}
+
+/**
  * Re-drives `filter` on the run, whose rows of `kind` are `ids`, and checks what it did: the source
  * asked for exactly those rows, the ledger and product tables changed by those rows only, and the
  * run's counts moved each from its old outcome to its new one. Waits for the finish's verification
@@ -134,6 +157,7 @@ async function redriveAndCheck(
   filter: { kind?: string; reason?: string; sourceIds?: string[] },
   kind: string,
   ids: readonly string[],
+  checkRequests: (requests: readonly Logged[], kind: string, ids: readonly string[]) => void = askedById,
 ): Promise<{ before: Map<string, string>; after: Map<string, string> }> {
   const tablesBefore = await tableCounts("redrive");
   const ledgerBefore = await ledgerCount(runId);
@@ -148,23 +172,12 @@ async function redriveAndCheck(
   const finishedAt = timestampDate(after.finishedAt!);
   await untilVerified(runId, finishedAt);
 
-  // The source was asked for exactly these rows: a hundred a request on a v2 list's `ids` filter
-  // (what it leaves out, an archived deal, by id), one GET by id on a v1 kind. Requests after the
-  // finish are its verification's.
-  const requests = log.slice(logged).filter((r) => r.at <= finishedAt.getTime());
-  const batched = requests.filter((r) => r.params.has("ids"));
-  const single = requests.filter((r) => !r.params.has("ids"));
-  for (const r of batched) expect(r.path).toBe(`/api/v2/${kind}`);
-  const byId = single.map((r) => {
-    const m = new RegExp(`^/(?:v1|api/v2)/${kind}/([^/]+)$`).exec(r.path);
-    expect(m, `${r.method} ${r.path} reads one row of ${kind}`).not.toBeNull();
-    return decodeURIComponent(m![1]!);
-  });
-  expect(new Set(byId).size).toBe(byId.length);
-  const asked = new Set([...batched.flatMap((r) => r.params.get("ids")!.split(",")), ...byId]);
-  expect([...asked].sort()).toEqual([...ids].sort());
-  if (V2_KINDS.includes(kind)) expect(batched).toHaveLength(Math.ceil(ids.length / 100));
-  else expect(single).toHaveLength(ids.length);
+  // Requests after the finish are its verification's.
+  checkRequests(
+    log.slice(logged).filter((r) => r.at <= finishedAt.getTime()),
+    kind,
+    ids,
+  );
 
   // Each row has one ledger slot now; only rows that had none added one, and only rows created
   // now added a product record, of this kind's table alone.
@@ -209,6 +222,16 @@ const noted = async (runId: string, level: string, kind: string, reason?: string
        where run_id = ${runId}::uuid and level = ${level} and kind = ${kind}
          ${reason === undefined ? c.database.sql`` : c.database.sql`and reason = ${reason}`}`
   ).map((r) => r.subject_id);
+
+/** The deals of the tasks whose notes about these messages hold: where a mail re-drive lists them again. */
+async function notingDeals(runId: string, ids: readonly string[]): Promise<Set<string>> {
+  const rows = await c.database.sql<{ deals: string[] }[]>`
+    select distinct on (n.subject_id) t.cursor -> 'deals' as deals
+      from drover.notes n join drover.tasks t on t.id = n.task_id
+     where n.run_id = ${runId}::uuid and n.kind = 'mail' and n.subject_id = any(${ids as string[]}::text[])
+     order by n.subject_id, n.id desc`;
+  return new Set(rows.flatMap((r) => r.deals));
+}
 
 const skippedBy = async (runId: string, kind: string): Promise<string[]> =>
   (
@@ -275,6 +298,50 @@ describe("RetryRun with a filter (re-drive)", { timeout: 240_000 }, () => {
     );
     const taken = skipped.filter((id) => byIds.after.get(id) === "created");
     expect(taken.length, "skipped activities whose parent is imported now").toBeGreaterThan(0);
+
+    // Mail, read by listing: a message's GET names no deal, so the deals of the task that noted it
+    // are listed again, and only the messages asked for get their body (one GET each in fetch
+    // mode). Malformed messages are imported now; those skipped under a deal that failed and is
+    // imported now are taken over.
+    const failedMail = await noted(first.id, "error", "mail");
+    const heldMail = await slotsOf("mail", failedMail);
+    const openMail = [
+      ...failedMail.filter((id) => !heldMail.has(id)),
+      ...(await skippedBy(first.id, "mail")),
+    ];
+    expect(failedMail.length, "malformed messages").toBeGreaterThan(0);
+    const units = await notingDeals(first.id, openMail);
+    const byMail = await redriveAndCheck(first.id, { kind: "mail" }, "mail", openMail, (requests) => {
+      const listed = requests.map((r) => /^\/v1\/deals\/(\d+)\/mailMessages$/.exec(r.path)?.[1]);
+      const bodies = requests.map((r) => /^\/v1\/mailbox\/mailMessages\/(\d+)$/.exec(r.path)?.[1]);
+      for (const [i, r] of requests.entries())
+        expect(
+          listed[i] ?? bodies[i],
+          `${r.method} ${r.path} lists a deal's mail or reads a body`,
+        ).toBeDefined();
+      // Only the noting tasks' deals are listed, none of them twice.
+      const deals = listed.filter((d) => d !== undefined);
+      expect(new Set(deals).size).toBe(deals.length);
+      for (const d of deals) expect(units.has(d!), `deal ${d} held a message asked for`).toBe(true);
+      expect(
+        requests.every((r) => !/^\/v1\/deals\//.test(r.path) || r.params.get("include_body") === null),
+        "fetch mode: the list is not asked for bodies",
+      ).toBe(true);
+      const fetched = bodies.filter((b) => b !== undefined);
+      expect([...fetched].sort()).toEqual([...openMail].sort());
+    });
+    expect(
+      failedMail.every((id) => byMail.after.get(id) === "created"),
+      "every malformed message is imported",
+    ).toBe(true);
+    const linked = await c.database.sql<{ n: number }[]>`
+      select count(*)::int as n from app.emails e join drover.ledger l on l.record_id = e.id
+       where l.tenant_id = 'redrive' and l.kind = 'mail' and l.record_type = 'email'
+         and l.source_id = any(${failedMail}::text[]) and e.deal_id is not null and e.body is not null`;
+    expect(
+      linked[0]!.n,
+      "re-driven messages are linked to their deal, with a body where one exists",
+    ).toBeGreaterThan(0);
   });
 
   it("refuses a filter it cannot serve, saying why", async () => {
@@ -285,9 +352,6 @@ describe("RetryRun with a filter (re-drive)", { timeout: 240_000 }, () => {
     expect(notAKind.message).toContain('kind "widgets" is not a kind of run');
     const pass = await rejection(c.client.retryRun({ runId, kind: "catch-up" }));
     expect(pass.code).toBe(Code.INVALID_ARGUMENT);
-    const mail = await rejection(c.client.retryRun({ runId, kind: "mail" }));
-    expect(mail.code).toBe(Code.FAILED_PRECONDITION);
-    expect(mail.message).toContain("mail rows cannot be read again by id");
     const unknownIds = await rejection(c.client.retryRun({ runId, sourceIds: ["999999"] }));
     expect(unknownIds.code).toBe(Code.FAILED_PRECONDITION);
     expect(unknownIds.message).toContain("source ids 999999");

@@ -75,8 +75,15 @@ async function expectAccounted(tenantId: string, since: Date, last: Run): Promis
 }
 
 async function runningTasks(runId: string) {
-  return h.database.db.execute<{ id: string; locked_by: string; processed_offset: number; kind: string }>(sql`
-    select id, locked_by, processed_offset, kind from drover.tasks where run_id = ${runId}::uuid and status = 'running'`);
+  return h.database.db.execute<{
+    id: string;
+    locked_by: string;
+    processed_offset: number;
+    rows_read: string;
+    kind: string;
+  }>(sql`
+    select id, locked_by, processed_offset, rows_read, kind from drover.tasks
+     where run_id = ${runId}::uuid and status = 'running'`);
 }
 
 async function faults(query: string): Promise<void> {
@@ -88,9 +95,14 @@ describe("runs that survive", () => {
   it("SIGKILL a worker mid-task: another resumes from the checkpoint and no row is written twice", async () => {
     const { runId, tenantId, since } = await startRun();
     // Freeze the worker first, then make sure its task is still mid-way under its claim before the
-    // kill: a task that finished between the look and the kill would prove nothing.
+    // kill: a task that finished between the look and the kill would prove nothing. Mid-way is any
+    // time after its first committed window (rows_read counts them), not only inside a page
+    // (processed_offset > 0): a task walks many pages, and between two of them its offset is 0 with
+    // its cursor on the next page, so at a quick pace the look could miss every in-page moment.
     const victim = await until("a task past its first window, frozen mid-way", async () => {
-      const candidate = (await runningTasks(runId)).find((t) => t.processed_offset > 0);
+      const candidate = (await runningTasks(runId)).find(
+        (t) => t.processed_offset > 0 || Number(t.rows_read) > 0,
+      );
       if (!candidate) return undefined;
       const holder = h.cluster.workers.find((w) => w.name === candidate.locked_by.split("/")[0]);
       if (!holder) return undefined;

@@ -248,10 +248,24 @@ export function runSummary(run: Run, options: { width?: number; now?: number } =
     ...followLines(run),
     ...revertLines(run),
     "",
-    countsTable(run, options),
+    // A revert run imports nothing: its table is what it removed.
+    run.revert?.reverts ? revertTable(run, options) : countsTable(run, options),
     ...verificationSummary(run, options),
     ...dryRunSummary(run, options),
   ].join("\n");
+}
+
+/**
+ * A revert run's per-kind account, in the order it goes (children first): records removed, already
+ * gone from the product, left in place (`drover notes` says why), of those the reverted run created.
+ */
+export function revertTable(run: Run, options: { width?: number } = {}): string {
+  const kinds = run.revert?.kinds ?? [];
+  return table(
+    ["kind", "removed", "already gone", "could not remove", "created by the run"],
+    kinds.map((k) => [k.kind, String(k.removed), String(k.gone), String(k.kept), String(k.total)]),
+    options,
+  );
 }
 
 /** A revert run says what it reverts and how far it got; a reverted run says by which run. */
@@ -279,7 +293,7 @@ export function followLines(run: Run): string[] {
   const passes = f.passes.slice(-5).map((p) => {
     const since = p.since ? timestampDate(p.since).toISOString() : "?";
     const state = p.finishedAt
-      ? `${p.changes} change(s)`
+      ? `${p.changes} change(s)${p.deletions > 0n ? `, ${p.deletions} of them deleted at the source` : ""}`
       : p.startsAt && timestampDate(p.startsAt).getTime() > Date.now()
         ? `due ${timestampDate(p.startsAt).toISOString()}`
         : "running";
@@ -378,6 +392,7 @@ export function progressBlock(
   clock: KindClock = new KindClock(),
   width?: number,
 ): string[] {
+  if (run.revert?.reverts) return revertProgress(run, width);
   const done = rowsDone(run);
   const seconds = Math.max(0.001, elapsedMs / 1000);
   const rate = done / seconds;
@@ -450,6 +465,33 @@ export function progressBlock(
     ];
     const chosen = layouts.map(line).find((l) => visibleLength(l) <= width) ?? line(layouts.at(-1)!);
     lines.push(fit(chosen, width), fit(`      ${counts}`, width));
+  }
+  return lines;
+}
+
+/**
+ * A revert run live: per kind (children first) how much of what the reverted run created is
+ * dealt with (removed, already gone, or left in place with a note), as a bar and counts.
+ */
+function revertProgress(run: Run, width?: number): string[] {
+  const r = run.revert!;
+  const dealt = (k: (typeof r.kinds)[number]) => Number(k.removed + k.gone + k.kept);
+  const total = r.kinds.reduce((n, k) => n + Number(k.total), 0);
+  const done = r.kinds.reduce((n, k) => n + dealt(k), 0);
+  const lines = [
+    fit(
+      `${statusName(run.status)} · revert of run ${r.reverts}${r.force ? " (forced)" : ""} · ${done}/${total} records · ${r.removed} removed, ${r.kept} could not be removed`,
+      width,
+    ),
+  ];
+  for (const k of r.kinds) {
+    const ratio = k.total > 0n ? dealt(k) / Number(k.total) : isTerminal(run.status) ? 1 : 0;
+    lines.push(
+      fit(
+        `  ${k.kind.padEnd(14)}  ${bar(ratio)}  removed ${k.removed}, already gone ${k.gone}, could not remove ${k.kept} of ${k.total}`,
+        width,
+      ),
+    );
   }
   return lines;
 }

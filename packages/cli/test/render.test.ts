@@ -173,6 +173,7 @@ describe("cli rendering", () => {
             startsAt: at("2026-01-01T01:05:00Z"),
             finishedAt: at("2026-01-01T01:05:03Z"),
             changes: 17n,
+            deletions: 4n,
           },
           { index: 2, since: at("2026-01-01T01:05:00Z"), startsAt: at("2026-01-01T01:10:00Z") },
         ],
@@ -180,9 +181,43 @@ describe("cli rendering", () => {
     });
     const text = runSummary(following);
     expect(text).toContain("follow: every 300s, until cutover (drover complete RUN_ID); replication lag 42s");
-    expect(text).toContain("  pass 1 (since 2026-01-01T01:00:00.000Z): 17 change(s)");
+    expect(text).toContain(
+      "  pass 1 (since 2026-01-01T01:00:00.000Z): 17 change(s), 4 of them deleted at the source",
+    );
     expect(text).toMatch(/ {2}pass 2 \(since 2026-01-01T01:05:00.000Z\): running/);
     expect(runSummary(run)).not.toContain("follow:");
+  });
+
+  it("shows a revert run by what it removed per kind, children first, and a reverted run by its revert", () => {
+    const reverting = create(RunSchema, {
+      ...base,
+      revert: {
+        reverts: "11111111-1111-4111-8111-111111111111",
+        force: true,
+        removed: 7n,
+        kept: 1n,
+        kinds: [
+          { kind: "deals", removed: 5n, gone: 1n, kept: 1n, total: 10n },
+          { kind: "persons", removed: 2n, gone: 0n, kept: 0n, total: 4n },
+        ],
+      },
+    });
+    const text = runSummary(reverting);
+    expect(text).toContain(
+      "revert of run 11111111-1111-4111-8111-111111111111 (forced): 7 records removed, 1 left in place",
+    );
+    expect(text).toMatch(/kind\s+removed\s+already gone\s+could not remove\s+created by the run/);
+    expect(text).toMatch(/deals\s+5\s+1\s+1\s+10/);
+    expect(text).not.toContain("imported");
+    const [header, deals, persons] = progressBlock(reverting, 1_000);
+    expect(header).toContain("revert of run 11111111-1111-4111-8111-111111111111 (forced) · 9/14 records");
+    expect(deals).toContain("removed 5, already gone 1, could not remove 1 of 10");
+    expect(persons).toContain("removed 2, already gone 0, could not remove 0 of 4");
+    const reverted = create(RunSchema, {
+      ...base,
+      revert: { revertedBy: "22222222-2222-4222-8222-222222222222" },
+    });
+    expect(runSummary(reverted)).toContain("reverted by run 22222222-2222-4222-8222-222222222222");
   });
 
   it("gives rows/s and an ETA while the run goes", () => {

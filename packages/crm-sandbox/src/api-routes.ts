@@ -1,5 +1,6 @@
-import { type Dataset, ROW_KINDS, type Row, type RowKind } from "./dataset.js";
+import { type Dataset, GENERATED_UNTIL_MS, ROW_KINDS, type Row, type RowKind } from "./dataset.js";
 import type { CallType } from "./options.js";
+import { parseTime } from "./time-format.js";
 import { TOKEN_OWNER_ID } from "./words.js";
 
 export interface ApiResult {
@@ -100,12 +101,28 @@ function listPage(
 /** Lead positions in /v1/leads (archived = false) or /v1/leads/archived, rebuilt when leads are added. */
 const leadLists = new WeakMap<Dataset, { count: number; live: Int32Array; archived: Int32Array }>();
 
+/**
+ * A v1 list's rows as 1-based ids, what a round deleted left out (Pipedrive's lists hold no
+ * deleted record): full pages still, `start` counting listed rows only. Null while nothing of the
+ * kind was deleted (every position is its id).
+ */
+function listedIds(ds: Dataset, kind: RowKind, ids: ArrayLike<number> | null): number[] | null {
+  const gone = ds.deletedByChanges(kind);
+  if (kind === "deals" || gone.length === 0) return ids ? Array.from(ids) : null;
+  const all = ids ? Array.from(ids) : Array.from({ length: ds.count(kind) }, (_, i) => i + 1);
+  return all.filter((id) => !ds.isGone(kind, id));
+}
+
 function leadPositions(ds: Dataset, archived: boolean): Int32Array {
   let lists = leadLists.get(ds);
   if (!lists || lists.count !== ds.count("leads")) {
     const live: number[] = [];
     const gone: number[] = [];
-    for (let i = 0; i < ds.count("leads"); i++) (ds.isArchived("leads", i + 1) ? gone : live).push(i);
+    for (let i = 0; i < ds.count("leads"); i++) {
+      // A deleted lead is in neither list.
+      if (ds.isGone("leads", i + 1)) continue;
+      (ds.isArchived("leads", i + 1) ? gone : live).push(i);
+    }
     lists = { count: ds.count("leads"), live: Int32Array.from(live), archived: Int32Array.from(gone) };
     leadLists.set(ds, lists);
   }
@@ -113,18 +130,58 @@ function leadPositions(ds: Dataset, archived: boolean): Int32Array {
 }
 
 function listLeads(ds: Dataset, query: URLSearchParams, archived: boolean): ApiResult {
+  // Only the live list documents updated_since; /v1/leads/archived ignores it.
+  if (!archived && query.has("updated_since")) {
+    const ids = updatedSince(ds, "leads", query, (id) => !ds.isArchived("leads", id));
+    if (typeof ids === "string") return badRequest(ids);
+    return listPage(query, ids.length, (i) => ds.rowAt("leads", (ids[i] as number) - 1), "flat");
+  }
   const positions = leadPositions(ds, archived);
   return listPage(query, positions.length, (i) => ds.rowAt("leads", positions[i] as number), "flat");
+}
+
+/**
+ * The ids a v1 list with `updated_since` holds, in id order: "only [rows] with an update_time later
+ * than or equal to this time" (GET /v1/leads and GET /v1/notes in Pipedrive's reference), deleted
+ * rows left out as every v1 list leaves them out. `start` counts these rows only.
+ */
+function updatedSince(
+  ds: Dataset,
+  kind: "leads" | "notes",
+  query: URLSearchParams,
+  inList: (id: number) => boolean = () => true,
+): number[] | string {
+  const sinceMs = parseTime(query, "updated_since");
+  if (typeof sinceMs === "string") return sinceMs;
+  // A recent bound can only match the change set: look at those ids alone.
+  const candidates =
+    sinceMs !== null && sinceMs > GENERATED_UNTIL_MS
+      ? [...new Set([...ds.editedIds(kind), ...ds.addedIds(kind)])].sort((a, b) => a - b)
+      : Array.from({ length: ds.count(kind) }, (_, i) => i + 1);
+  return candidates.filter(
+    (id) => !ds.isGone(kind, id) && inList(id) && (sinceMs === null || ds.updateTimeMs(kind, id) >= sinceMs),
+  );
 }
 
 function listActivities(ds: Dataset, query: URLSearchParams): ApiResult {
   const userId = query.get("user_id");
   // Pipedrive trap: without user_id=0, GET /v1/activities returns only the token owner's
   // activities, so a naive import silently misses everyone else's.
-  if (userId === "0") return listPage(query, ds.count("activities"), (i) => ds.rowAt("activities", i));
+  if (userId === "0") return listKind(ds, "activities", query);
   if (userId !== null && !/^[1-9]\d{0,9}$/.test(userId)) return badRequest("user_id must be an integer");
-  const ids = ds.activityIdsOf(userId === null ? TOKEN_OWNER_ID : Number(userId));
+  const ids = listedIds(
+    ds,
+    "activities",
+    ds.activityIdsOf(userId === null ? TOKEN_OWNER_ID : Number(userId)),
+  )!;
   return listPage(query, ids.length, (i) => ds.rowAt("activities", (ids[i] as number) - 1));
+}
+
+/** A kind's whole v1 list, without what was deleted. */
+function listKind(ds: Dataset, kind: RowKind, query: URLSearchParams): ApiResult {
+  const ids = listedIds(ds, kind, null);
+  if (!ids) return listPage(query, ds.count(kind), (i) => ds.rowAt(kind, i));
+  return listPage(query, ids.length, (i) => ds.rowAt(kind, (ids[i] as number) - 1));
 }
 
 const truthy = (value: string | null): boolean => value === "1" || value === "true";
@@ -194,7 +251,16 @@ export function matchApiRoute(
     if (second === undefined) {
       if (kind === "activities") return { callType: "list", run: () => listActivities(ds, query) };
       if (kind === "leads") return { callType: "list", run: () => listLeads(ds, query, false) };
-      return { callType: "list", run: () => listPage(query, ds.count(kind), (i) => ds.rowAt(kind, i)) };
+      if (kind === "notes" && query.has("updated_since"))
+        return {
+          callType: "list",
+          run: () => {
+            const ids = updatedSince(ds, "notes", query);
+            if (typeof ids === "string") return badRequest(ids);
+            return listPage(query, ids.length, (i) => ds.rowAt("notes", (ids[i] as number) - 1));
+          },
+        };
+      return { callType: "list", run: () => listKind(ds, kind, query) };
     }
     if (kind === "leads" && second === "archived" && third === undefined) {
       return { callType: "list", run: () => listLeads(ds, query, true) };

@@ -100,8 +100,10 @@ export class Dataset {
   private readonly counts: Record<RowKind, number>;
   /** When each round of changes was applied, oldest first (the first is the mid-run change set). */
   private readonly rounds: number[] = [];
-  /** Deals the rounds delete, `changeDeletes` per round in order; drawn once. */
-  private deletable: number[] | undefined;
+  /** Rows the rounds delete per kind, `changeDeletes` per round in order; drawn once. */
+  private readonly deletable = new Map<RowKind, number[]>();
+  /** Per kind, the ids the applied rounds deleted, as a set (rebuilt when a round applies). */
+  private goneSets: Map<RowKind, Set<number>> | undefined;
   private leadIndexes: Map<string, number> | undefined;
   private readonly activitiesByUser = new Map<number, Int32Array>();
 
@@ -143,10 +145,12 @@ export class Dataset {
   /**
    * The customer keeps working during a run: `changeEdits` rows per kind get a new name or title and
    * a fresh update_time, `changeAdds` rows per kind appear after the last one, and `changeDeletes`
-   * deals are deleted (status deleted, listed with status=deleted, update_time = the deletion).
+   * rows per kind are deleted: a deal keeps being listed with status=deleted (update_time = the
+   * deletion); any other row leaves every list, as Pipedrive's lists leave out what was deleted, and
+   * only a GET by id still finds it, marked deleted (a lead, which Pipedrive deletes outright: 404).
    * Applied once, unless `again` asks for another round (a customer still at work while a run
    * follows the account): each round edits the same rows again (" (edited 2)", …), adds rows of its
-   * own and deletes other deals, all at its own time. At most MAX_CHANGE_ROUNDS rounds.
+   * own and deletes other rows, all at its own time. At most MAX_CHANGE_ROUNDS rounds.
    */
   applyChanges(nowMs: number, again = false): boolean {
     if (this.rounds.length > 0 && !again) return false;
@@ -157,6 +161,7 @@ export class Dataset {
     for (const kind of ROW_KINDS)
       this.counts[kind] = this.base[kind] + this.opts.changeAdds * this.rounds.length;
     this.leadIndexes = undefined;
+    this.goneSets = undefined;
     this.activitiesByUser.clear();
     return true;
   }
@@ -168,37 +173,55 @@ export class Dataset {
   }
 
   /**
-   * Deals the rounds delete: from the last generated deal down, skipping deals already deleted,
+   * Rows the rounds delete: from the last generated row down, skipping rows already deleted,
    * archived, edited by the change set or malformed, so each change a round makes is one of a kind.
    */
-  private deletableDeals(): number[] {
-    if (!this.deletable) {
+  private deletableRows(kind: RowKind): number[] {
+    let out = this.deletable.get(kind);
+    if (!out) {
+      out = [];
       const wanted = this.opts.changeDeletes * MAX_CHANGE_ROUNDS;
-      const out: number[] = [];
-      for (let id = this.base.deals; id >= 1 && out.length < wanted; id--) {
-        const generatedDeleted = unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate;
-        if (generatedDeleted || this.isArchived("deals", id) || this.isEdited("deals", id)) continue;
-        if (this.isMalformed("deals", id)) continue;
+      for (let id = this.base[kind]; id >= 1 && out.length < wanted; id--) {
+        const generatedDeleted =
+          kind === "deals" && unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate;
+        const archived = (kind === "deals" || kind === "leads") && this.isArchived(kind, id);
+        if (generatedDeleted || archived || this.isEdited(kind, id)) continue;
+        if (this.isMalformed(kind, id)) continue;
         out.push(id);
       }
-      this.deletable = out;
+      this.deletable.set(kind, out);
     }
-    return this.deletable;
+    return out;
   }
 
-  /** The round (0-based) in which this deal was deleted; undefined when no round deleted it. */
-  private deletedRound(id: number): number | undefined {
-    if (this.opts.changeDeletes === 0 || this.rounds.length === 0 || id > this.base.deals) return undefined;
-    const at = this.deletableDeals().indexOf(id);
+  /** The round (0-based) in which this row was deleted; undefined when no round deleted it. */
+  private deletedRound(kind: RowKind, id: number): number | undefined {
+    if (this.opts.changeDeletes === 0 || this.rounds.length === 0 || id > this.base[kind]) return undefined;
+    const at = this.deletableRows(kind).indexOf(id);
     if (at < 0) return undefined;
     const round = Math.floor(at / this.opts.changeDeletes);
     return round < this.rounds.length ? round : undefined;
   }
 
-  /** Deals the applied rounds deleted, as 1-based ids. */
-  deletedByChanges(): number[] {
+  /** Rows of `kind` the applied rounds deleted, as 1-based ids (lead positions + 1). */
+  deletedByChanges(kind: RowKind = "deals"): number[] {
     if (this.opts.changeDeletes === 0) return [];
-    return this.deletableDeals().slice(0, this.opts.changeDeletes * this.rounds.length);
+    return this.deletableRows(kind).slice(0, this.opts.changeDeletes * this.rounds.length);
+  }
+
+  /**
+   * A row a round deleted that no list shows any more (every kind but deals, which stay listed
+   * with status=deleted): a GET by id still answers it, marked deleted, for 30 days.
+   */
+  isGone(kind: RowKind, id: number): boolean {
+    if (kind === "deals" || this.opts.changeDeletes === 0 || this.rounds.length === 0) return false;
+    if (!this.goneSets) this.goneSets = new Map();
+    let set = this.goneSets.get(kind);
+    if (!set) {
+      set = new Set(this.deletedByChanges(kind));
+      this.goneSets.set(kind, set);
+    }
+    return set.has(id);
   }
 
   /** When a row was last changed by a round of changes; undefined for a row no round touched. */
@@ -206,10 +229,8 @@ export class Dataset {
     if (this.rounds.length === 0) return undefined;
     const added = this.addedRound(kind, id);
     if (added !== undefined) return this.rounds[added];
-    if (kind === "deals") {
-      const deleted = this.deletedRound(id);
-      if (deleted !== undefined) return this.rounds[deleted];
-    }
+    const deleted = this.deletedRound(kind, id);
+    if (deleted !== undefined) return this.rounds[deleted];
     return this.isEdited(kind, id) ? this.rounds.at(-1) : undefined;
   }
 
@@ -240,7 +261,8 @@ export class Dataset {
   isDeletedDeal(id: number): boolean {
     if (id > this.base.deals) return false;
     return (
-      unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate || this.deletedRound(id) !== undefined
+      unit(this.seed, "deals/deleted", id) < this.opts.deletedDealRate ||
+      this.deletedRound("deals", id) !== undefined
     );
   }
 
@@ -274,6 +296,8 @@ export class Dataset {
       const round = this.rounds.length === 1 ? "" : ` ${this.rounds.length}`;
       if (this.isEdited(kind, id) && typeof row[label] === "string")
         row[label] = `${row[label]} (edited${round})`;
+      // A deleted v1 record says so by its active flag (a v2 one by is_deleted, v2-shape.ts).
+      if (this.isGone(kind, id) && "active_flag" in row) row.active_flag = false;
     }
     return this.isMalformed(kind, id) ? malform(kind, row, unit(this.seed, `${kind}/malform-how`, id)) : row;
   }
@@ -293,11 +317,14 @@ export class Dataset {
     return this.addTimeMs(kind, id, this.base[kind]);
   }
 
-  /** Looks a row up by its public id (int or lead UUID); undefined for unknown or deleted ids. */
+  /**
+   * Looks a row up by its public id (int or lead UUID); undefined for unknown ids and deleted leads
+   * (Pipedrive deletes a lead outright; other kinds are kept, marked deleted, for 30 days).
+   */
   findRow(kind: RowKind, rawId: string): Row | undefined {
     if (kind === "leads") {
       const index = this.leadIndex(rawId);
-      return index === undefined ? undefined : this.rowAt(kind, index);
+      return index === undefined || this.isGone(kind, index + 1) ? undefined : this.rowAt(kind, index);
     }
     if (!/^[1-9]\d{0,9}$/.test(rawId)) return undefined;
     const id = Number(rawId);

@@ -44,6 +44,12 @@ interface TokenState {
 }
 
 /**
+ * What the sandbox advertises for a token when its burst limit is off: Pipedrive describes a burst
+ * window on every answer, so an "unlimited" sandbox still sends one, too wide to ever be reached.
+ */
+export const UNMETERED_BURST_LIMIT = 10_000;
+
+/**
  * Pipedrive's two limits: a rolling burst window per token, counted in requests, and a daily budget
  * of token units per company, shared by all of its tokens. Budget is reserved on admission and
  * refunded when the request ends in 5xx, so failed calls cost nothing and concurrent callers cannot
@@ -128,7 +134,7 @@ export class RateLimiter {
         resetAt: this.dailyResetAt,
       };
     }
-    if (s.burstLimit > 0) state.times.push(now);
+    state.times.push(now);
     this.spent += cost;
     const day = this.today;
     day.firstAdmittedAt ??= now;
@@ -183,19 +189,16 @@ export class RateLimiter {
   private headers(state: TokenState, now: number, resetAt?: number): Record<string, string> {
     const s = this.settings;
     const headers: Record<string, string> = {};
-    if (s.burstLimit > 0) {
-      const oldest = state.times[0];
-      const leavesAt = resetAt ?? (oldest === undefined ? now + s.burstWindowMs : oldest + s.burstWindowMs);
-      const remaining = Math.max(0, s.burstLimit - state.times.length);
-      const seconds = Math.ceil((leavesAt - now) / 1000);
-      headers["x-ratelimit-limit"] = String(s.burstLimit);
-      headers["x-ratelimit-remaining"] = String(remaining);
-      headers["x-ratelimit-reset"] = String(
-        remaining === 0 || resetAt !== undefined ? Math.max(1, seconds) : seconds,
-      );
-    } else if (resetAt !== undefined) {
-      headers["x-ratelimit-reset"] = String(Math.max(1, Math.ceil((resetAt - now) / 1000)));
-    }
+    const limit = s.burstLimit > 0 ? s.burstLimit : UNMETERED_BURST_LIMIT;
+    const oldest = state.times[0];
+    const leavesAt = resetAt ?? (oldest === undefined ? now + s.burstWindowMs : oldest + s.burstWindowMs);
+    const remaining = Math.max(0, limit - state.times.length);
+    const seconds = Math.ceil((leavesAt - now) / 1000);
+    headers["x-ratelimit-limit"] = String(limit);
+    headers["x-ratelimit-remaining"] = String(remaining);
+    headers["x-ratelimit-reset"] = String(
+      remaining === 0 || resetAt !== undefined ? Math.max(1, seconds) : seconds,
+    );
     if (s.dailyBudget > 0) {
       headers["x-daily-ratelimit-token-limit"] = String(s.dailyBudget);
       headers["x-daily-ratelimit-token-remaining"] = String(Math.max(0, s.dailyBudget - this.spent));

@@ -4,6 +4,7 @@ import type { Dataset } from "./dataset.js";
 import { Faults } from "./faults.js";
 import type { ResolvedOptions } from "./options.js";
 import { RateLimiter } from "./rate-limit.js";
+import { ResponseCache, requestKey } from "./response-cache.js";
 import { StatsRecorder } from "./stats.js";
 import { kindTruth, type PartialTruth, TRUTH_KINDS, type TruthKind, type TruthKinds } from "./truth.js";
 import { matchV2Route } from "./v2-routes.js";
@@ -11,7 +12,10 @@ import { matchV2Route } from "./v2-routes.js";
 type Headers = Record<string, string>;
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Headers = {}): void {
-  const text = JSON.stringify(body);
+  sendJsonText(res, status, JSON.stringify(body), headers);
+}
+
+function sendJsonText(res: ServerResponse, status: number, text: string, headers: Headers = {}): void {
   res.writeHead(status, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
@@ -55,6 +59,8 @@ export class SandboxApp {
   readonly stats = new StatsRecorder();
   private readonly faults: Faults;
   private readonly truthCache = new Map<TruthKind, TruthKinds[TruthKind]>();
+  /** 256 MB: every page of a million-row account at 500 rows a page fits about twice over. */
+  private readonly responses = new ResponseCache(256 * 1024 * 1024);
   private readonly timers = new Set<NodeJS.Timeout>();
   private rays = 0;
   private requests = 0;
@@ -74,7 +80,10 @@ export class SandboxApp {
    */
   applyChanges(atMs = Date.now(), again = false): { applied: boolean; at: string; round: number } {
     const applied = this.dataset.applyChanges(atMs, again);
-    if (applied) this.truthCache.clear();
+    if (applied) {
+      this.truthCache.clear();
+      this.responses.clear();
+    }
     return {
       applied,
       at: new Date(this.dataset.changedAtMs ?? 0).toISOString(),
@@ -232,15 +241,23 @@ export class SandboxApp {
       const { status, contentType, body } = plan.transient;
       return sendText(res, status, contentType, body, this.limiter.headersFor(token));
     }
-    let result: ReturnType<typeof route.run>;
+    let result: { status: number; text: string };
     try {
-      result = route.run();
+      // A path the API does not know is not worth keeping (anyone can ask for any number of them).
+      const render = () => {
+        const { status, body } = route.run();
+        return { status, text: JSON.stringify(body) };
+      };
+      result =
+        route.callType === null
+          ? render()
+          : this.responses.answer(requestKey(req.method ?? "GET", url), route.run);
     } catch (error) {
       this.limiter.refund(cost, token);
       throw error;
     }
     this.stats.record(result.status, route.callType, cost, false);
-    sendJson(res, result.status, result.body, admission.headers);
+    sendJsonText(res, result.status, result.text, admission.headers);
   }
 }
 

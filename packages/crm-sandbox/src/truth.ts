@@ -13,6 +13,11 @@ export interface KindTruth {
   edited: string[];
   /** Rows the mid-run change set added. */
   added: string[];
+  /**
+   * Rows the rounds of changes deleted. They stay in `ids` (the import saw them; a GET by id still
+   * finds them, marked deleted, except a lead); only a deal stays listed (status deleted).
+   */
+  deleted: string[];
 }
 
 export interface DealsTruth extends KindTruth {
@@ -114,6 +119,7 @@ function rowTruth(ds: Dataset, kind: RowKind): KindTruth {
     orphans,
     edited: ds.editedIds(kind).map(name),
     added: ds.addedIds(kind).map(name),
+    deleted: ds.deletedByChanges(kind).map(name),
   };
 }
 
@@ -158,6 +164,7 @@ function mailTruth(ds: Dataset): MailTruth {
     orphans: [],
     edited: [],
     added: [],
+    deleted: [],
     bodyless,
     nullBodies,
     emptyBodies,

@@ -7,6 +7,7 @@ import {
   notFound,
 } from "./api-routes.js";
 import { type Dataset, GENERATED_UNTIL_MS, type Row, type RowKind } from "./dataset.js";
+import { parseTime } from "./time-format.js";
 import { firstAfter, ordering, SORT_KEYS, type SortBy } from "./v2-order.js";
 import { toV2 } from "./v2-shape.js";
 
@@ -56,15 +57,6 @@ function decodeCursor(raw: string): Cursor | undefined {
 }
 
 /** RFC 3339 as Pipedrive's v2 filters take it (`2025-01-01T10:20:00Z`, fraction and offset allowed). */
-const RFC_3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
-
-function parseTime(query: URLSearchParams, name: string): number | null | string {
-  const raw = query.get(name);
-  if (raw === null) return null;
-  const ms = RFC_3339.test(raw) ? Date.parse(raw) : Number.NaN;
-  return Number.isNaN(ms) ? `${name} must be an RFC 3339 date-time, e.g. 2025-01-01T10:20:00Z` : ms;
-}
-
 interface ListQuery {
   limit: number;
   cursor: Cursor;
@@ -130,6 +122,8 @@ function listed(ds: Dataset, kind: V2Kind, q: ListQuery, id: number, archived: b
     if (q.sinceMs !== null && updated < q.sinceMs) return undefined;
     if (q.untilMs !== null && updated >= q.untilMs) return undefined;
   }
+  // A deleted row (other than a deal) is in no list, `ids` lists included.
+  if (ds.isGone(kind, id)) return undefined;
   const row = ds.rowAt(kind, id - 1);
   if (kind === "deals") {
     if (ds.isArchived("deals", id) !== archived) return undefined;

@@ -128,6 +128,8 @@ export function toV2(ds: Dataset, kind: V2Kind, v1: Row): Row {
     visible_to: 3,
     label_ids: [],
   };
+  if (kind !== "deals" && kind !== "activities" && typeof v1.id === "number")
+    derived.is_deleted = ds.isGone(kind, v1.id);
   if (kind === "organizations") {
     derived.address = typeof v1.address === "string" ? address(v1) : v1.address;
     derived.custom_fields = ds.customFields.v2Object(kind, v1);
@@ -152,6 +154,7 @@ export function toV2(ds: Dataset, kind: V2Kind, v1: Row): Row {
     }
     derived.custom_fields = ds.customFields.v2Object(kind, v1);
   } else {
+    if (typeof v1.id === "number") derived.is_deleted = ds.isGone(kind, v1.id);
     derived.owner_id = v1.user_id;
     derived.creator_user_id = v1.user_id;
     derived.busy = false;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { UNMETERED_BURST_LIMIT } from "../src/rate-limit.js";
 import { get, sandbox } from "./helpers.js";
 
 /**
@@ -59,10 +60,12 @@ describe("burst limit", () => {
     expect((await get(s, "/v1/deals", "patient")).status).toBe(200);
   });
 
-  it("sends no limit headers when the burst limit is off", async () => {
+  it("advertises a burst window too wide to reach when the burst limit is off, as Pipedrive always describes one", async () => {
     const s = await sandbox();
     const r = await get(s, "/v1/deals");
-    expect(r.headers.get("x-ratelimit-limit")).toBeNull();
+    expect(r.headers.get("x-ratelimit-limit")).toBe(String(UNMETERED_BURST_LIMIT));
+    expect(r.headers.get("x-ratelimit-remaining")).toBe(String(UNMETERED_BURST_LIMIT - 1));
+    expect(Number(r.headers.get("x-ratelimit-reset"))).toBeLessThanOrEqual(2);
     expect(r.headers.get("x-daily-ratelimit-token-limit")).toBeNull();
   });
 });
@@ -80,8 +83,8 @@ describe("daily token budget", () => {
     const exhausted = await get(s, "/v1/deals", "c");
     expect(exhausted.status).toBe(429);
     expect(exhausted.headers.get("x-daily-ratelimit-token-remaining")).toBe("16");
-    // No header states the day's reset: the body does.
-    expect(exhausted.headers.get("x-ratelimit-reset")).toBeNull();
+    // No header states the day's reset (x-ratelimit-reset describes the burst window): the body does.
+    expect(Number(exhausted.headers.get("x-ratelimit-reset"))).toBeLessThanOrEqual(2);
     expect(Number(exhausted.headers.get("retry-after"))).toBe(1);
     const resetAt = Date.parse(/resets at (\S+)$/.exec(String(exhausted.body.error))?.[1] ?? "");
     // The day ends at the next whole hour (days are multiples of their length since the epoch).

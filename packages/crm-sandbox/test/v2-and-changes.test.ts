@@ -163,11 +163,35 @@ describe("changes during a run", () => {
     );
     for (const r of changed)
       if (truth.deals.edited.includes(String(r.id))) expect(String(r.title)).toMatch(/\(edited\)$/);
-    // v1 lists have no updated_since: the change shows in update_time.
+    // The change shows in the v1 notes' update_time, and their documented updated_since lists it alone.
     const notes = await walk(s, "/v1/notes", 500);
+    const changedNotes = sorted([...truth.notes.edited, ...truth.notes.added]);
     expect(
       notes.filter((n) => String(n.update_time) >= before.slice(0, 10)).map((n) => String(n.id)),
-    ).toEqual(sorted([...truth.notes.edited, ...truth.notes.added]));
+    ).toEqual(changedNotes);
+    expect(ids(await walk(s, `/v1/notes?updated_since=${before}`, 2))).toEqual(changedNotes);
+  });
+
+  it("v1 leads and notes honour updated_since as their reference documents it; archived leads ignore it", async () => {
+    const s = await sandbox({ seed: 4, ...SIZES, leads: 60, changeEdits: 5, changeAdds: 3 });
+    const before = new Date().toISOString();
+    const allLeads = ids(await walk(s, "/v1/leads", 500));
+    const archivedLeads = ids(await walk(s, "/v1/leads/archived", 500));
+    expect(ids(await walk(s, `/v1/leads?updated_since=${before}`, 10))).toEqual([]);
+    expect(ids(await walk(s, `/v1/leads/archived?updated_since=${before}`, 500))).toEqual(archivedLeads);
+    // A bound before every row: the whole list, in the same order.
+    expect(ids(await walk(s, "/v1/leads?updated_since=2000-01-01T00:00:00Z", 7))).toEqual(allLeads);
+    expect((await fetch(`${s.url}/__sandbox/changes`, { method: "POST" })).status).toBe(200);
+    const truth = s.truth(["leads", "notes"]).kinds;
+    const archivedNow = new Set(ids(await walk(s, "/v1/leads/archived", 500)));
+    const changedLeads = ids(await walk(s, `/v1/leads?updated_since=${before}`, 2));
+    expect(changedLeads.length).toBeGreaterThan(0);
+    expect(sorted(changedLeads)).toEqual(
+      sorted([...truth.leads.edited, ...truth.leads.added].filter((id) => !archivedNow.has(id))),
+    );
+    const bad = await get(s, "/v1/notes?updated_since=yesterday");
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toMatch(/updated_since must be an RFC 3339 date-time/);
   });
 });
 
@@ -209,6 +233,57 @@ describe("rounds of changes", () => {
   });
 });
 
+describe("rows a round deletes, other than deals", () => {
+  it("leave every list, `ids` lists included, and are answered by id as Pipedrive answers a deleted record", async () => {
+    const s = await sandbox({ seed: 6, ...SIZES, changeDeletes: 2 });
+    expect(s.applyChanges(Date.parse("2030-01-01T00:00:00Z"))).toBe(true);
+    const truth = s.truth().kinds;
+    for (const kind of ["organizations", "persons", "activities"] as const) {
+      const deleted = truth[kind].deleted;
+      expect(deleted, kind).toHaveLength(2);
+      const listed = ids(await walkCursor(s, `/api/v2/${kind}`, 50));
+      expect(
+        listed.filter((id) => deleted.includes(id)),
+        kind,
+      ).toEqual([]);
+      expect(listed.length, kind).toBe(truth[kind].ids.length - 2);
+      const byIds = await get(s, `/api/v2/${kind}?ids=${deleted.join(",")},1`);
+      expect(ids(byIds.body.data as Json[]), kind).toEqual(["1"]);
+      // Marked deleted for 30 days (DELETE "marks ... as deleted"), its update time the deletion's.
+      for (const id of deleted) {
+        const one = await get(s, `/api/v2/${kind}/${id}`);
+        expect(one.status, `${kind} ${id}`).toBe(200);
+        expect((one.body.data as Json).is_deleted, `${kind} ${id}`).toBe(true);
+        expect((one.body.data as Json).update_time).toBe("2030-01-01T00:00:00Z");
+      }
+      // A round's deletion is a change: the v2 lists' updated_since does not show it (the row is gone).
+      const changed = ids(await walkCursor(s, `/api/v2/${kind}?updated_since=2030-01-01T00:00:00Z`, 50));
+      expect(
+        changed.filter((id) => deleted.includes(id)),
+        kind,
+      ).toEqual([]);
+    }
+    // v1 notes: out of the list, full pages still; by id, the note with active_flag false.
+    const notes = ids(await walk(s, "/v1/notes", 7));
+    expect(notes).toHaveLength(truth.notes.ids.length - 2);
+    expect(notes.filter((id) => truth.notes.deleted.includes(id))).toEqual([]);
+    for (const id of truth.notes.deleted) {
+      const one = await get(s, `/v1/notes/${id}`);
+      expect(one.status).toBe(200);
+      expect((one.body.data as Json).active_flag).toBe(false);
+    }
+    // Leads are deleted outright: in neither list, and 404 by id.
+    const leads = ids([...(await walk(s, "/v1/leads", 500)), ...(await walk(s, "/v1/leads/archived", 500))]);
+    expect(leads).toHaveLength(truth.leads.ids.length - 2);
+    for (const id of truth.leads.deleted) {
+      expect(leads).not.toContain(id);
+      const one = await get(s, `/v1/leads/${id}`);
+      expect(one.status).toBe(404);
+      expect(one.body).toMatchObject({ success: false, error: "Lead not found" });
+    }
+  });
+});
+
 describe("changes after a number of requests", () => {
   it("apply by themselves once the sandbox has served that many API requests, and only once", async () => {
     const s = await sandbox({ seed: 4, ...SIZES, changeEdits: 2, changeAdds: 1, changesAfterRequests: 3 });
@@ -220,5 +295,30 @@ describe("changes after a number of requests", () => {
     expect(truth.added).toEqual(["151"]);
     expect(truth.edited).toHaveLength(2);
     expect(s.applyChanges()).toBe(false);
+  });
+});
+
+describe("answers asked again", () => {
+  it("are the same text until a round of changes applies, then the changed one; limits and counters still count each request", async () => {
+    const s = await sandbox({ seed: 6, ...SIZES, changeEdits: 300, changeAdds: 1 });
+    const pages = ["/api/v2/deals?limit=50&status=open,won,lost,deleted", "/v1/notes?limit=50&start=0"];
+    const first = await Promise.all(pages.map((p) => get(s, p)));
+    const again = await Promise.all(pages.map((p) => get(s, p)));
+    expect(again.map((r) => r.text)).toEqual(first.map((r) => r.text));
+    // The burst window's headers are the request's own, not the first answer's.
+    expect(Number(again[0]!.headers.get("x-ratelimit-remaining"))).toBeLessThan(
+      Number(first[0]!.headers.get("x-ratelimit-remaining")),
+    );
+    expect(s.applyChanges()).toBe(true);
+    const changed = await Promise.all(pages.map((p) => get(s, p)));
+    for (const [i, r] of changed.entries()) {
+      expect(r.text, pages[i]).not.toEqual(first[i]!.text);
+      const rows = r.body.data as Json[];
+      expect(
+        rows.some((row) => /\(edited\)$/.test(String(row.title ?? row.content))),
+        pages[i],
+      ).toBe(true);
+    }
+    expect(s.stats().requests).toBe(6);
   });
 });

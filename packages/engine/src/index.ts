@@ -48,6 +48,7 @@ export {
   type VerifyRunOptions,
   verifyRun,
 } from "./source-comparison.js";
+export { type ApplyDeletionsDeps, applySourceDeletions, heldSourceRows } from "./source-deletions.js";
 export {
   type AssignmentControls,
   type AssignmentOutcome,
@@ -98,6 +99,7 @@ export {
   storedVerificationJson,
   storeVerification,
   touchVerification,
+  unmarkVerificationPublished,
   VERIFICATION_MAX_ATTEMPTS,
   VERIFICATION_STALE_MS,
   type VerificationClaim,

@@ -40,3 +40,22 @@ export async function appendNotes(
   if (errors.length > 0) await insert(errors, false);
   if (others.length > 0) await insert(others, true);
 }
+
+/**
+ * The run's notes about rows of `kind` that a later window of it wrote (a re-drive of a source
+ * without a ledger, WriteOptions.settlesNotes) no longer hold. Called inside that window's
+ * transaction, before its own notes are appended: the row leaves the failed count exactly when its
+ * write commits. One probe of notes_subject per row.
+ */
+export async function settleNotes(
+  q: Queryable,
+  runId: string,
+  kind: string,
+  subjectIds: readonly string[],
+): Promise<void> {
+  if (subjectIds.length === 0) return;
+  await q.execute(sql`
+    update drover.notes set settled_at = now()
+     where kind = ${kind} and subject_id = any(${sql.param([...subjectIds])}::text[])
+       and run_id = ${runId}::uuid and settled_at is null`);
+}

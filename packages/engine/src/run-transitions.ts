@@ -276,14 +276,18 @@ export async function closeFollowPass(q: Queryable, runId: string, phase: number
     });
   }
   const open = follow.passes.at(-1)!;
-  const [changed] = await q.execute<{ changes: number | string }>(sql`
+  // Deletions (and restorations) found by the pass's sweep are changes it applied too.
+  const [changed] = await q.execute<{ changes: number | string; deletions: number | string }>(sql`
     select coalesce(sum(coalesce((t.stats ->> 'created')::bigint, 0) + coalesce((t.stats ->> 'already_here')::bigint, 0)
                       + coalesce((t.stats ->> 'matched')::bigint, 0) + coalesce((t.stats ->> 'skipped')::bigint, 0)
-                      + coalesce((t.stats ->> 'failed')::bigint, 0)), 0) as changes
+                      + coalesce((t.stats ->> 'failed')::bigint, 0) + coalesce((t.stats ->> 'deleted')::bigint, 0)
+                      + coalesce((t.stats ->> 'restored')::bigint, 0)), 0) as changes,
+           coalesce(sum(coalesce((t.stats ->> 'deleted')::bigint, 0) + coalesce((t.stats ->> 'restored')::bigint, 0)), 0) as deletions
       from drover.tasks t
      where t.run_id = ${runId}::uuid and t.phase = ${phase} and t.created_at >= ${open.seededAt}::timestamptz`);
   open.finishedAt = now;
   open.changes = Number(changed?.changes ?? 0);
+  open.deletions = Number(changed?.deletions ?? 0);
   const last = follow.cutoverAt !== null && open.startsAt >= follow.cutoverAt;
   let next: FollowPass | undefined;
   if (!last) {

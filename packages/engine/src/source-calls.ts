@@ -31,6 +31,12 @@ export class SourceCallCounter {
     });
   }
 
+  /** Puts back what a take handed to a checkpoint that was not written, for the next one to carry. */
+  restore(taken: Record<string, number>): void {
+    this.requests += taken.source_requests ?? 0;
+    this.tokens += taken.source_tokens ?? 0;
+  }
+
   /** The calls counted since the last take, as stats deltas (empty when there were none). */
   take(): Record<string, number> {
     if (this.requests === 0) return {};

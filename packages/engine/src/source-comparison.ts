@@ -223,7 +223,7 @@ async function sourceIdsOf(
 /**
  * A kind written without a ledger: nothing in drover.ledger to compare with, so the provider
  * compares its source with the destination (per slot); the rows this run noted as failed are
- * accounted for by their notes, as with a ledger.
+ * accounted for by their notes, as with a ledger, unless a re-drive wrote them since (settled_at).
  */
 async function verifyLedgerlessKind(
   db: Queryable,
@@ -238,7 +238,8 @@ async function verifyLedgerlessKind(
     throw new PermanentError(`source "${provider.name}" keeps no ledger and cannot verify a kind itself`);
   const failed = await db.execute<{ subject_id: string }>(sql`
     select distinct subject_id from drover.notes
-     where run_id = ${run.id}::uuid and kind = ${kind} and level = 'error' and subject_id is not null`);
+     where run_id = ${run.id}::uuid and kind = ${kind} and level = 'error' and subject_id is not null
+       and settled_at is null`);
   const r = await verifyKind.call(provider.verifier, ctx, kind, {
     sampleSize,
     failedIds: new Set(failed.map((f) => f.subject_id)),

@@ -26,6 +26,7 @@ import { runRevertTask } from "./revert.js";
 import { readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { SourceCallCounter } from "./source-calls.js";
+import { applySourceDeletions, heldSourceRows } from "./source-deletions.js";
 import {
   cancelPendingTask,
   claimTask,
@@ -220,6 +221,7 @@ export async function runAssignment(
   const writerDeps: WindowWriterDeps = {
     db,
     takeSourceCalls: () => calls.take(),
+    restoreSourceCalls: (taken) => calls.restore(taken),
     run: runInfo,
     task: info,
     claimToken,
@@ -257,6 +259,27 @@ export async function runAssignment(
         }),
       );
       info.cursor = cursor;
+    },
+    heldSourceRows: (kind) => heldSourceRows(db, runInfo, kind),
+    async applySourceDeletions(kind, change, cursor) {
+      const applied = await applySourceDeletions(
+        {
+          db,
+          run: runInfo,
+          taskId: info.id,
+          claimToken,
+          notesCap: deps.notesCap,
+          records: provider.productRecords,
+          windowDeadlineMs: deps.windowDeadlineMs,
+          takeSourceCalls: () => calls.take(),
+        },
+        kind,
+        change,
+        cursor,
+      );
+      info.cursor = cursor;
+      info.processedOffset = 0;
+      return applied;
     },
     resolveParents: (wanted) =>
       resolveParents(db, runInfo, wanted, runInfo.dryRun ? { dryRunId: runInfo.id } : {}),

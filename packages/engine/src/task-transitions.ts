@@ -1,6 +1,6 @@
 import type { Db, Queryable, TaskRow } from "@drover/db";
 import type { TaskSeed } from "@drover/provider-sdk";
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { toTaskRow } from "./task-row.js";
 
 /**
@@ -93,11 +93,19 @@ export function runDispatchLock(runId: string) {
   return sql`select pg_advisory_xact_lock(hashtext('drover.dispatch.run'), hashtext(${runId}))`;
 }
 
-/** Records each run's fair share as a dispatch round dealt it out (runs.fair_share). */
-export async function recordFairShares(q: Queryable, shares: ReadonlyMap<string, number>): Promise<void> {
+/**
+ * Records each run's fair share as a dispatch round dealt it out (runs.fair_share), and the
+ * ceiling above which its tasks yield unprompted while shares are reserved (runs.share_ceiling,
+ * null while they are lent).
+ */
+export async function recordFairShares(
+  q: Queryable,
+  shares: ReadonlyMap<string, number>,
+  ceiling: number | null = null,
+): Promise<void> {
   if (shares.size === 0) return;
   await q.execute(sql`
-    update drover.runs r set fair_share = s.share
+    update drover.runs r set fair_share = s.share, share_ceiling = ${ceiling}::int
       from unnest(${sql.param([...shares.keys()])}::uuid[], ${sql.param([...shares.values()])}::int[]) as s(id, share)
      where r.id = s.id and r.status = 'running'`);
 }
@@ -136,25 +144,28 @@ export async function handOnSlot(
  * must not trade it back and forth, each time fetching a page again. Read-only: the task runner
  * asks it between windows and only then tries yieldSlot, which decides under the run's lock.
  * Running tasks of a worker whose liveness record expired are not counted: they hold no slot.
+ * While the pool reserves shares (the workers are busy), a run above the share ceiling the last
+ * round recorded yields without anyone waiting: the slot stays free for a present run, and a busy
+ * worker's CPU goes to the runs within their shares.
  */
 export async function overFairShare(q: Queryable, runId: string): Promise<boolean> {
   const [row] = await q.execute<{ over: boolean }>(sql`
     with me as (
-      select r.id, r.fair_share,
+      select r.id, r.fair_share, r.share_ceiling,
              (select count(*) from drover.tasks t
                where t.run_id = r.id and t.status = 'running'
                  and (t.worker is null or exists (select 1 from drover.workers w
                                                    where w.id = t.worker and w.expires_at > now()))) as running
         from drover.runs r where r.id = ${runId}::uuid and r.status = 'running')
     select (me.fair_share is not null and me.running > me.fair_share
-            and exists (
+            and (me.running > coalesce(me.share_ceiling, me.running) or exists (
               select 1 from drover.runs o
                where o.status = 'running' and o.id <> me.id
                  and exists (select 1 from drover.tasks ot
                               where ot.run_id = o.id and ot.status = 'pending'
                                 and ot.dispatched_at is not null and ot.available_at <= now())
                  and (select count(*) from drover.tasks x where x.run_id = o.id and x.status = 'running') + 1
-                     < me.running)) as over
+                     < me.running))) as over
       from me`);
   return row?.over === true;
 }
@@ -286,13 +297,25 @@ export async function writeCheckpoint(
   claimToken: string,
   c: Checkpoint,
 ): Promise<void> {
+  const rows = await q.execute(sql`
+    with ${checkpointMoves(taskId, claimToken, c)}
+    select id from moved`);
+  if (rows.length !== 1) throw new LostClaimError(taskId);
+}
+
+/**
+ * The checkpoint as the CTEs `moved` (the task's row, fenced on the claim token and on `gate` when
+ * given; returns id, run_id) and `logged` (its window_commits row), for writeCheckpoint and for the
+ * statements that move a task past rows without a window of their own (held-page.ts).
+ */
+export function checkpointMoves(taskId: number, claimToken: string, c: Checkpoint, gate?: SQL): SQL {
   // Every row the window accounted for, already-here rows included: the run's throughput. A re-run
   // finds nearly everything already here, and its chart must show that work, not only the misses.
   const d = c.statsDelta;
   const written =
     (d.created ?? 0) + (d.matched ?? 0) + (d.already_here ?? 0) + (d.skipped ?? 0) + (d.failed ?? 0);
-  const rows = await q.execute(sql`
-    with moved as (
+  return sql`
+    moved as (
       update drover.tasks t
          set processed_offset = ${c.processedOffset},
              cursor = coalesce(${c.cursor ? JSON.stringify(c.cursor) : null}::jsonb, t.cursor),
@@ -305,12 +328,11 @@ export async function writeCheckpoint(
                                else t.listed_ids end,
              locked_at = now(), updated_at = now()
        where t.id = ${taskId} and t.status = 'running' and t.locked_by = ${claimToken}
+         and ${gate ?? sql`true`}
       returning t.id, t.run_id),
     logged as (
       insert into drover.window_commits (run_id, task_id, rows)
-      select run_id, id, ${written} from moved where ${written}::int > 0)
-    select id from moved`);
-  if (rows.length !== 1) throw new LostClaimError(taskId);
+      select run_id, id, ${written} from moved where ${written}::int > 0)`;
 }
 
 /**

@@ -83,6 +83,16 @@ export async function requestVerificationNow(
 }
 
 /**
+ * A publish that failed: the request is due again at the leader's next pass instead of waiting out
+ * the republish interval (the request row, not the message, is what guarantees it is verified).
+ */
+export async function unmarkVerificationPublished(q: Queryable, runId: string): Promise<void> {
+  await q.execute(sql`
+    update drover.verification_requests set published_at = null
+     where run_id = ${runId}::uuid and status = 'pending'`);
+}
+
+/**
  * Requests that need a message on the queue: pending and due but not published recently, or held
  * by a claim whose worker stopped beating. Marks them published and returns their run ids.
  */

@@ -19,6 +19,17 @@ export const WINDOW_DEADLINE_MS = 60_000;
  */
 const END_BACKEND_WAIT_MS = 5_000;
 
+/**
+ * How long a window's transaction may sit idle on the server, waiting for its client. Nothing but
+ * the worker's own CPU runs between a window's statements, so a backend idle this long belongs to a
+ * worker frozen or cut off from the database (a partition: its socket stays open, silent, and the
+ * server holds the transaction's row locks until TCP gives up, hours later). The task is handed on
+ * once the worker's liveness record expires (10 s by default), and the worker taking it over must
+ * not then wait behind those locks for the whole deadline: the server ends such a transaction
+ * itself, as soon as a live worker could need its rows.
+ */
+export const WINDOW_IDLE_MS = 10_000;
+
 /** A window's transaction missed its deadline: it was abandoned (and its backend ended), the task retries. */
 export class WindowDeadlineError extends TransientError {
   constructor(deadlineMs: number, options?: { cause?: unknown }) {
@@ -51,9 +62,9 @@ const EXPIRED = Symbol("expired");
  * which fails what the transaction still awaits and opens a fresh connection for the next query
  * instead of handing it the stuck one. SET LOCAL limits cannot free the task (nothing the server
  * does reaches a lost promise) and would cut the transaction only when they fire; they are set anyway,
- * a little past the deadline, for when the terminate cannot be sent (pool exhausted, database
- * unreachable): they still end the transaction, and with it any wait of the task's release on a row
- * it locked.
+ * a little past the deadline (the idle one sooner: WINDOW_IDLE_MS), for when the terminate cannot
+ * be sent (pool exhausted, database unreachable): they still end the transaction, and with it any
+ * wait of the task's release, or of the worker that took the task over, on a row it locked.
  *
  * A COMMIT whose answer never arrived may have committed. That is safe without anything here: rows,
  * ledger slots and the checkpoint commit together or not at all, every write of the attempt is fenced
@@ -67,15 +78,17 @@ export async function windowTransaction<R>(
   db: Db,
   deadlineMs: number,
   fn: (tx: Tx) => Promise<R>,
+  idleMs = WINDOW_IDLE_MS,
 ): Promise<R> {
   const started = Date.now();
   let backend: { pid: number; xactStart: string } | undefined;
   const limit = `${deadlineMs + END_BACKEND_WAIT_MS}ms`;
+  const idleLimit = `${Math.min(deadlineMs + END_BACKEND_WAIT_MS, idleMs)}ms`;
   const work = db.transaction(async (tx) => {
     const [b] = await tx.execute<{ pid: number; xact_start: string }>(sql`
       select pg_backend_pid() as pid, now()::text as xact_start,
              set_config('statement_timeout', ${limit}, true),
-             set_config('idle_in_transaction_session_timeout', ${limit}, true)`);
+             set_config('idle_in_transaction_session_timeout', ${idleLimit}, true)`);
     if (b) backend = { pid: b.pid, xactStart: b.xact_start };
     return fn(tx);
   });
@@ -116,6 +129,28 @@ async function endBackend(db: Db, backend: { pid: number; xactStart: string }): 
          where pid = ${backend.pid} and xact_start = ${backend.xactStart}::timestamptz`),
       gaveUp,
     ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * One autocommit statement that moves a task (a checkpoint past rows nothing writes), bounded by the
+ * window's deadline like a window's transaction: past it the attempt fails transiently and retries
+ * from its last checkpoint. The statement is atomic and fenced on the claim token, so one that still
+ * lands later changes a task this attempt no longer holds in no way; there is no half-written window
+ * whose locks must be ended, which is why it needs no terminate.
+ */
+export async function statementWithin<R>(deadlineMs: number, statement: Promise<R>): Promise<R> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<typeof EXPIRED>((resolve) => {
+    timer = setTimeout(resolve, deadlineMs, EXPIRED);
+  });
+  try {
+    const settled = await Promise.race([statement, expired]);
+    if (settled !== EXPIRED) return settled;
+    statement.catch(() => {});
+    throw new WindowDeadlineError(deadlineMs);
   } finally {
     clearTimeout(timer);
   }

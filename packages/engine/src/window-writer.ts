@@ -26,10 +26,11 @@ import {
   type WouldBeRow,
   wouldBeRows,
 } from "./dry-run.js";
+import { checkpointPastHeldRows, checkpointWithoutWrites } from "./held-page.js";
 import { traceWindow } from "./instrumentation.js";
-import { appendNotes, type NoteInput } from "./notes.js";
+import { appendNotes, type NoteInput, settleNotes } from "./notes.js";
 import { type Checkpoint, LostClaimError, writeCheckpoint } from "./task-transitions.js";
-import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
+import { statementWithin, WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
 
 /**
  * 25 rows per transaction on the per-row path. Each row gets a savepoint, and Postgres caches only
@@ -108,6 +109,8 @@ export interface WindowWriterDeps {
    * next checkpoint (`source_requests`, `source_tokens`): what a dry run reports the run will cost.
    */
   takeSourceCalls?(): Record<string, number>;
+  /** Gives back what takeSourceCalls handed to a checkpoint that was not written. */
+  restoreSourceCalls?(taken: Record<string, number>): void;
 }
 
 export function emptySummary(): WriteSummary {
@@ -136,10 +139,12 @@ interface WindowTally {
   matchedBy: Record<string, number>;
   /** A dry run's rows that would have been created or matched (dry-run.ts records them). */
   wouldBe: WouldBeRow[];
+  /** Rows written on a pass that settles the run's earlier notes about them (WriteOptions.settlesNotes). */
+  settled: string[];
 }
 
 function newTally(): WindowTally {
-  return { summary: emptySummary(), written: 0, notes: [], matchedBy: {}, wouldBe: [] };
+  return { summary: emptySummary(), written: 0, notes: [], matchedBy: {}, wouldBe: [], settled: [] };
 }
 
 /** In place, so the window's span and metrics (traceWindow) read the counts of the attempt that committed. */
@@ -149,6 +154,12 @@ function resetTally(tally: WindowTally): void {
   tally.notes.length = 0;
   tally.matchedBy = {};
   tally.wouldBe.length = 0;
+  tally.settled.length = 0;
+}
+
+/** A statement that moves the task past rows without a window, bounded like one (window-transaction.ts). */
+function statement<R>(deps: WindowWriterDeps, run: Promise<R>): Promise<R> {
+  return statementWithin(deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, run);
 }
 
 /** Every transaction of a window goes through here, so none of them can hang the task (window-transaction.ts). */
@@ -195,29 +206,41 @@ export async function writeRows<T>(
 export async function writeBatches<T>(
   deps: WindowWriterDeps,
   rows: readonly SourceRow<T>[],
-  writer: BatchWriter<T> | (() => Promise<BatchWriter<T>>),
+  writer: BatchWriter<T> | ((toWrite: readonly SourceRow<T>[]) => Promise<BatchWriter<T>>),
   options: WriteOptions<T> & { windowSize?: number } = {},
 ): Promise<WriteSummary> {
   const fallbackSize = perRowWindowSize(deps);
   const size = Math.max(1, options.windowSize ?? BATCH_WINDOW_SIZE);
-  // Built before the first window that writes, outside its transaction: a page whose every row
-  // the ledger holds never builds it (for the crm, never resolves the page's parents).
-  let built: BatchWriter<T> | undefined = typeof writer === "function" ? undefined : writer;
-  const batchWriter = async () => {
-    built ??= await (writer as () => Promise<BatchWriter<T>>)();
-    return built;
+  // Built before the first window that writes, outside its transaction, for the rows not found
+  // held: a page the ledger holds whole never builds it, and a re-run's page with a few rows to
+  // write resolves the parents of those few (for the crm). Should a window have to write a row
+  // outside them (its slot let go since), it is built again for the whole listing.
+  let built: { writer: BatchWriter<T>; covers?: ReadonlySet<string> } | undefined =
+    typeof writer === "function" ? undefined : { writer };
+  const build = writer as (toWrite: readonly SourceRow<T>[]) => Promise<BatchWriter<T>>;
+  const batchWriter = async (known?: ReadonlyMap<string, HeldSlot>) => {
+    if (built) return built.writer;
+    const toWrite = known?.size ? rows.filter((r) => !known.has(r.sourceId)) : rows;
+    built = {
+      writer: await build(toWrite),
+      ...(toWrite !== rows ? { covers: new Set(toWrite.map((r) => r.sourceId)) } : {}),
+    };
+    return built.writer;
   };
-  return walkWindows(deps, rows, options, size, async (start, end, last) => {
-    const batch = await batchWriter();
-    const batched = await writeBatchWindow(deps, rows, start, end, last, batch, options);
+  const covering = async (toWrite: readonly { sourceId: string }[]) => {
+    if (built?.covers && toWrite.some((r) => !built!.covers!.has(r.sourceId)))
+      built = { writer: await build(rows) };
+    return built!.writer;
+  };
+  return walkWindows(deps, rows, options, size, async (start, end, last, known) => {
+    await batchWriter(known);
+    const batched = await writeBatchWindow(deps, rows, start, end, last, covering, options);
     if (batched) return batched;
     const total = emptySummary();
+    const { writeRow } = await covering(rows.slice(start, end));
     for (let from = start; from < end; from += fallbackSize) {
       const to = Math.min(from + fallbackSize, end);
-      addSummary(
-        total,
-        await writePerRowWindow(deps, rows, from, to, last && to === end, batch.writeRow, options),
-      );
+      addSummary(total, await writePerRowWindow(deps, rows, from, to, last && to === end, writeRow, options));
     }
     return total;
   });
@@ -229,22 +252,28 @@ async function walkWindows<T>(
   rows: readonly SourceRow<T>[],
   options: WriteOptions<T>,
   size: number,
-  writeWindow: (start: number, end: number, last: boolean) => Promise<WriteSummary>,
+  writeWindow: (
+    start: number,
+    end: number,
+    last: boolean,
+    known?: ReadonlyMap<string, HeldSlot>,
+  ) => Promise<WriteSummary>,
 ): Promise<WriteSummary> {
   const total = emptySummary();
   const { task } = deps;
   let start = Math.min(task.processedOffset, rows.length);
 
-  // Nothing left at this position: still move the cursor on, in a transaction of its own.
+  // Nothing left at this position: still move the cursor on, in a statement of its own.
   if (start >= rows.length) {
     if (options.nextCursor) {
       const next = options.nextCursor;
-      await transaction(deps, (tx) =>
-        writeCheckpoint(tx, task.id, deps.claimToken, {
-          processedOffset: 0,
-          cursor: next,
-          statsDelta: { ...deps.takeSourceCalls?.() },
-        }),
+      await statement(
+        deps,
+        checkpointWithoutWrites(
+          deps.db,
+          { id: task.id, claimToken: deps.claimToken },
+          { processedOffset: 0, cursor: next, statsDelta: { ...deps.takeSourceCalls?.() } },
+        ),
       );
       task.cursor = next;
       task.processedOffset = 0;
@@ -262,9 +291,9 @@ async function walkWindows<T>(
   start = held.end;
 
   while (start < rows.length) {
-    const end = Math.min(start + size, rows.length);
+    const end = windowEnd(rows, start, size, held.known, options);
     const last = end >= rows.length;
-    addSummary(total, await writeWindow(start, end, last));
+    addSummary(total, await writeWindow(start, end, last, held.known));
     start = end;
     if (!last && (await deps.stopRequested())) throw new TaskCancelledError();
   }
@@ -283,14 +312,15 @@ async function stopBetweenUnits(deps: WindowWriterDeps): Promise<void> {
 
 /**
  * Moves the task past the rows from `start` on that the ledger already holds and this pass does
- * not apply again, as far as they run unbroken, in one statement: the question (one query for all
- * of them, not one per window) and then the checkpoint alone, fenced by the claim token like every
- * checkpoint, with those rows counted already here. Nothing of theirs is written, so their windows
- * would hold nothing but that checkpoint. A re-run of an imported tenant thus moves over a page
- * in two statements instead of a transaction per window. A run of held rows shorter than a window
- * (and not reaching the end) is left to the windows, which find it held the same way: a
- * checkpoint of its own would cost more than it saves. Row errors end the run of held rows: their
- * notes commit with the checkpoint that moves past them, in a window.
+ * not apply again, as far as they run unbroken, with a checkpoint alone, fenced by the claim token
+ * like every checkpoint, with those rows counted already here. Nothing of theirs is written, so
+ * their windows would hold nothing but that checkpoint. When they may run to the end of the listing
+ * (a re-run of an imported tenant, nearly every page) the question and the checkpoint are one
+ * statement; otherwise the question (one query for all of them, not one per window), then the
+ * checkpoint. Either commits without waiting for the WAL flush (held-page.ts says why that is safe).
+ * A run of held rows shorter than a window (and not reaching the end) is left to the windows, which
+ * find it held the same way: a checkpoint of its own would cost more than it saves. Row errors end
+ * the run of held rows: their notes commit with the checkpoint that moves past them, in a window.
  */
 async function passHeldPrefix<T>(
   deps: WindowWriterDeps,
@@ -298,7 +328,7 @@ async function passHeldPrefix<T>(
   start: number,
   size: number,
   options: WriteOptions<T>,
-): Promise<{ end: number; summary: WriteSummary }> {
+): Promise<{ end: number; summary: WriteSummary; known?: ReadonlyMap<string, HeldSlot> }> {
   const summary = emptySummary();
   const none = { end: start, summary };
   if ((deps.ledger ?? "per-row") !== "per-row" || start >= rows.length) return none;
@@ -311,25 +341,119 @@ async function passHeldPrefix<T>(
   }
   const worth = (end: number) => end >= rows.length || end - start >= size;
   if (candidates === start || !worth(candidates)) return none;
-  const held = await heldSlots(
-    deps.db,
-    deps.run,
-    deps.task.kind,
-    rows.slice(start, candidates).map((r) => r.sourceId),
-  );
+  const ids = rows.slice(start, candidates).map((r) => r.sourceId);
+  let held: ReadonlyMap<string, HeldSlot>;
+  if (candidates >= rows.length) {
+    // The rest of the listing may be held whole (a re-run): asked and moved past in one statement.
+    const past = await passHeldRest(deps, rows, start, ids, options);
+    if (past.moved) return { end: rows.length, summary: past.summary };
+    held = past.held;
+  } else held = await heldSlots(deps.db, deps.run, deps.task.kind, ids);
   let end = start;
   while (end < candidates && held.has(rows[end]!.sourceId)) end++;
-  if (end === start || !worth(end)) return none;
+  if (end === start || !worth(end)) return { ...none, known: held };
   summary.attempted = end - start;
   summary.alreadyHere = end - start;
   const position = positionAfter(rows, end, end >= rows.length, options);
+  const tally = { summary, written: 0, notes: [], matchedBy: {}, wouldBe: [], settled: [] };
   await traceWindow(deps.task.kind, end - start, summary, () =>
-    transaction(deps, (tx) =>
-      commitWindow(tx, deps, { summary, written: 0, notes: [], matchedBy: {}, wouldBe: [] }, position),
+    statement(
+      deps,
+      checkpointWithoutWrites(
+        deps.db,
+        { id: deps.task.id, claimToken: deps.claimToken },
+        checkpointOf(deps, tally, position),
+      ),
     ),
   );
   advance(deps, position);
-  return { end, summary };
+  return { end, summary, known: held };
+}
+
+/**
+ * Where the window from `start` ends: after `size` rows it writes. A row the ledger was found to
+ * hold (`known`, asked before the windows) costs a window nothing but a look at its slot, so it does
+ * not count: a re-run's page with a few rows to write among hundreds held (orphans skipped again)
+ * is one window, not one per `size` rows. The window still checks every slot in its transaction;
+ * `known` only sizes it.
+ */
+function windowEnd<T>(
+  rows: readonly SourceRow<T>[],
+  start: number,
+  size: number,
+  known: ReadonlyMap<string, HeldSlot> | undefined,
+  options: WriteOptions<T>,
+): number {
+  if (!known || known.size === 0) return Math.min(start + size, rows.length);
+  let end = start;
+  let writes = 0;
+  while (end < rows.length) {
+    const row = rows[end]!;
+    const passes = known.has(row.sourceId) && !isRowErrorInfo(row.data) && !options.reapply?.(row);
+    if (!passes) {
+      if (writes === size) break;
+      writes++;
+    }
+    end++;
+  }
+  return end;
+}
+
+/**
+ * rows[start, end of the listing) when the ledger may hold all of them: the question and the
+ * checkpoint past them in one statement (held-page.ts). Not moved when some row is not held; the
+ * answer is then the held map the caller goes on with.
+ */
+async function passHeldRest<T>(
+  deps: WindowWriterDeps,
+  rows: readonly SourceRow<T>[],
+  start: number,
+  ids: readonly string[],
+  options: WriteOptions<T>,
+): Promise<{ moved: boolean; held: ReadonlyMap<string, HeldSlot>; summary: WriteSummary }> {
+  const summary = emptySummary();
+  const n = rows.length - start;
+  const position = positionAfter(rows, rows.length, true, options);
+  const calls = { ...deps.takeSourceCalls?.() };
+  const checkpoint = checkpointOf(
+    deps,
+    {
+      summary: { ...summary, attempted: n, alreadyHere: n },
+      written: 0,
+      notes: [],
+      matchedBy: {},
+      wouldBe: [],
+      settled: [],
+    },
+    position,
+    calls,
+  );
+  const past = await traceWindow(deps.task.kind, n, summary, async () => {
+    const answer = await statement(
+      deps,
+      checkpointPastHeldRows(
+        deps.db,
+        deps.run,
+        deps.task.kind,
+        ids,
+        { id: deps.task.id, claimToken: deps.claimToken },
+        checkpoint,
+      ),
+    );
+    // Counted (and traced) only as a window that committed.
+    if (answer.moved) Object.assign(summary, checkpointSummary(n));
+    return answer;
+  });
+  if (!past.moved) {
+    deps.restoreSourceCalls?.(calls);
+    return { moved: false, held: past.held, summary: emptySummary() };
+  }
+  advance(deps, position);
+  return { moved: true, held: past.held, summary };
+}
+
+function checkpointSummary(n: number): WriteSummary {
+  return { ...emptySummary(), attempted: n, alreadyHere: n };
 }
 
 /** Where the task stands once rows[0, end) are committed: a keyset cursor, the next unit, or an offset. */
@@ -344,6 +468,7 @@ function positionAfter<T>(
   if (last && options.nextCursor) return { processedOffset: 0, cursor: options.nextCursor, ...listed };
   if (options.cursorAfter)
     return { processedOffset: 0, cursor: options.cursorAfter(rows[end - 1]!), ...listed };
+  if (options.positionAfter && end < rows.length) return { ...options.positionAfter(end), ...listed };
   return { processedOffset: end, ...listed };
 }
 
@@ -356,12 +481,27 @@ async function commitWindow(
   tally: WindowTally,
   position: WindowPosition,
 ): Promise<void> {
+  // Before this window's own notes go in: only notes of earlier windows are settled.
+  await settleNotes(tx, deps.run.id, deps.task.kind, tally.settled);
   await appendNotes(tx, deps.run.id, deps.task.id, tally.notes, deps.notesCap);
   if (deps.run.dryRun) await recordWouldBeRows(tx, deps.run.id, tally.wouldBe);
+  await writeCheckpoint(tx, deps.task.id, deps.claimToken, checkpointOf(deps, tally, position));
+}
+
+/**
+ * The checkpoint of a window: its position and its counts; `calls` the source calls it carries
+ * (taken from the task's counter when not given).
+ */
+function checkpointOf(
+  deps: WindowWriterDeps,
+  tally: WindowTally,
+  position: WindowPosition,
+  calls: Record<string, number> = { ...deps.takeSourceCalls?.() },
+): Checkpoint {
   const s = tally.summary;
   // Only a ledgered source's listing is verified against it; a ledgerless one is compared per slot.
   const { listed, ...at } = position;
-  await writeCheckpoint(tx, deps.task.id, deps.claimToken, {
+  return {
     ...at,
     ...(listed && (deps.ledger ?? "per-row") === "per-row" ? { listed } : {}),
     statsDelta: {
@@ -376,11 +516,11 @@ async function commitWindow(
           n,
         ]),
       ),
-      ...deps.takeSourceCalls?.(),
+      ...calls,
     },
     rowsRead: s.attempted,
     rowsWritten: tally.written,
-  });
+  };
 }
 
 /** After the commit: the live task view moves to the checkpoint just written. */
@@ -576,6 +716,7 @@ async function writePerRowWindow<T>(
               return result;
             });
             tallyResult(tally, task.kind, row.sourceId, outcome);
+            if (options.settlesNotes) tally.settled.push(row.sourceId);
           } catch (err) {
             if (err instanceof AlreadyHere) {
               tally.summary.alreadyHere++;
@@ -604,7 +745,7 @@ async function writeBatchWindow<T>(
   start: number,
   end: number,
   last: boolean,
-  writer: BatchWriter<T>,
+  writerFor: (toWrite: readonly WritableRow<T>[]) => Promise<BatchWriter<T>>,
   options: WriteOptions<T>,
 ): Promise<WriteSummary | undefined> {
   const { run, task } = deps;
@@ -631,7 +772,8 @@ async function writeBatchWindow<T>(
             else
               writable.push({ sourceId: row.sourceId, data: row.data as T, ...(slot ? { held: slot } : {}) });
           }
-          const results = writable.length > 0 ? await writer.writeBatch(tx, writable) : [];
+          const results =
+            writable.length > 0 ? await (await writerFor(writable)).writeBatch(tx, writable) : [];
           if (results.length !== writable.length)
             throw new PermanentError(
               `writeBatch returned ${results.length} results for ${writable.length} rows`,
@@ -658,7 +800,10 @@ async function writeBatchWindow<T>(
             );
             if (won.size < claims.length) throw new BatchLostSlots(claims.length - won.size);
           }
-          for (const [i, w] of writable.entries()) tallyResult(tally, task.kind, w.sourceId, results[i]!);
+          for (const [i, w] of writable.entries()) {
+            tallyResult(tally, task.kind, w.sourceId, results[i]!);
+            if (options.settlesNotes) tally.settled.push(w.sourceId);
+          }
         });
         await commitWindow(outer, deps, tally, position);
       }),

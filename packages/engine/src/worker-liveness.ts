@@ -21,15 +21,21 @@ export async function registerWorker(
 }
 
 /**
- * Moves the record's expiry forward. Fenced on the record not having expired: once it has, the
+ * Moves the record's expiry forward and says whether the worker's event loop is busy. Fenced on the record not having expired: once it has, the
  * reaper may already have released the worker's tasks, and reviving it would claim a life the
  * tasks no longer reflect. False means this registration is dead for good (its claims are refused
  * from now on) and the worker must register again under a new id.
  */
-export async function heartbeatWorker(q: Queryable, id: string, livenessMs: number): Promise<boolean> {
+export async function heartbeatWorker(
+  q: Queryable,
+  id: string,
+  livenessMs: number,
+  busy = false,
+): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.workers
-       set heartbeat_at = now(), expires_at = now() + make_interval(secs => ${livenessMs / 1000})
+       set heartbeat_at = now(), expires_at = now() + make_interval(secs => ${livenessMs / 1000}),
+           busy = ${busy}
      where id = ${id}::uuid and expires_at > now()
     returning id`);
   return rows.length === 1;
@@ -44,10 +50,16 @@ export async function removeWorker(q: Queryable, id: string): Promise<boolean> {
   return rows.length === 1;
 }
 
-/** The pool's lane slots: the lane widths of the workers alive now, for the dispatcher's fair shares. */
-export async function liveLaneSlots(q: Queryable): Promise<{ workers: number; slots: number }> {
-  const [row] = await q.execute<{ workers: number; slots: number }>(sql`
-    select count(*)::int as workers, coalesce(sum(lane_width), 0)::int as slots
+/**
+ * The pool's lane slots (the lane widths of the workers alive now) and whether any of those
+ * workers is busy, for the dispatcher's fair shares.
+ */
+export async function liveLaneSlots(
+  q: Queryable,
+): Promise<{ workers: number; slots: number; busy: boolean }> {
+  const [row] = await q.execute<{ workers: number; slots: number; busy: boolean }>(sql`
+    select count(*)::int as workers, coalesce(sum(lane_width), 0)::int as slots,
+           coalesce(bool_or(busy), false) as busy
       from drover.workers where expires_at > now()`);
-  return { workers: row?.workers ?? 0, slots: row?.slots ?? 0 };
+  return { workers: row?.workers ?? 0, slots: row?.slots ?? 0, busy: row?.busy ?? false };
 }

@@ -1,9 +1,10 @@
 import type { Tx } from "@drover/db";
 import { claimLedgerSlot } from "@drover/ledger";
-import type { BatchWriter, SourceRow } from "@drover/provider-sdk";
+import { type BatchWriter, type SourceRow, TransientError } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  LostClaimError,
   MAX_SAVEPOINTS_PER_TRANSACTION,
   SavepointLimitError,
   TaskCancelledError,
@@ -50,6 +51,65 @@ function rowsOf(n: number, prefix: string, bad: (i: number) => boolean = () => f
 
 const claimed = (run: Awaited<ReturnType<typeof insertRun>>, extra: Record<string, unknown> = {}) =>
   claimedTaskDeps(h.db, run, extra);
+
+/**
+ * A tenant imported with `imported` (a first run, ended), then a second run writing `rows`: its
+ * summary, the size of each batch it wrote and how many windows it committed.
+ */
+async function rerunCountingBatches(
+  prefix: string,
+  rows: (prefix: string) => SourceRow<Company>[],
+  imported: (all: SourceRow<Company>[]) => SourceRow<Company>[],
+) {
+  const first = await insertRun(h.db);
+  const all = rows(`${prefix}-${first.id.slice(0, 6)}-`);
+  await writeBatches(
+    await claimed(first),
+    imported(all),
+    companyBatch(first.tenantId, { batches: 0, rows: 0 }),
+    {
+      windowSize: 50,
+    },
+  );
+  await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
+  const deps = await claimed(await insertRun(h.db, { tenantId: first.tenantId }));
+  const sizes: number[] = [];
+  const batch = companyBatch(first.tenantId, { batches: 0, rows: 0 });
+  const summary = await writeBatches(
+    deps,
+    all,
+    {
+      writeRow: batch.writeRow,
+      writeBatch: (tx, r) => {
+        sizes.push(r.length);
+        return batch.writeBatch(tx, r);
+      },
+    },
+    { windowSize: 50 },
+  );
+  const windows = await one<{ n: number }>(
+    sql`select count(*)::int as n from drover.window_commits where task_id = ${deps.task.id}`,
+  );
+  return { summary, sizes, windows: windows.n, deps };
+}
+
+/** The database, counting the statements sent outside a transaction and the transactions opened. */
+function countingStatements(
+  db: Harness["db"],
+  counts: { execute: number; transaction: number },
+): Harness["db"] {
+  return new Proxy(db, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target);
+      if (prop === "execute" || prop === "transaction")
+        return (...args: unknown[]) => {
+          counts[prop]++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
 
 async function one<T>(query: ReturnType<typeof sql>): Promise<T> {
   const [r] = await h.db.execute<Record<string, unknown>>(query);
@@ -240,7 +300,11 @@ describe("batched windows", () => {
     });
     await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
     const second = await insertRun(h.db, { tenantId: first.tenantId });
-    const deps = await claimed(second);
+    const statements = { execute: 0, transaction: 0 };
+    const deps = await claimed(second, {
+      db: countingStatements(h.db, statements),
+      takeSourceCalls: () => ({ source_requests: 1, source_tokens: 20 }),
+    });
     let built = 0;
     const summary = await writeBatches(
       deps,
@@ -253,16 +317,42 @@ describe("batched windows", () => {
     );
     expect(summary).toMatchObject({ attempted: 120, created: 0, alreadyHere: 120 });
     expect(built).toBe(0);
+    // The question and the checkpoint in one statement: one round trip, no transaction to open.
+    expect(statements).toEqual({ execute: 1, transaction: 0 });
     const task = await one<{ cursor: unknown; processed_offset: number; stats: Record<string, number> }>(
       sql`select cursor, processed_offset, stats from drover.tasks where id = ${deps.task.id}`,
     );
-    expect(task).toMatchObject({ cursor: { page: 1 }, processed_offset: 0, stats: { already_here: 120 } });
+    expect(task).toMatchObject({
+      cursor: { page: 1 },
+      processed_offset: 0,
+      stats: { already_here: 120, source_requests: 1, source_tokens: 20 },
+    });
     expect(deps.task).toMatchObject({ cursor: { page: 1 }, processedOffset: 0 });
     // One checkpoint for the page, where its three windows would each have committed one.
     const windows = await one<{ n: number; rows: number }>(
       sql`select count(*)::int as n, sum(rows)::int as rows from drover.window_commits where task_id = ${deps.task.id}`,
     );
     expect(windows).toEqual({ n: 1, rows: 120 });
+  });
+
+  it("a page the ledger holds whole, passed by an attempt that lost its claim, moves nothing and says so", async () => {
+    const first = await insertRun(h.db);
+    const rows = rowsOf(40, `lost-${first.id.slice(0, 6)}-`);
+    await writeBatches(await claimed(first), rows, companyBatch(first.tenantId, { batches: 0, rows: 0 }));
+    await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
+    const second = await insertRun(h.db, { tenantId: first.tenantId });
+    const deps = await claimed(second);
+    const stale = { ...deps, task: { ...deps.task }, claimToken: `${deps.claimToken}-stale` };
+    await expect(
+      writeBatches(stale, rows, companyBatch(first.tenantId, { batches: 0, rows: 0 }), {
+        nextCursor: { page: 1 },
+      }),
+    ).rejects.toBeInstanceOf(LostClaimError);
+    const task = await one<{ cursor: unknown; stats: Record<string, number> }>(
+      sql`select cursor, stats from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task.cursor).not.toEqual({ page: 1 });
+    expect(task.stats.already_here ?? 0).toBe(0);
   });
 
   it("held rows running into new ones: the held run is passed in one checkpoint, the rest written in windows by a writer built once", async () => {
@@ -276,7 +366,22 @@ describe("batched windows", () => {
     );
     await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
     const second = await insertRun(h.db, { tenantId: first.tenantId });
-    const deps = await claimed(second);
+    // The page's source call, taken for the one-statement pass that did not move, is carried by the
+    // checkpoint that did.
+    let pending = { source_requests: 1, source_tokens: 20 };
+    const deps = await claimed(second, {
+      takeSourceCalls: () => {
+        const taken = pending;
+        pending = { source_requests: 0, source_tokens: 0 };
+        return taken;
+      },
+      restoreSourceCalls: (taken: typeof pending) => {
+        pending = {
+          source_requests: pending.source_requests + taken.source_requests,
+          source_tokens: pending.source_tokens + taken.source_tokens,
+        };
+      },
+    });
     const calls = { batches: 0, rows: 0 };
     const sizes: number[] = [];
     let built = 0;
@@ -301,40 +406,92 @@ describe("batched windows", () => {
     // The windows start where the held rows end: rows 60..109, then 110..119.
     expect(sizes).toEqual([50, 10]);
     expect(deps.task.processedOffset).toBe(120);
+    const task = await one<{ stats: Record<string, number> }>(
+      sql`select stats from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task.stats).toMatchObject({
+      already_here: 60,
+      created: 60,
+      source_requests: 1,
+      source_tokens: 20,
+    });
   });
 
   it("a held run shorter than a window is left to the window, which finds it held the same way", async () => {
+    const { summary, sizes, windows } = await rerunCountingBatches(
+      "short",
+      (prefix) => rowsOf(100, prefix),
+      (all) => all.slice(0, 10),
+    );
+    expect(summary).toMatchObject({ attempted: 100, created: 90, alreadyHere: 10 });
+    // The held rows ride along in the first window, which writes its 50 rows after them.
+    expect(sizes).toEqual([50, 40]);
+    expect(windows).toBe(2);
+  });
+
+  it("a page of held rows with a few to write among them is one window, sized by the rows it writes", async () => {
+    // Every row but every 25th is held already (a re-run whose orphans are written again).
+    const { summary, sizes, windows, deps } = await rerunCountingBatches(
+      "sparse",
+      (prefix) => rowsOf(200, prefix),
+      (all) => all.filter((_, i) => i % 25 !== 3),
+    );
+    expect(summary).toMatchObject({ attempted: 200, created: 8, alreadyHere: 192, failed: 0 });
+    expect(sizes).toEqual([8]);
+    expect(windows).toBe(1);
+    const [task] = await h.db.execute<{ processed_offset: number }>(
+      sql`select processed_offset from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task!.processed_offset).toBe(200);
+  });
+
+  it("builds its writer for the rows not found held, and again for every row when a window must write one outside them", async () => {
     const first = await insertRun(h.db);
-    const rows = rowsOf(100, `short-${first.id.slice(0, 6)}-`);
+    const rows = rowsOf(60, `cover-${first.id.slice(0, 6)}-`);
+    const fresh = new Set(rows.filter((_, i) => i % 10 === 5).map((r) => r.sourceId));
     await writeBatches(
       await claimed(first),
-      rows.slice(0, 10),
+      rows.filter((r) => !fresh.has(r.sourceId)),
       companyBatch(first.tenantId, { batches: 0, rows: 0 }),
       { windowSize: 50 },
     );
     await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${first.id}`);
+
+    // A plain re-run: built once, for the six rows it writes.
     const second = await insertRun(h.db, { tenantId: first.tenantId });
-    const deps = await claimed(second);
-    const sizes: number[] = [];
-    const batch = companyBatch(first.tenantId, { batches: 0, rows: 0 });
+    const builtFor: string[][] = [];
     const summary = await writeBatches(
-      deps,
+      await claimed(second),
       rows,
-      {
-        writeRow: batch.writeRow,
-        writeBatch: (tx, r) => {
-          sizes.push(r.length);
-          return batch.writeBatch(tx, r);
-        },
+      async (toWrite) => {
+        builtFor.push(toWrite.map((r) => r.sourceId));
+        return companyBatch(first.tenantId, { batches: 0, rows: 0 });
       },
       { windowSize: 50 },
     );
-    expect(summary).toMatchObject({ attempted: 100, created: 90, alreadyHere: 10 });
-    expect(sizes).toEqual([40, 50]);
-    const windows = await one<{ n: number }>(
-      sql`select count(*)::int as n from drover.window_commits where task_id = ${deps.task.id}`,
+    expect(summary).toMatchObject({ created: 6, alreadyHere: 54 });
+    expect(builtFor).toEqual([[...fresh]]);
+    await h.db.execute(sql`update drover.runs set status = 'succeeded' where id = ${second.id}`);
+
+    // A slot let go between the question and the window (a revert, say): that row is written too,
+    // by a writer built again for every row.
+    const third = await insertRun(h.db, { tenantId: first.tenantId });
+    const more = [...rowsOf(2, `cover-more-${first.id.slice(0, 6)}-`), ...rows];
+    const rebuilt: number[] = [];
+    const again = await writeBatches(
+      await claimed(third),
+      more,
+      async (toWrite) => {
+        rebuilt.push(toWrite.length);
+        if (rebuilt.length === 1)
+          await h.db.execute(sql`
+            delete from drover.ledger where tenant_id = ${first.tenantId} and source_id = ${rows[0]!.sourceId}`);
+        return companyBatch(first.tenantId, { batches: 0, rows: 0 });
+      },
+      { windowSize: 50 },
     );
-    expect(windows.n).toBe(2);
+    expect(rebuilt).toEqual([2, 62]);
+    expect(again).toMatchObject({ created: 3, alreadyHere: 59 });
   });
 
   it("a stop lands once a unit's last window moved the cursor to the next unit, not only between windows", async () => {
@@ -353,5 +510,69 @@ describe("batched windows", () => {
       sql`select cursor, processed_offset from drover.tasks where id = ${deps.task.id}`,
     );
     expect(task).toEqual({ cursor: { deal: 2 }, processed_offset: 0 });
+  });
+
+  it("a fallback checkpoint inside rows of several units records the unit of the next row and the rows of it done", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run);
+    const calls = { batches: 0, rows: 0 };
+    const batch = companyBatch(run.tenantId, calls);
+    // Units of 10 rows; row 45 fails the batch, and the second per-row window dies at row 30.
+    const failing: BatchWriter<Company> = {
+      writeBatch: batch.writeBatch,
+      async writeRow(tx, row, sourceId, held) {
+        if (sourceId.endsWith("-30")) throw new TransientError("the database went away");
+        return batch.writeRow(tx, row, sourceId, held);
+      },
+    };
+    const positions: number[] = [];
+    await expect(
+      writeBatches(
+        deps,
+        rowsOf(60, `units-${run.id.slice(0, 6)}-`, (i) => i === 45),
+        failing,
+        {
+          windowSize: 60,
+          nextCursor: { unit: 6 },
+          positionAfter: (done) => {
+            positions.push(done);
+            return { cursor: { unit: Math.floor(done / 10) }, processedOffset: done % 10 };
+          },
+        },
+      ),
+    ).rejects.toBeInstanceOf(TransientError);
+    // The batch failed whole; the first per-row window (rows 0-24) committed, with its checkpoint
+    // in unit 2 after 5 of its rows: a retry resumes at row 25, not at the start of unit 0 or 3.
+    const task = await one<{ cursor: unknown; processed_offset: number }>(
+      sql`select cursor, processed_offset from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task).toEqual({ cursor: { unit: 2 }, processed_offset: 5 });
+    expect(deps.task).toMatchObject({ cursor: { unit: 2 }, processedOffset: 5 });
+    expect(positions).toContain(25);
+    const ledger = await one<{ n: number }>(
+      sql`select count(*)::int as n from drover.ledger where run_id = ${run.id}`,
+    );
+    expect(ledger.n).toBe(25);
+  });
+
+  it("the last window of rows of several units moves the cursor to nextCursor, not to a position inside them", async () => {
+    const run = await insertRun(h.db);
+    const deps = await claimed(run);
+    const calls = { batches: 0, rows: 0 };
+    await writeBatches(
+      deps,
+      rowsOf(30, `units-end-${run.id.slice(0, 6)}-`),
+      companyBatch(run.tenantId, calls),
+      {
+        windowSize: 20,
+        nextCursor: { unit: 3 },
+        positionAfter: (done) => ({ cursor: { unit: Math.floor(done / 10) }, processedOffset: done % 10 }),
+      },
+    );
+    expect(calls.batches).toBe(2);
+    const task = await one<{ cursor: unknown; processed_offset: number }>(
+      sql`select cursor, processed_offset from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task).toEqual({ cursor: { unit: 3 }, processed_offset: 0 });
   });
 });

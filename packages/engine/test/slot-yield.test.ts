@@ -49,9 +49,9 @@ const deps = () => ({
 });
 const controls = () => ({ shutdown: new AbortController().signal, working: () => {} });
 
-/** A large run holding `running` claimed tasks with a recorded share of `share`. */
-async function runOverShare(running: number, share: number) {
-  const run = await insertRun(h.db, { fairShare: share });
+/** A large run holding `running` claimed tasks with a recorded share of `share` (and ceiling, while reserving). */
+async function runOverShare(running: number, share: number, shareCeiling: number | null = null) {
+  const run = await insertRun(h.db, { fairShare: share, shareCeiling });
   const held = [];
   for (let i = 0; i < running; i++) {
     const t = await insertTask(h.db, run.id);
@@ -144,6 +144,35 @@ describe("a run over its fair share while another run waits", () => {
     // Four running, a share of two: of four tasks asking together, exactly two give their slot up.
     const { held } = await runOverShare(4, 2);
     await waitingRun();
+
+    const yielded = await Promise.all(held.map((t) => yieldSlot(h.db, t.runId, t.id, t.lockedBy!)));
+
+    expect(yielded.filter(Boolean)).toHaveLength(2);
+  });
+});
+
+describe("a run above the share ceiling while the pool reserves shares (busy workers)", () => {
+  it("gives a slot up though no other run waits: the slot is kept for a present run", async () => {
+    const { run } = await runOverShare(1, 1, 1);
+    const task = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
+
+    const outcome = await runAssignment(deps(), task.id, controls());
+
+    expect(outcome.status).toBe("yielded");
+    expect(await taskRow(task.id)).toMatchObject({ status: "pending", attempts: 0, dispatched_at: null });
+  });
+
+  it("keeps its slot at the ceiling, above its share, when nobody waits: an odd slot is not given up", async () => {
+    const { run } = await runOverShare(1, 1, 2);
+    const task = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
+
+    const outcome = await runAssignment(deps(), task.id, controls());
+
+    expect(outcome.status).toBe("succeeded");
+  });
+
+  it("yields down to the ceiling when several of its tasks ask at once", async () => {
+    const { held } = await runOverShare(5, 2, 3);
 
     const yielded = await Promise.all(held.map((t) => yieldSlot(h.db, t.runId, t.id, t.lockedBy!)));
 

@@ -3,7 +3,7 @@ import type { BatchWriter, Provider, RowWriter, SourceRow, TaskContext } from "@
 import { classifyError } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runAssignment, WindowDeadlineError, writeRows } from "../src/index.js";
+import { runAssignment, WindowDeadlineError, windowTransaction, writeRows } from "../src/index.js";
 import { claimedTaskDeps, deferred, type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
 
 /**
@@ -262,6 +262,36 @@ describe("the window transaction deadline", () => {
     expect(err).toBeInstanceOf(WindowDeadlineError);
     expect(classifyError(err)).toBe("transient");
     expect(deps.task.cursor).toEqual({});
+  });
+
+  it("a window whose worker goes silent mid-transaction is ended by the server, long before the deadline, and its locks no longer block the worker taking over", async () => {
+    const [company] = await h.db.execute<{ id: string }>(sql`
+      insert into app.companies (tenant_id, name) values ('silent', 'before') returning id`);
+    const silence = deferred<void>();
+    const IDLE_MS = 500;
+    // A deadline far away: only the server's idle limit can free the row in time.
+    const window = windowTransaction(
+      h.db,
+      60_000,
+      async (tx) => {
+        await tx.execute(sql`update app.companies set name = 'cut off' where id = ${company!.id}`);
+        // Cut off: the server waits for the next statement, which comes (too late) after the takeover.
+        await silence.promise;
+      },
+      IDLE_MS,
+    );
+    window.catch(() => {});
+    await new Promise((r) => setTimeout(r, 100));
+    const started = Date.now();
+    await locker.db.execute(sql`update app.companies set name = 'taken over' where id = ${company!.id}`);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    silence.resolve();
+    const err = await window.catch((e: unknown) => e);
+    expect(classifyError(err)).toBe("transient");
+    const [row] = await h.db.execute<{ name: string }>(
+      sql`select name from app.companies where id = ${company!.id}`,
+    );
+    expect(row!.name).toBe("taken over");
   });
 
   it("does not fire for windows that each finish in time, however long the page takes", async () => {

@@ -129,6 +129,6 @@ describe("worker liveness", () => {
     await newWorker("a");
     await registerWorker(h.db, { id: randomUUID(), workerId: "wide", laneWidth: 8, livenessMs: 60_000 });
     await expire(await newWorker("dead"));
-    expect(await liveLaneSlots(h.db)).toEqual({ workers: 2, slots: 12 });
+    expect(await liveLaneSlots(h.db)).toEqual({ workers: 2, slots: 12, busy: false });
   });
 });

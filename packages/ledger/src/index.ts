@@ -1,4 +1,4 @@
-export { type HeldSlot, heldSlots } from "./held-slots.js";
+export { type HeldRow, type HeldSlot, heldRowsQuery, heldSlotOf, heldSlots } from "./held-slots.js";
 export {
   claimLedgerSlot,
   claimLedgerSlots,

@@ -175,4 +175,36 @@ describe("ledger", () => {
     });
     expect((await heldSlots(database.db, scope, "persons", [])).size).toBe(0);
   });
+
+  it("held slots and parents cost one ledger row read per id asked, however large the tenant's ledger and whatever the planner knows of it", async () => {
+    const big = { ...scope, tenantId: "t-big" };
+    // 20,000 slots of one tenant, never analyzed (as after a bulk import with autovacuum behind).
+    await database.db.execute(sql`
+      insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id)
+      select ${big.tenantId}, ${big.source}, ${big.sourceAccount}, k.kind, g::text, 'created', 'r', g, ${runId}::uuid
+        from generate_series(1, 10000) g, (values ('organizations'), ('persons')) as k(kind)`);
+    const asked = ["17", "4242", "9999", "no-such-row"];
+    // Ledger rows this transaction read: by sequential scans, and index entries by any index.
+    const ledgerRowsRead = async (tx: Parameters<Parameters<typeof database.db.transaction>[0]>[0]) => {
+      const [r] = await tx.execute<{ n: string }>(sql`
+        select (pg_stat_get_xact_tuples_returned('drover.ledger'::regclass)
+              + (select coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
+                   from pg_index where indrelid = 'drover.ledger'::regclass))::text as n`);
+      return Number(r!.n);
+    };
+    await database.db.transaction(async (tx) => {
+      const before = await ledgerRowsRead(tx);
+      const held = await heldSlots(tx, big, "persons", asked);
+      expect([...held.keys()].sort()).toEqual(["17", "4242", "9999"]);
+      expect((await ledgerRowsRead(tx)) - before).toBeLessThanOrEqual(asked.length);
+    });
+    await database.db.transaction(async (tx) => {
+      const before = await ledgerRowsRead(tx);
+      const parents = await resolveParents(tx, big, { organizations: asked, persons: ["5"] });
+      expect(parents.get("organizations", "4242")).toBe(4242);
+      expect(parents.get("persons", "5")).toBe(5);
+      expect(parents.size).toBe(4);
+      expect((await ledgerRowsRead(tx)) - before).toBeLessThanOrEqual(asked.length + 1);
+    });
+  });
 });

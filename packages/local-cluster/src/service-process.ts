@@ -7,6 +7,8 @@ import { NODE_ARGS } from "./service-spec.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
+const DEFAULT_READY_TIMEOUT_MS = 90_000;
+
 export interface ServiceProcess {
   name: string;
   pid: number;
@@ -30,6 +32,11 @@ export interface SpawnOptions {
   readyEvent: string;
   /** Where stdout and stderr go; the directory is created. */
   logDir: string;
+  /**
+   * How long the service may take to say it is ready (default 90 s): a cold start transpiles its
+   * TypeScript first, which on a loaded two-core machine has taken over 30 s; a service that never
+   * gets ready still fails, only later.
+   */
   readyTimeoutMs?: number;
   /**
    * A command the service's node runs under, e.g. `["ip", "netns", "exec", "<name>"]` to start it in
@@ -100,10 +107,10 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
     const timer = setTimeout(() => {
       settled = true;
       const error = new Error(
-        `${options.name} did not become ready within ${options.readyTimeoutMs ?? 30_000} ms (pid ${child.pid}, killed); see ${logPath}`,
+        `${options.name} did not become ready within ${options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS} ms (pid ${child.pid}, killed); see ${logPath}`,
       );
       void killUnready(child, exited).then(() => reject(error));
-    }, options.readyTimeoutMs ?? 30_000);
+    }, options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
     const lines = createInterface({ input: child.stdout! });
     lines.on("line", (line) => {
       log.write(`${line}\n`);

@@ -169,12 +169,29 @@ export interface WriteOptions<T = unknown> {
    */
   cursorAfter?(row: SourceRow<T>): Record<string, unknown>;
   /**
+   * For rows that span several units of the task (a mail window holding the messages of several
+   * deals): where the task stands once rows[0, end) are committed, `end` short of the last row —
+   * the unit the next row belongs to (its cursor) and how many of that unit's rows are done. A
+   * window's checkpoint then lands inside a unit as it would had the unit been written alone, so
+   * windows may cover many units while a retry still resumes at the right row. Without it a
+   * checkpoint short of the end records `end` as processedOffset.
+   */
+  positionAfter?(end: number): { cursor: Record<string, unknown>; processedOffset: number };
+  /**
    * Whether this pass applies `row` again to the record the ledger already holds for it (e.g. the
    * catch-up pass, for a row the customer changed mid-run): the writer then gets the held slot and
    * returns "updated". Without it (and for every row it refuses), a row the ledger holds is written
    * as nothing and counted already here: each window asks the ledger once which of its rows it holds.
    */
   reapply?(row: SourceRow<T>): boolean;
+  /**
+   * For a source without a ledger (ledger mode `none`), on a pass that writes rows an earlier pass
+   * noted (a re-drive): each row written settles the run's earlier notes about it (they no longer
+   * hold, drover.notes.settled_at), in the window's transaction, so the run's counts move the row
+   * from failed to written exactly when it commits. A ledgered source needs nothing: its ledger
+   * slot says the same.
+   */
+  settlesNotes?: boolean;
 }
 
 export interface WriteSummary {
@@ -213,10 +230,12 @@ export interface TaskContext {
   writeBatches<T>(
     rows: readonly SourceRow<T>[],
     /**
-     * The writer, or how to build it (e.g. after resolving the rows' parents): built once, before
-     * the first window that writes anything, and not at all when every row is already held.
+     * The writer, or how to build it for `toWrite` (e.g. after resolving those rows' parents): built
+     * once, before the first window that writes anything, for the rows the ledger was not found to
+     * hold, and not at all when every row is held; built again for every row should a window have
+     * to write one outside `toWrite`.
      */
-    writer: BatchWriter<T> | (() => Promise<BatchWriter<T>>),
+    writer: BatchWriter<T> | ((toWrite: readonly SourceRow<T>[]) => Promise<BatchWriter<T>>),
     options?: WriteOptions<T> & { windowSize?: number },
   ): Promise<WriteSummary>;
   /**
@@ -235,6 +254,21 @@ export interface TaskContext {
    * parks it: kept in the cursor, the next attempt starts from it instead of asking again.
    */
   keepCursor(cursor: Record<string, unknown>): Promise<void>;
+  /**
+   * A follow pass's deletion sweep: the tenant's ledger rows of `kind` from this source account
+   * (created or matched), each with whether an earlier pass found it deleted at the source.
+   */
+  heldSourceRows?(kind: string): Promise<{ sourceId: string; deleted: boolean }[]>;
+  /**
+   * Applies what a sweep found, with the task's checkpoint (`cursor`) in one transaction fenced by
+   * the claim: created records marked deleted (or restored), matched ones only noted. Rows already
+   * in that state change nothing. Returns how many rows this call changed.
+   */
+  applySourceDeletions?(
+    kind: string,
+    change: SourceDeletions,
+    cursor: Record<string, unknown>,
+  ): Promise<{ deleted: number; restored: number }>;
   /** Tells JetStream the task is alive; call during long fetches. */
   working(): void;
   /**
@@ -242,6 +276,12 @@ export interface TaskContext {
    * every task of this process on the account. Absent when running without a coordinator.
    */
   pacer?: BudgetPacer | undefined;
+}
+
+/** Source rows a sweep confirmed deleted at the source, and rows marked so that it lists again. */
+export interface SourceDeletions {
+  gone: readonly string[];
+  restored: readonly string[];
 }
 
 export interface ParentMap {
@@ -344,13 +384,40 @@ export interface WorkEstimate {
   dailyTokens?: number;
 }
 
+/**
+ * How a source reads chosen rows of a kind again, for re-drive: the capability a source declares.
+ * - `by-id`: it can ask the source for a row by its id (a GET by id, a list's `ids` filter).
+ * - `by-listing`: it cannot (a table read by keyset, a mail message that only its deal's list
+ *   links to a deal): it walks again the listing unit that held each row (a keyset range of a
+ *   slot, a mail task's deals), found from the task that noted the row, and writes only the rows
+ *   asked for.
+ */
+export type RedriveReads = "by-id" | "by-listing";
+
+/** One row a re-drive reads again. */
+export interface RedriveRow {
+  sourceId: string;
+  /**
+   * For a `by-listing` kind: the cursor of the task that last noted the row (the note still
+   * holding), as it stands now: where the row was listed. Its unit (a slot's bounds, a mail
+   * task's deals) is what the re-drive walks; a re-drive task's own cursor must keep that unit,
+   * since a row it fails again is noted by it. Absent for a `by-id` kind.
+   */
+  listedIn?: Record<string, unknown>;
+}
+
 /** How a source reads chosen rows again, for re-drive. */
 export interface RowRedrive {
+  /** Whether rows of `kind` are read by id or by walking again the listing that held them. */
+  reads(kind: string): RedriveReads;
   /**
-   * Why rows of `kind` cannot be read again one by one (e.g. a kind only a parent's list names), or
-   * undefined when they can.
+   * Why rows of `kind` cannot be read again at all, or undefined when they can.
    */
   refuses(kind: string): string | undefined;
-  /** Tasks reading `sourceIds` of `kind` again; `key` makes their seed keys unique to this re-drive. */
-  seeds(kind: string, sourceIds: readonly string[], key: string): TaskSeed[];
+  /**
+   * Tasks reading `rows` of `kind` again; `key` makes their seed keys unique to this re-drive. For
+   * a `by-listing` kind every row carries `listedIn`; a row whose listing the source cannot walk
+   * again is a refusal: throw PermanentError saying which.
+   */
+  seeds(kind: string, rows: readonly RedriveRow[], key: string): TaskSeed[];
 }

@@ -38,6 +38,14 @@ const schema = z.object({
    * Within it every live run gets an equal share of the live workers' lane slots (dispatcher.ts).
    */
   DROVER_TENANT_MAX_INFLIGHT: intVar(0, 100_000, 0),
+  /**
+   * What becomes of a live run's unused share of the pool (fair-share.ts): `adaptive` lends it to
+   * the other runs while the workers wait on the source and keeps it free while any live worker's
+   * event loop is busy; `lend` always lends; `reserve` never does.
+   */
+  DROVER_FAIR_SHARE: z
+    .enum(["adaptive", "lend", "reserve"], { message: "must be adaptive, lend or reserve" })
+    .default("adaptive"),
   /** A published task still pending after this long was lost by the broker; publish it again. */
   DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000),
   /**

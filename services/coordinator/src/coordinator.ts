@@ -113,6 +113,7 @@ export async function startCoordinator(
       names,
       laneWidth: config.DROVER_LANE_WIDTH,
       tenantCap: config.DROVER_TENANT_MAX_INFLIGHT,
+      fairShare: config.DROVER_FAIR_SHARE,
       ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
     }),
   };

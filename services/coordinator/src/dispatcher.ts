@@ -11,7 +11,7 @@ import { publishTask, type TaskQueueNames } from "@drover/task-queue";
 import { Attr, extractTraceContext, injectTraceContext, SpanKind, withSpan } from "@drover/telemetry";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { sql } from "drizzle-orm";
-import { fairShares, type RunDemand } from "./fair-share.js";
+import { fairShares, type RunDemand, shareCeiling } from "./fair-share.js";
 
 export interface DispatcherDeps {
   db: Db;
@@ -21,9 +21,23 @@ export interface DispatcherDeps {
   laneWidth: number;
   /** DROVER_TENANT_MAX_INFLIGHT: tasks in flight per tenant over all its runs; 0 for no cap. */
   tenantCap: number;
+  /**
+   * DROVER_FAIR_SHARE: whether a live run's unused share is lent to the others (`lend`), kept free
+   * for it (`reserve`), or lent only while no live worker reports its event loop busy (`adaptive`).
+   */
+  fairShare: FairShareMode;
   /** Re-creates the stream when publishing fails (someone deleted it, the broker lost it). */
   ensureQueue(): Promise<void>;
 }
+
+export type FairShareMode = "adaptive" | "reserve" | "lend";
+
+/**
+ * A run that moved (a phase advanced) this recently, or with a task of its current phase due this
+ * soon, is present (fair-share.ts): the gap between two phases or two pages of a chain does not give
+ * its share away, while a run parked until tomorrow's budget does not hold one.
+ */
+const PRESENT_WITHIN_S = 5;
 
 type DemandRow = RunDemand & { traceContext: Record<string, string> | null } & Record<string, unknown>;
 
@@ -81,7 +95,11 @@ export async function dispatch(deps: DispatcherDeps): Promise<number> {
                 select 1 from drover.tasks t
                  where t.run_id = r.id and t.status = 'pending' and t.dispatched_at is null
                    and t.phase = r.current_phase and t.available_at <= now()
-                 limit ${slots + 1}) due) as ready
+                 limit ${slots + 1}) due) as ready,
+             r.updated_at > now() - make_interval(secs => ${PRESENT_WITHIN_S})
+               or exists (select 1 from drover.tasks t
+                           where t.run_id = r.id and t.status = 'pending' and t.phase = r.current_phase
+                             and t.available_at <= now() + make_interval(secs => ${PRESENT_WITHIN_S})) as present
         from drover.runs r
         left join lateral (
           select count(*) filter (where t.status = 'running') as running,
@@ -92,8 +110,10 @@ export async function dispatch(deps: DispatcherDeps): Promise<number> {
        where r.status = 'running'
        order by r.created_at`);
     if (demand.length === 0) return [];
-    const targets = fairShares(demand, { slots, tenantCap: deps.tenantCap });
-    await recordFairShares(tx, targets);
+    const reserve = deps.fairShare === "reserve" || (deps.fairShare === "adaptive" && live.busy);
+    const options = { slots, tenantCap: deps.tenantCap, reserve };
+    const targets = fairShares(demand, options);
+    await recordFairShares(tx, targets, shareCeiling(demand, options));
     const picked: { runId: string; ids: number[]; traceContext: Record<string, string> | null }[] = [];
     // The runs served least now publish first: their task leads each turn of the interleave.
     for (const run of [...demand].sort((a, b) => a.running - b.running)) {

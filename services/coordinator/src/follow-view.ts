@@ -28,6 +28,7 @@ export function followView(
       startsAt: timestampFromDate(new Date(p.startsAt)),
       ...(p.finishedAt ? { finishedAt: timestampFromDate(new Date(p.finishedAt)) } : {}),
       changes: BigInt(p.changes ?? 0),
+      deletions: BigInt(p.deletions ?? 0),
     })),
   };
 }

@@ -49,8 +49,9 @@ export function runExplain(ctx: CoordinatorContext, verifications: Verifications
         run_id: string;
         task_id: string | null;
         created_at: Date;
+        settled_at: Date | null;
       }>(sql`
-        select n.level, n.reason, n.run_id, n.task_id, n.created_at from drover.notes n
+        select n.level, n.reason, n.run_id, n.task_id, n.created_at, n.settled_at from drover.notes n
           join drover.runs r on r.id = n.run_id
          where r.tenant_id = ${tenantId} and r.source = ${source} and r.source_account = ${sourceAccount}
            and n.kind = ${kind} and n.subject_id = ${sourceId}
@@ -65,14 +66,14 @@ export function runExplain(ctx: CoordinatorContext, verifications: Verifications
         createdAt: timestampFromDate(new Date(n.created_at)),
       }));
       if (!entry) {
-        const why = related[0]?.reason;
-        return {
-          found: false,
-          notes: notesOut,
-          explanation: why
-            ? `${kind} ${sourceId} never reached the ledger: ${why}`
-            : await explainMissingRow(db, { tenantId, source, sourceAccount, kind, sourceId }),
-        };
+        const why = related[0];
+        // A source without a ledger: a re-drive that wrote the row settled the notes about it.
+        const explanation = !why
+          ? await explainMissingRow(db, { tenantId, source, sourceAccount, kind, sourceId })
+          : why.settled_at
+            ? `${kind} ${sourceId} failed (${why.reason}), then a re-drive of run ${why.run_id} wrote it at ${new Date(why.settled_at).toISOString()}; this source keeps no ledger`
+            : `${kind} ${sourceId} never reached the ledger: ${why.reason}`;
+        return { found: false, notes: notesOut, explanation };
       }
       return {
         found: true,

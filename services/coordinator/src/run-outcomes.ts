@@ -42,13 +42,16 @@ function notesMayBeStale(sources: Sources, run: RunScope): boolean {
 }
 
 /**
- * A note about a source row no longer holds once the row's ledger slot was written after it: a row
+ * A note about a source row no longer holds once the row's ledger slot was written after it (for a
+ * source without a ledger: once a re-drive's window wrote the row, `settled_at`): a row
  * skipped as "not linked to any record" (or failed) that a later pass created, matched or skipped
  * again. A note written with the slot, or about a row whose slot has not moved since (a deferred
  * link kept as a source reference, a row of an earlier run that failed now), still holds.
  * `n` is the note's alias; one probe of the ledger's unique index per note.
  */
 export function noteHolds(sources: Sources, run: RunScope, n: SQL): SQL {
+  // Without a ledger, the window that writes a row again settles the notes about it (re-drive).
+  if ((sources.get(run.source)?.ledger ?? "per-row") === "none") return sql`${n}.settled_at is null`;
   if (!notesMayBeStale(sources, run)) return sql`true`;
   return sql`(${n}.subject_id is null or not exists (
     select 1 from drover.ledger l

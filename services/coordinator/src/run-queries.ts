@@ -67,7 +67,18 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
       while (run && !call.signal.aborted) {
         const view = await runView(db, ctx.providers, run);
         const digest = JSON.stringify(
-          [view.status, view.currentPhase, view.progress, view.tasks, view.budget],
+          // A revert run's progress is its revert counts; a follow run's, its passes (not its lag,
+          // which moves every second: the page counts it on from the pass's start).
+          [
+            view.status,
+            view.currentPhase,
+            view.progress,
+            view.tasks,
+            view.budget,
+            view.revert,
+            view.follow?.passes,
+            view.follow?.cutoverAt,
+          ],
           (_k, v) => (typeof v === "bigint" ? v.toString() : v),
         );
         if (digest !== previous) {

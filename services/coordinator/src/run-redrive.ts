@@ -1,6 +1,6 @@
 import type { Queryable, RunRow } from "@drover/db";
 import { Code, type RetryRunRequest, RpcError } from "@drover/proto";
-import type { Provider, TaskSeed } from "@drover/provider-sdk";
+import { PermanentError, type Provider, type RedriveRow, type TaskSeed } from "@drover/provider-sdk";
 import { type SQL, sql } from "drizzle-orm";
 import { quoted } from "./quote.js";
 import { noteHolds, type Sources } from "./run-outcomes.js";
@@ -54,25 +54,32 @@ function precondition(message: string): RpcError {
   return new RpcError(Code.FAILED_PRECONDITION, message);
 }
 
+/** A row a re-drive reads again, and the task whose note about it still holds (the latest). */
+export interface RedriveCandidate {
+  sourceId: string;
+  taskId: number | null;
+}
+
 /**
  * The rows a re-drive reads again, per kind: the run's rows that failed (an error note) or that it
  * holds as a skipped placeholder (a note on a slot this run skipped), whose note still holds
- * (noteHolds: not written since) and that match the filter. The same notes ListNotes groups, so a
- * reason group's "retry these" takes exactly the rows it counts. Index-backed: the run's notes,
- * one ledger probe per note.
+ * (noteHolds: not written since) and that match the filter, each with the task of its latest such
+ * note (where a source that reads by listing finds the row again). The same notes ListNotes
+ * groups, so a reason group's "retry these" takes exactly the rows it counts. Index-backed: the
+ * run's notes, one ledger probe per note.
  */
 export async function redriveRows(
   q: Queryable,
   sources: Sources,
   run: RunRow,
   filter: RedriveFilter,
-): Promise<Map<string, string[]>> {
+): Promise<Map<string, RedriveCandidate[]>> {
   const where: SQL[] = [];
   if (filter.kind) where.push(sql`and n.kind = ${filter.kind}`);
   if (filter.reason) where.push(sql`and n.reason = ${filter.reason}`);
   if (filter.sourceIds) where.push(sql`and n.subject_id = any(${sql.param(filter.sourceIds)}::text[])`);
-  const rows = await q.execute<{ kind: string; ids: string[] }>(sql`
-    select n.kind, array_agg(distinct n.subject_id order by n.subject_id) as ids
+  const rows = await q.execute<{ kind: string; subject_id: string; task_id: string | null }>(sql`
+    select n.kind, n.subject_id, (array_agg(n.task_id order by n.id desc))[1]::text as task_id
       from drover.notes n
      where n.run_id = ${run.id}::uuid and n.subject_id is not null
        ${sql.join(where, sql` `)}
@@ -82,13 +89,35 @@ export async function redriveRows(
                 and l.source_account = ${run.sourceAccount} and l.kind = n.kind
                 and l.source_id = n.subject_id and l.run_id = ${run.id}::uuid and l.action = 'skipped'))
        and ${noteHolds(sources, run, sql`n`)}
-     group by n.kind`);
-  return new Map(rows.map((r) => [r.kind, r.ids]));
+     group by n.kind, n.subject_id
+     order by n.kind, n.subject_id`);
+  const byKind = new Map<string, RedriveCandidate[]>();
+  for (const r of rows) {
+    const list = byKind.get(r.kind) ?? [];
+    list.push({ sourceId: r.subject_id, taskId: r.task_id === null ? null : Number(r.task_id) });
+    byKind.set(r.kind, list);
+  }
+  return byKind;
+}
+
+/** The cursors of the run's tasks that noted rows a by-listing re-drive walks again; one query. */
+async function listingCursors(
+  q: Queryable,
+  runId: string,
+  taskIds: readonly number[],
+): Promise<Map<number, Record<string, unknown>>> {
+  if (taskIds.length === 0) return new Map();
+  const rows = await q.execute<{ id: string; cursor: Record<string, unknown> }>(sql`
+    select id::text as id, cursor from drover.tasks
+     where run_id = ${runId}::uuid and id = any(${sql.param(taskIds.map(String))}::bigint[])`);
+  return new Map(rows.map((r) => [Number(r.id), r.cursor]));
 }
 
 /**
  * The tasks of a re-drive of `run`, checked: a run that has finished, a source that can read rows
- * again, a kind of the run, and at least one row matching. Each refusal names why.
+ * again, a kind of the run, and at least one row matching. Each refusal names why. A kind the
+ * source reads by id gets the rows' ids; a kind it reads by listing (RowRedrive.reads) gets each
+ * row with the cursor of the task that listed it, so the source walks that listing again.
  */
 export async function planRedrive(
   q: Queryable,
@@ -118,9 +147,7 @@ export async function planRedrive(
     throw precondition(
       `no row of run ${run.id} that failed or was skipped, and still is, matches ${describe(filter)} (ListNotes shows the run's current reasons)`,
     );
-  const seeds: TaskSeed[] = [];
-  let rows = 0;
-  for (const [kind, ids] of byKind) {
+  for (const kind of byKind.keys()) {
     const refused = redrive.refuses(kind);
     // A filter without a kind may span kinds (ids are per kind, a reason may be shared): one that
     // cannot be read again refuses the whole re-drive, rather than re-driving part of what was asked.
@@ -128,8 +155,34 @@ export async function planRedrive(
       throw precondition(
         `${kind}: ${refused}; ${[...byKind.keys()].join(", ")} match: name a kind to re-drive one of them`,
       );
-    seeds.push(...redrive.seeds(kind, ids, key));
-    rows += ids.length;
+  }
+  const listing = [...byKind].filter(([kind]) => redrive.reads(kind) === "by-listing");
+  const cursors = await listingCursors(q, run.id, [
+    ...new Set(listing.flatMap(([, rows]) => rows.flatMap((r) => (r.taskId === null ? [] : [r.taskId])))),
+  ]);
+  const seeds: TaskSeed[] = [];
+  let rows = 0;
+  for (const [kind, candidates] of byKind) {
+    let planned: RedriveRow[];
+    if (redrive.reads(kind) === "by-id") planned = candidates.map((c) => ({ sourceId: c.sourceId }));
+    else {
+      const unlisted = candidates.filter((c) => c.taskId === null || !cursors.has(c.taskId));
+      if (unlisted.length > 0)
+        throw precondition(
+          `${kind} rows are read again by walking the listing that held them, and no task of run ${run.id} records where ${unlisted
+            .slice(0, 10)
+            .map((c) => c.sourceId)
+            .join(",")}${unlisted.length > 10 ? ",…" : ""} was listed`,
+        );
+      planned = candidates.map((c) => ({ sourceId: c.sourceId, listedIn: cursors.get(c.taskId!)! }));
+    }
+    try {
+      seeds.push(...redrive.seeds(kind, planned, key));
+    } catch (err) {
+      if (err instanceof PermanentError) throw precondition(`${kind}: ${err.message}`);
+      throw err;
+    }
+    rows += candidates.length;
   }
   return { seeds, rows };
 }

@@ -221,15 +221,41 @@ function dailyResetTimeZone(run: RunRow): string {
 /** Which run a revert run reverts (and how far it got), or which run reverted this one. */
 async function revertInfo(q: Queryable, run: RunRow) {
   if (run.revertsRunId) {
-    const [t] = await q.execute<{ removed: string; kept: string }>(sql`
-      select coalesce(sum((stats ->> 'removed')::bigint), 0)::text as removed,
-             coalesce(sum((stats ->> 'kept')::bigint), 0)::text as kept
-        from drover.tasks where run_id = ${run.id}::uuid`);
+    // Per kind: what the revert's tasks counted, and what the reverted run still has created (kept
+    // rows stay created; removed and gone ones were released): together the kind's total.
+    const kinds = await q.execute<{
+      kind: string;
+      removed: string;
+      gone: string;
+      kept: string;
+      left: string;
+    }>(sql`
+      select k.kind,
+             coalesce(sum((t.stats ->> 'removed')::bigint), 0)::text as removed,
+             coalesce(sum((t.stats ->> 'gone')::bigint), 0)::text as gone,
+             coalesce(sum((t.stats ->> 'kept')::bigint), 0)::text as kept,
+             (select count(*) from drover.ledger l
+               where l.run_id = ${run.revertsRunId}::uuid and l.kind = k.kind and l.action = 'created')::text as left
+        from unnest(${sql.param(run.plan.flat())}::text[]) with ordinality as k(kind, n)
+        left join drover.tasks t on t.run_id = ${run.id}::uuid and t.kind = k.kind
+       group by k.kind, k.n order by k.n`);
+    const n = (v: string | undefined) => BigInt(v ?? 0);
     return {
       reverts: run.revertsRunId,
       force: run.revertForce,
-      removed: BigInt(t?.removed ?? 0),
-      kept: BigInt(t?.kept ?? 0),
+      removed: kinds.reduce((s, k) => s + n(k.removed), 0n),
+      kept: kinds.reduce((s, k) => s + n(k.kept), 0n),
+      // A kind the reverted run created nothing of (its catch-up phase, mail without messages) has
+      // nothing to show.
+      kinds: kinds
+        .filter((k) => n(k.left) + n(k.removed) + n(k.gone) > 0n)
+        .map((k) => ({
+          kind: k.kind,
+          removed: n(k.removed),
+          gone: n(k.gone),
+          kept: n(k.kept),
+          total: n(k.left) + n(k.removed) + n(k.gone),
+        })),
     };
   }
   const [by] = await q.select({ id: runs.id }).from(runs).where(eq(runs.revertsRunId, run.id));

@@ -3,6 +3,7 @@ import {
   dueVerifications,
   requestAutomaticVerifications,
   requestVerificationNow,
+  unmarkVerificationPublished,
   verificationRequestState,
 } from "@drover/engine";
 import {
@@ -72,7 +73,14 @@ export class Verifications {
     );
     if (!asked)
       throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} is not finished; verify it when it is`);
-    await this.publish(run.id);
+    try {
+      await this.publish(run.id);
+    } catch (err) {
+      // The broker is unreachable or slow (a restart, a leader election): the durable request
+      // stands, and the leader's next pass publishes it; this call keeps waiting for the result.
+      this.ctx.logger.warn({ err, runId: run.id }, "could not publish a verification; the leader will");
+      await unmarkVerificationPublished(this.ctx.db, run.id);
+    }
     const signal = AbortSignal.any([
       call.signal,
       this.abort.signal,

@@ -51,6 +51,8 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
       if (req.burstWindowMs < 0 || req.burstWindowMs > 86_400_000)
         throw invalid("burst_window_ms must be between 0 (unknown) and 86400000");
       if (req.runId.length > 64) throw invalid("run_id must be a run's id (at most 64 characters)");
+      const report = req.report ? readBudgetReport(req.report) : undefined;
+      if (report && "problem" in report) throw invalid(`report: ${report.problem}`);
       if (!ctx.isLeader())
         return (await forward()).leaseBudget(req, {
           signal: call.signal,
@@ -58,6 +60,8 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
           // The leader checks the worker's own credential.
           metadata: forwardedCredentials(call),
         });
+      // What the worker read from the source's answers counts before the lease is decided.
+      if (report) await ctx.budgets.report(source, account, report, req.runId);
       const result = await ctx.budgets.lease(
         source,
         account,
@@ -74,11 +78,18 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
           result.share
             ? `run ${req.runId} has spent its daily share of ${source}:${account} until ${until}`
             : `the daily allowance of ${source}:${account} is used up until ${until}`,
-          { retry_at: until, scope: result.share ? "run" : "account" },
+          {
+            retry_at: until,
+            scope: result.share ? "run" : "account",
+            ...(report ? { report_applied: "true" } : {}),
+          },
         );
       }
-      if (result.kind === "wait") return { granted: 0, retryAt: timestampFromDate(new Date(result.retryAt)) };
+      const applied = { reportApplied: report !== undefined };
+      if (result.kind === "wait")
+        return { granted: 0, retryAt: timestampFromDate(new Date(result.retryAt)), ...applied };
       return {
+        ...applied,
         granted: result.granted,
         firstSlotAt: timestampFromDate(new Date(result.firstSlotAt)),
         intervalMs: result.intervalMs,

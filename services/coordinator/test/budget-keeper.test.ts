@@ -19,6 +19,29 @@ afterAll(async () => {
 });
 
 /** The source's rule: in any rolling window, at most `capacity` requests. */
+/**
+ * A running run of `share` of the account's day on `account`, and a day of 1,000 tokens (or
+ * `remaining` of them) reported to the keeper, ending at `resetAt`.
+ */
+async function runWithShareOfDay(
+  keeper: BudgetKeeper,
+  account: string,
+  share: number,
+  resetAt: Date,
+  remaining = 1_000,
+): Promise<string> {
+  const [run] = await database.db.execute<{ id: string }>(sql`
+    insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, daily_share)
+    values (${`t-${account}`}, 'crm', ${account}, '{deals}', '[["deals"]]', 'running', ${share}) returning id`);
+  await keeper.report("crm", account, {
+    burstCapacity: 1_000,
+    daily: { remaining, resetAt },
+    dailyLimit: 1_000,
+    spent: 0,
+  });
+  return run!.id;
+}
+
 function maxInAnyWindow(times: number[], windowMs: number): number {
   const sorted = [...times].sort((a, b) => a - b);
   let max = 0;
@@ -187,20 +210,12 @@ describe("budget keeper", () => {
 
   it("holds a run with a daily share to its share of the day's allowance, and starts it afresh the next day", async () => {
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
-    const [half] = await database.db.execute<{ id: string }>(sql`
-      insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, daily_share)
-      values ('t-share', 'crm', 'd3', '{deals}', '[["deals"]]', 'running', 0.5) returning id`);
     const reset = new Date(clock + 3_600_000);
-    await keeper.report("crm", "d3", {
-      burstCapacity: 1_000,
-      daily: { remaining: 1_000, resetAt: reset },
-      dailyLimit: 1_000,
-      spent: 0,
-    });
+    const half = await runWithShareOfDay(keeper, "d3", 0.5, reset);
     let granted = 0;
     for (let i = 0; i < 20; i++) {
       clock += 1_000;
-      const r = await keeper.lease("crm", "d3", 10, 20, 0, half!.id, "w1");
+      const r = await keeper.lease("crm", "d3", 10, 20, 0, half, "w1");
       if (r.kind === "granted") granted += r.granted;
       else expect(r).toEqual({ kind: "exhausted", retryAt: reset.getTime(), share: true });
     }
@@ -215,28 +230,42 @@ describe("budget keeper", () => {
       daily: { remaining: 1_000, resetAt: new Date(clock + 3_600_000) },
       spent: 0,
     });
-    expect(await keeper.lease("crm", "d3", 10, 20, 0, half!.id, "w1")).toMatchObject({
+    expect(await keeper.lease("crm", "d3", 10, 20, 0, half, "w1")).toMatchObject({
       kind: "granted",
       granted: 10,
     });
   });
 
+  it("places no slot of a run's share so near the day's end that its call, used within its grace, could arrive the next day", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    // A new leader grants nothing for its first horizon (an old leader's grants run out meanwhile).
+    clock += DEFAULT_BUDGET_OPTIONS.horizonMs + 500;
+    const reset = new Date(clock + 500);
+    const run = await runWithShareOfDay(keeper, "d5", 0.5, reset);
+    // Slots ~2 ms apart: the day's end, not the horizon, bounds the grant, and the last slot used at
+    // the end of its grace still comes before the reset.
+    const r = await keeper.lease("crm", "d5", 1_000, 1, 2_000, run, "w1");
+    expect(r).toMatchObject({ kind: "granted" });
+    if (r.kind !== "granted") return;
+    expect(r.granted).toBeGreaterThan(100);
+    expect(r.granted).toBeLessThan(250);
+    expect(r.firstSlotAt + (r.granted - 1) * r.intervalMs + r.graceMs).toBeLessThan(reset.getTime());
+    // Asked again right before the reset: nothing of today's share; come back at the reset.
+    clock = reset.getTime() - 60;
+    expect(await keeper.lease("crm", "d5", 10, 1, 2_000, run, "w1")).toEqual({
+      kind: "wait",
+      retryAt: reset.getTime(),
+    });
+  });
+
   it("gives the day and the run's share back the tokens of granted slots a worker reports unused", async () => {
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
-    const [run] = await database.db.execute<{ id: string }>(sql`
-      insert into drover.runs (tenant_id, source, source_account, kinds, plan, status, daily_share)
-      values ('t-unused', 'crm', 'd4', '{deals}', '[["deals"]]', 'running', 0.1) returning id`);
-    await keeper.report("crm", "d4", {
-      burstCapacity: 1_000,
-      daily: { remaining: 200, resetAt: new Date(clock + 3_600_000) },
-      dailyLimit: 1_000,
-      spent: 0,
-    });
+    const run = await runWithShareOfDay(keeper, "d4", 0.1, new Date(clock + 3_600_000), 200);
     clock += 1_000;
-    expect(await keeper.lease("crm", "d4", 10, 20, 0, run!.id, "w1")).toMatchObject({ granted: 5 });
-    expect((await keeper.lease("crm", "d4", 1, 20, 0, run!.id, "w1")).kind).toBe("exhausted");
+    expect(await keeper.lease("crm", "d4", 10, 20, 0, run, "w1")).toMatchObject({ granted: 5 });
+    expect((await keeper.lease("crm", "d4", 1, 20, 0, run, "w1")).kind).toBe("exhausted");
     // Three of the five came too late to be used.
-    await keeper.report("crm", "d4", { spent: 40, unused: 60 }, run!.id);
-    expect(await keeper.lease("crm", "d4", 10, 20, 0, run!.id, "w1")).toMatchObject({ granted: 3 });
+    await keeper.report("crm", "d4", { spent: 40, unused: 60 }, run);
+    expect(await keeper.lease("crm", "d4", 10, 20, 0, run, "w1")).toMatchObject({ granted: 3 });
   });
 });

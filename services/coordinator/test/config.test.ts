@@ -38,3 +38,16 @@ describe("the leader timeout", () => {
     );
   });
 });
+
+describe("the fair-share mode", () => {
+  it("is adaptive by default, and read from DROVER_FAIR_SHARE", () => {
+    expect(loadCoordinatorConfig({}).DROVER_FAIR_SHARE).toBe("adaptive");
+    expect(loadCoordinatorConfig({ DROVER_FAIR_SHARE: "reserve" }).DROVER_FAIR_SHARE).toBe("reserve");
+  });
+
+  it("refuses an unknown mode, naming the ones it takes", () => {
+    expect(() => loadCoordinatorConfig({ DROVER_FAIR_SHARE: "fair" })).toThrow(
+      /DROVER_FAIR_SHARE: must be adaptive, lend or reserve \(got "fair"\)/,
+    );
+  });
+});

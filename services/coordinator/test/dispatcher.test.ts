@@ -1,13 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { openDatabase, runs, tasks } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { handOnSlot, registerWorker } from "@drover/engine";
+import { handOnSlot, heartbeatWorker, registerWorker } from "@drover/engine";
 import { ensureTaskQueue, parseAssignment, type TaskAssignment, taskQueueNames } from "@drover/task-queue";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { coalescedDispatch, type DispatcherDeps, dispatch } from "../src/dispatcher.js";
+import { coalescedDispatch, type DispatcherDeps, dispatch, type FairShareMode } from "../src/dispatcher.js";
 
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const names = taskQueueNames(`disp${randomBytes(4).toString("hex")}`);
@@ -34,25 +34,25 @@ beforeEach(async () => {
   await (await jetstreamManager(nc)).streams.purge(names.stream);
 });
 
-function deps(tenantCap = 0): DispatcherDeps {
+function deps(tenantCap = 0, fairShare: FairShareMode = "adaptive"): DispatcherDeps {
   return {
     db: database.db,
     js: jetstream(nc),
     names,
     laneWidth: 4,
     tenantCap,
+    fairShare,
     ensureQueue: () => jetstreamManager(nc).then((jsm) => ensureTaskQueue(jsm, names)),
   };
 }
 
-async function liveWorkers(n: number): Promise<void> {
-  for (let i = 0; i < n; i++)
-    await registerWorker(database.db, {
-      id: randomUUID(),
-      workerId: `w${i}`,
-      laneWidth: 4,
-      livenessMs: 60_000,
-    });
+async function liveWorkers(n: number, busy = false): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const id = randomUUID();
+    await registerWorker(database.db, { id, workerId: `w${i}`, laneWidth: 4, livenessMs: 60_000 });
+    // As the worker's heartbeat says it (event-loop-load.ts).
+    if (busy) await heartbeatWorker(database.db, id, 60_000, true);
+  }
 }
 
 async function runWithTasks(tenantId: string, count: number): Promise<string> {
@@ -159,5 +159,58 @@ describe("fair dispatch", () => {
     // Nothing ended since: a is at its share, and b's slot is not a's to take.
     expect((await handOnSlot(database.db, a)).ids).toHaveLength(0);
     expect((await handOnSlot(database.db, b)).ids).toHaveLength(0);
+  });
+
+  it("while a live worker is busy, a large run gets its equal share beside a small one and the rest stays free", async () => {
+    await liveWorkers(1);
+    await liveWorkers(1, true);
+    const large = await runWithTasks("busy-large", 200);
+    const small = await runWithTasks("busy-small", 1);
+    expect(await dispatch(deps())).toBe(5);
+    expect(byRun(await queued())).toEqual({ [large]: 4, [small]: 1 });
+    // Tasks of a run above half the pool give their slots up between windows (overFairShare).
+    const ceilings = await database.db.execute<{ share_ceiling: number | null }>(
+      sql`select share_ceiling from drover.runs where id in (${large}::uuid, ${small}::uuid)`,
+    );
+    expect(ceilings.map((r) => r.share_ceiling)).toEqual([4, 4]);
+    // The small run's task ends and its next page is not yet due: its share is still its own.
+    await database.db.execute(sql`
+      update drover.tasks set status = 'succeeded', finished_at = now() where run_id = ${small}::uuid`);
+    await database.db.execute(sql`
+      insert into drover.tasks (run_id, kind, phase, seed_key, cursor, available_at)
+      values (${small}::uuid, 'organizations', 0, 'next-page', '{}', now() + interval '2 seconds')`);
+    expect(await dispatch(deps())).toBe(0);
+  });
+
+  it("while a live worker is busy, a run parked until later holds no share", async () => {
+    await liveWorkers(2, true);
+    const large = await runWithTasks("parked-beside", 200);
+    const parked = await runWithTasks("parked", 1);
+    await database.db.execute(sql`
+      update drover.tasks set available_at = now() + interval '1 hour' where run_id = ${parked}::uuid`);
+    await database.db.execute(
+      sql`update drover.runs set updated_at = now() - interval '1 minute' where id = ${parked}::uuid`,
+    );
+    await dispatch(deps());
+    expect(byRun(await queued())).toEqual({ [large]: 8 });
+  });
+
+  it("with idle workers, or when told to lend, a run's unused share goes to the others; told to reserve, it stays free", async () => {
+    await liveWorkers(2);
+    const large = await runWithTasks("idle-large", 200);
+    const small = await runWithTasks("idle-small", 1);
+    await dispatch(deps(0, "reserve"));
+    expect(byRun(await queued())).toEqual({ [large]: 4, [small]: 1 });
+    await dispatch(deps());
+    expect(byRun(await queued())).toEqual({ [large]: 7, [small]: 1 });
+    const [lent] = await database.db.execute<{ share_ceiling: number | null }>(
+      sql`select share_ceiling from drover.runs where id = ${large}::uuid`,
+    );
+    expect(lent!.share_ceiling).toBeNull();
+    await database.db.execute(sql`update drover.workers set busy = true`);
+    await (await jetstreamManager(nc)).streams.purge(names.stream);
+    await database.db.execute(sql`update drover.tasks set dispatched_at = null`);
+    await dispatch(deps(0, "lend"));
+    expect(byRun(await queued())).toEqual({ [large]: 7, [small]: 1 });
   });
 });

@@ -1,7 +1,14 @@
-import { storedVerificationJson } from "@drover/engine";
-import { toJson, VerificationSchema } from "@drover/proto";
+import { openDatabase, runs } from "@drover/db";
+import { createTestDatabase } from "@drover/db/testing";
+import { claimVerification, storedVerificationJson, storeVerification } from "@drover/engine";
+import { type CallContext, toJson, VerificationSchema } from "@drover/proto";
+import { providers } from "@drover/providers";
+import { createLogger } from "@drover/telemetry";
 import { describe, expect, it } from "vitest";
-import { storedVerification } from "../src/verification-dispatch.js";
+import { BudgetKeeper } from "../src/budget-keeper.js";
+import { loadCoordinatorConfig } from "../src/config.js";
+import type { CoordinatorContext } from "../src/context.js";
+import { storedVerification, Verifications } from "../src/verification-dispatch.js";
 
 describe("stored verification", () => {
   it("what a worker stores on the run is what GetRun parses, int64 counts included", () => {
@@ -48,5 +55,73 @@ describe("stored verification", () => {
     );
     expect(storedVerification(null)).toBeUndefined();
     expect(storedVerification({ ok: "not a bool" })).toBeUndefined();
+  });
+});
+
+describe("VerifyRun when the broker does not take the request", () => {
+  it("keeps waiting while the leader's next pass publishes it, and answers with the worker's result", async () => {
+    const testDb = await createTestDatabase();
+    const database = openDatabase(testDb.url, { max: 4 });
+    try {
+      const ctx: CoordinatorContext = {
+        budgets: new BudgetKeeper(database.db),
+        isLeader: () => true,
+        db: database.db,
+        config: loadCoordinatorConfig({}),
+        providers,
+        logger: createLogger("test", { level: "silent" }),
+        dispatch: async () => 0,
+      };
+      const [run] = await database.db
+        .insert(runs)
+        .values({
+          tenantId: "t-verify",
+          source: "crm",
+          sourceAccount: "a",
+          kinds: ["organizations"],
+          plan: [["organizations"]],
+          status: "succeeded",
+          finishedAt: new Date(),
+          sourceConfig: { baseUrl: "http://127.0.0.1:1", settings: {} },
+        })
+        .returning();
+      // The coordinator answering the call cannot publish (a JetStream publish timing out).
+      const answering = new Verifications(ctx, async () => {
+        throw new Error("TimeoutError: timeout");
+      });
+      // The leader can; what it publishes a worker claims and verifies.
+      const published: string[] = [];
+      const leader = new Verifications(ctx, async (runId) => {
+        published.push(runId);
+        const claim = await claimVerification(database.db, runId, "worker/1");
+        if (claim)
+          await storeVerification(database.db, claim, {
+            ok: true,
+            verifiedAt: new Date(),
+            kinds: [],
+          });
+      });
+      const call: CallContext = {
+        method: "drover.v1.RunService/VerifyRun",
+        metadata: {},
+        signal: new AbortController().signal,
+        deadline: new Date(Date.now() + 20_000),
+        peer: "test",
+      };
+      const answer = answering.onDemand(run!, call);
+      let settled = false;
+      void answer.finally(() => {
+        settled = true;
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(settled).toBe(false);
+      await leader.pass();
+      expect(published).toEqual([run!.id]);
+      const verification = await answer;
+      expect(verification.ok).toBe(true);
+    } finally {
+      await database.close();
+      await testDb.drop();
+    }
   });
 });

@@ -4,7 +4,9 @@ import type { AddressInfo } from "node:net";
 import { channelCredentials, MAX_TOKEN_LENGTH } from "@drover/auth";
 import {
   type Client,
+  Code,
   createClient,
+  isRpcError,
   LIVE_RUN_STATUSES,
   RUN_STATUSES,
   RunService,
@@ -65,7 +67,11 @@ const CALL_DEADLINE_MS = 15_000;
 const KEEP_ALIVE_MS = 15_000;
 
 class HttpProblem extends Error {
-  constructor(readonly problem: Problem) {
+  constructor(
+    readonly problem: Problem,
+    /** More for the page than a sentence, e.g. the runs a refused revert names. */
+    readonly extra: Record<string, unknown> = {},
+  ) {
     super(problem.message);
   }
 }
@@ -136,7 +142,7 @@ export async function startDashboard(
       sendJson(res, 200, { runs: runs.map(runJson) });
       return "runs";
     }
-    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|stop|resume|retry))?$/.exec(path);
+    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|stop|resume|retry|revert))?$/.exec(path);
     if (!match) throw new HttpProblem({ status: 404, message: "There is no such API." });
     const runId = decodeURIComponent(match[1]!);
     if (!RUN_ID.test(runId)) throw new HttpProblem({ status: 404, message: "There is no run with that id." });
@@ -157,6 +163,26 @@ export async function startDashboard(
     if (req.method === "GET" && action === "events") {
       await streamRun(res, runId, token);
       return "events";
+    }
+    if (req.method === "POST" && action === "revert") {
+      // The "Revert this run" action: refused (409) while other runs' records depend on what this
+      // one created, naming those runs for the page to link, unless force is asked for.
+      try {
+        const { run } = await client.revertRun(
+          { runId, force: url.searchParams.get("force") === "1" },
+          callOptions(token),
+        );
+        sendJson(res, 200, { run: runJson(run!) });
+      } catch (err) {
+        if (!isRpcError(err, Code.FAILED_PRECONDITION)) throw err;
+        const runIds = (err.details.run_ids ?? "").split(",").filter((id) => RUN_ID.test(id));
+        const revertedBy = RUN_ID.test(err.details.reverted_by ?? "") ? err.details.reverted_by : undefined;
+        throw new HttpProblem(problemFor(err, coordinator), {
+          ...(runIds.length > 0 ? { runIds } : {}),
+          ...(revertedBy ? { revertedBy } : {}),
+        });
+      }
+      return "revert";
     }
     if (req.method === "POST" && action && action !== "events" && action !== "throughput") {
       // A retry with `kind`, `reason` or `id` (repeated) in the query is a re-drive of those rows
@@ -260,7 +286,8 @@ export async function startDashboard(
         } catch (err) {
           const problem = err instanceof HttpProblem ? err.problem : problemFor(err, coordinator);
           if (problem.status >= 500) logger.warn({ err, path }, "request failed");
-          if (!res.headersSent) sendJson(res, problem.status, { error: problem.message });
+          const extra = err instanceof HttpProblem ? err.extra : {};
+          if (!res.headersSent) sendJson(res, problem.status, { error: problem.message, ...extra });
           else res.end();
         }
         span.setAttribute("http.response.status_code", res.statusCode);

@@ -75,7 +75,22 @@ export interface RunJson {
       startsAt: string | null;
       finishedAt: string | null;
       changes: number;
+      /** Of the changes, rows deleted at the source (or restored) that the pass applied. */
+      deletions: number;
     }[];
+  } | null;
+  /**
+   * A revert run: the run it reverts and, per kind in the order it goes (children first), records
+   * removed, already gone, left in place (ListNotes says why) out of the kind's total. A reverted
+   * run: the run that reverted it. Null for any other run.
+   */
+  revert: {
+    reverts: string | null;
+    revertedBy: string | null;
+    force: boolean;
+    removed: number;
+    kept: number;
+    kinds: { kind: string; removed: number; gone: number; kept: number; total: number }[];
   } | null;
   /** The check of the finished run against its source; null until there is one. */
   verification: VerificationJson | null;
@@ -90,8 +105,12 @@ export interface RunJson {
   createdAt: string | null;
   startedAt: string | null;
   finishedAt: string | null;
-  /** redrive: a reason group's rows may be read again (RetryRun with a filter): the run has finished. */
-  can: { stop: boolean; resume: boolean; retry: boolean; redrive: boolean };
+  /**
+   * redrive: a reason group's rows may be read again (RetryRun with a filter): the run has finished.
+   * revert: "Revert this run" is offered: a finished run that wrote records, is not itself a revert
+   * and was not reverted (RevertRun still checks what depends on its records).
+   */
+  can: { stop: boolean; resume: boolean; retry: boolean; redrive: boolean; revert: boolean };
 }
 
 export interface BudgetFact {
@@ -245,6 +264,23 @@ export function runJson(run: Run, now = Date.now()): RunJson {
             startsAt: iso(p.startsAt),
             finishedAt: iso(p.finishedAt),
             changes: Number(p.changes),
+            deletions: Number(p.deletions),
+          })),
+        }
+      : null,
+    revert: run.revert
+      ? {
+          reverts: run.revert.reverts || null,
+          revertedBy: run.revert.revertedBy || null,
+          force: run.revert.force,
+          removed: Number(run.revert.removed),
+          kept: Number(run.revert.kept),
+          kinds: run.revert.kinds.map((k) => ({
+            kind: k.kind,
+            removed: Number(k.removed),
+            gone: Number(k.gone),
+            kept: Number(k.kept),
+            total: Number(k.total),
           })),
         }
       : null,
@@ -264,7 +300,8 @@ export function runJson(run: Run, now = Date.now()): RunJson {
         }
       : null,
     // A dry run wrote nothing of its own: it is never verified.
-    verificationPending: !run.dryRun && !run.verification && VERIFIED_AUTOMATICALLY.has(run.status),
+    verificationPending:
+      !run.dryRun && !run.revert?.reverts && !run.verification && VERIFIED_AUTOMATICALLY.has(run.status),
     isDryRun: run.dryRun,
     dryRun: dryRunJson(run),
     error: run.error,
@@ -275,7 +312,14 @@ export function runJson(run: Run, now = Date.now()): RunJson {
       stop: run.status === RunStatus.PENDING || run.status === RunStatus.RUNNING,
       resume: run.status === RunStatus.STOPPED,
       retry: run.status === RunStatus.FAILED,
-      redrive: run.status === RunStatus.SUCCEEDED || run.status === RunStatus.FAILED,
+      redrive:
+        !run.revert?.reverts && (run.status === RunStatus.SUCCEEDED || run.status === RunStatus.FAILED),
+      revert:
+        !run.dryRun &&
+        !run.revert &&
+        (run.status === RunStatus.SUCCEEDED ||
+          run.status === RunStatus.FAILED ||
+          run.status === RunStatus.STOPPED),
     },
   };
 }

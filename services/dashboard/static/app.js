@@ -43,9 +43,10 @@ function showProblem(message) {
 }
 
 class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, body = {}) {
     super(message);
     this.status = status;
+    this.body = body;
   }
 }
 
@@ -62,7 +63,7 @@ async function api(method, path) {
   }
   if (!res.ok) {
     if (res.status === 401) sessionStorage.removeItem(KEY_STORE);
-    throw new ApiError(res.status, body.error || `The dashboard answered ${res.status}.`);
+    throw new ApiError(res.status, body.error || `The dashboard answered ${res.status}.`, body);
   }
   return body;
 }
@@ -333,6 +334,7 @@ class RunView {
     this.budgetWait = h("p", { class: "notice", id: "budget-wait", hidden: true });
     this.eta = h("p", { class: "notice", id: "run-eta", hidden: true });
     this.follow = h("p", { class: "notice", id: "run-follow", hidden: true });
+    this.revertLine = h("p", { class: "notice", id: "run-revert", hidden: true });
     this.learned = h("dl", { class: "facts", id: "run-facts", hidden: true });
     this.buttons = {
       stop: h(
@@ -342,7 +344,78 @@ class RunView {
       ),
       resume: h("button", { type: "button", id: "resume", onclick: () => this.steer("resume") }, "Resume"),
       retry: h("button", { type: "button", id: "retry", onclick: () => this.steer("retry") }, "Retry"),
+      revert: h(
+        "button",
+        { type: "button", id: "revert", class: "danger", onclick: () => this.askRevert() },
+        "Revert this run…",
+      ),
     };
+    // "Revert this run": a confirmation first, saying what goes and what stays; a refusal names
+    // the later runs whose records depend on this one's, and force is offered then.
+    this.revertForce = h("input", { type: "checkbox", id: "revert-force" });
+    this.revertRefusal = h("p", { class: "problem", id: "revert-refusal", hidden: true });
+    this.revertRuns = h("ul", { id: "revert-runs" });
+    this.revertConfirm = h(
+      "section",
+      { class: "panel", id: "revert-confirm", hidden: true },
+      h("h2", {}, "Revert this run?"),
+      h(
+        "p",
+        {},
+        "Every record this run created is removed from the product, children before parents, as a revert run of its own (it can be stopped and resumed). Records it matched, which were already there, stay as they are. A record that cannot go stays, with a note saying why.",
+      ),
+      this.revertRefusal,
+      this.revertRuns,
+      h(
+        "label",
+        {},
+        this.revertForce,
+        " Force: clear the links other runs' records have to these records (a record that cannot exist without its parent goes with it); each is noted on the revert run",
+      ),
+      h(
+        "div",
+        { class: "actions" },
+        h(
+          "button",
+          { type: "button", id: "revert-go", class: "danger", onclick: () => this.revert() },
+          "Revert",
+        ),
+        h("button", { type: "button", id: "revert-cancel", onclick: () => this.closeRevert() }, "Cancel"),
+      ),
+    );
+    // A revert run's own progress: per kind what it removed, found gone and left in place.
+    this.revertSummary = h("p", { id: "revert-summary" });
+    this.revertRows = h("tbody", {});
+    this.revertPanel = h(
+      "section",
+      { class: "panel", id: "revert-progress", hidden: true },
+      h("h2", {}, "Revert: records removed, children first"),
+      this.revertSummary,
+      h(
+        "table",
+        { id: "revert-kinds" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            h("th", {}, "Kind"),
+            h("th", {}, ""),
+            h("th", { class: "num" }, "Removed"),
+            h("th", { class: "num" }, "Already gone"),
+            h("th", { class: "num" }, "Could not remove"),
+            h("th", { class: "num" }, "Created by the run"),
+          ),
+        ),
+        this.revertRows,
+      ),
+      h(
+        "p",
+        { class: "notice" },
+        "Why a record could not be removed is under Reasons, grouped per kind and reason.",
+      ),
+    );
     this.kinds = h("div", { id: "kinds" });
     this.tasks = h("dl", { class: "facts", id: "tasks" });
     this.budget = h("dl", { class: "facts", id: "budget" });
@@ -425,12 +498,22 @@ class RunView {
         this.budgetWait,
         this.eta,
         this.follow,
+        this.revertLine,
         this.error,
-        h("div", { class: "actions" }, this.buttons.stop, this.buttons.resume, this.buttons.retry),
+        h(
+          "div",
+          { class: "actions" },
+          this.buttons.stop,
+          this.buttons.resume,
+          this.buttons.retry,
+          this.buttons.revert,
+        ),
       ),
+      this.revertConfirm,
+      this.revertPanel,
       h(
         "section",
-        { class: "panel" },
+        { class: "panel", id: "kinds-panel" },
         h("h2", {}, "Rows by kind"),
         h(
           "div",
@@ -554,7 +637,10 @@ class RunView {
       const recent = follow.passes
         .filter((p) => p.finishedAt)
         .slice(-5)
-        .map((p) => `pass ${p.index}: ${fmt(p.changes)}`)
+        .map(
+          (p) =>
+            `pass ${p.index}: ${fmt(p.changes)}${p.deletions > 0 ? ` (${fmt(p.deletions)} deleted)` : ""}`,
+        )
         .join(", ");
       this.follow.textContent = `Following the source every ${fmt(follow.intervalSeconds)} s${
         follow.cutoverAt ? `, cutover asked ${when(follow.cutoverAt)}` : " until cutover"
@@ -566,6 +652,9 @@ class RunView {
     this.buttons.stop.disabled = !run.can.stop;
     this.buttons.resume.disabled = !run.can.resume;
     this.buttons.retry.disabled = !run.can.retry;
+    this.buttons.revert.hidden = !run.can.revert;
+    if (!run.can.revert) this.revertConfirm.hidden = true;
+    this.renderRevert(run);
     for (const b of this.notes.querySelectorAll("button.redrive")) b.disabled = !run.can.redrive;
 
     const rowsOf = (p) => p.imported + p.matched + p.alreadyHere + p.skipped + p.failed;
@@ -635,8 +724,99 @@ class RunView {
 
     this.renderVerification(run);
     this.renderDryRun(run);
-    this.title.textContent = `${run.isDryRun ? "Dry run" : "Run"} ${run.id}`;
+    this.title.textContent = `${run.isDryRun ? "Dry run" : run.revert?.reverts ? "Revert run" : "Run"} ${run.id}`;
     this.drawChart(run);
+  }
+
+  /** What a revert run reverts and how far it got; on a reverted run, which run reverted it. */
+  renderRevert(run) {
+    const r = run.revert;
+    const link = (id) => h("a", { href: `#/runs/${encodeURIComponent(id)}`, class: "mono" }, id);
+    this.revertLine.replaceChildren(
+      ...(r?.reverts
+        ? ["Revert of run ", link(r.reverts), r.force ? " (forced: other runs' links cleared)" : ""]
+        : r?.revertedBy
+          ? ["Reverted by run ", link(r.revertedBy), ": its records were removed from the product."]
+          : []),
+    );
+    this.revertLine.hidden = !r;
+    const reverting = Boolean(r?.reverts);
+    this.revertPanel.hidden = !reverting;
+    // A revert run imports nothing: its rows by kind would all be zero.
+    this.root.querySelector("#kinds-panel").hidden = reverting;
+    if (!reverting) return;
+    const total = r.kinds.reduce((n, k) => n + k.total, 0);
+    const gone = r.kinds.reduce((n, k) => n + k.gone, 0);
+    this.revertSummary.textContent = `${fmt(r.removed)} of ${fmt(total)} records removed${
+      gone > 0 ? `, ${fmt(gone)} already gone` : ""
+    }, ${fmt(r.kept)} could not be removed.`;
+    this.revertRows.replaceChildren(
+      ...r.kinds.map((k) => {
+        const share = (n) => (k.total > 0 ? `${(100 * n) / k.total}%` : "0%");
+        return h(
+          "tr",
+          { "data-kind": k.kind },
+          h("td", {}, k.kind),
+          h(
+            "td",
+            {},
+            h(
+              "div",
+              {
+                class: "bar",
+                role: "img",
+                "aria-label": `${k.kind}: ${fmt(k.removed)} of ${fmt(k.total)} removed`,
+              },
+              k.removed > 0 ? h("span", { class: "imported", style: { width: share(k.removed) } }) : null,
+              k.gone > 0 ? h("span", { class: "already", style: { width: share(k.gone) } }) : null,
+              k.kept > 0 ? h("span", { class: "failed", style: { width: share(k.kept) } }) : null,
+            ),
+          ),
+          h("td", { class: "num" }, fmt(k.removed)),
+          h("td", { class: "num" }, fmt(k.gone)),
+          h("td", { class: "num" }, fmt(k.kept)),
+          h("td", { class: "num" }, fmt(k.total)),
+        );
+      }),
+    );
+  }
+
+  askRevert() {
+    this.revertRefusal.hidden = true;
+    this.revertRuns.replaceChildren();
+    this.revertConfirm.hidden = false;
+    this.revertConfirm.scrollIntoView({ block: "nearest" });
+  }
+
+  closeRevert() {
+    this.revertConfirm.hidden = true;
+  }
+
+  /**
+   * Starts the revert and opens the revert run's page. Refused, the coordinator's sentence stays
+   * in the confirmation with links to the runs it names; the operator may then tick force.
+   */
+  async revert() {
+    const go = this.revertConfirm.querySelector("#revert-go");
+    go.disabled = true;
+    try {
+      const force = this.revertForce.checked ? "?force=1" : "";
+      const { run } = await api("POST", `/api/runs/${encodeURIComponent(this.runId)}/revert${force}`);
+      showProblem("");
+      location.hash = `#/runs/${encodeURIComponent(run.id)}`;
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status !== 409) return onError(err);
+      this.revertRefusal.textContent = err.message;
+      this.revertRefusal.hidden = false;
+      const named = [...(err.body.runIds || []), ...(err.body.revertedBy ? [err.body.revertedBy] : [])];
+      this.revertRuns.replaceChildren(
+        ...named.map((id) =>
+          h("li", {}, h("a", { href: `#/runs/${encodeURIComponent(id)}`, class: "mono" }, id)),
+        ),
+      );
+    } finally {
+      go.disabled = false;
+    }
   }
 
   /**

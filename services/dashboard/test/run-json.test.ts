@@ -273,15 +273,55 @@ describe("the run as the page draws it", () => {
   });
 
   it("offers only the steering the status allows", () => {
-    expect(runJson(run).can).toEqual({ stop: false, resume: false, retry: true, redrive: true });
+    expect(runJson(run).can).toEqual({
+      stop: false,
+      resume: false,
+      retry: true,
+      redrive: true,
+      revert: true,
+    });
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.RUNNING })).can).toEqual({
       stop: true,
       resume: false,
       retry: false,
       redrive: false,
+      revert: false,
     });
     expect(runJson(create(RunSchema, { ...init, status: RunStatus.SUCCEEDED })).can.redrive).toBe(true);
-    expect(runJson(create(RunSchema, { ...init, status: RunStatus.STOPPED })).can.resume).toBe(true);
+    expect(runJson(create(RunSchema, { ...init, status: RunStatus.STOPPED })).can).toMatchObject({
+      resume: true,
+      revert: true,
+    });
+  });
+
+  it("offers no revert of a revert run, of a reverted run or of a dry run, and shows what a revert removed per kind", () => {
+    const finished = { ...init, status: RunStatus.SUCCEEDED };
+    const reverting = runJson(
+      create(RunSchema, {
+        ...finished,
+        revert: {
+          reverts: "11111111-1111-4111-8111-111111111111",
+          removed: 5n,
+          kept: 1n,
+          kinds: [{ kind: "persons", removed: 5n, gone: 2n, kept: 1n, total: 8n }],
+        },
+      }),
+    );
+    expect(reverting.can).toMatchObject({ revert: false, redrive: false });
+    expect(reverting.verificationPending).toBe(false);
+    expect(reverting.revert).toEqual({
+      reverts: "11111111-1111-4111-8111-111111111111",
+      revertedBy: null,
+      force: false,
+      removed: 5,
+      kept: 1,
+      kinds: [{ kind: "persons", removed: 5, gone: 2, kept: 1, total: 8 }],
+    });
+    const reverted = runJson(create(RunSchema, { ...finished, revert: { revertedBy: "2" } }));
+    expect(reverted.can.revert).toBe(false);
+    expect(reverted.revert).toMatchObject({ reverts: null, revertedBy: "2" });
+    expect(runJson(create(RunSchema, { ...finished, dryRun: true })).can.revert).toBe(false);
+    expect(runJson(create(RunSchema, finished)).revert).toBeNull();
   });
 });
 

@@ -204,6 +204,20 @@ export class LeasedBudgetPacer implements BudgetPacer {
 
   /** Sends what changed since the last report; a failed report keeps its readings for the next. */
   report(): Promise<void> {
+    const p = this.takePending();
+    if (!p) return this.reporting ?? Promise.resolve();
+    const previous = this.reporting ?? Promise.resolve();
+    this.reporting = previous
+      .then(() => this.client.reportBudget(this.reportRequest(p), { deadline: new Date(Date.now() + 5_000) }))
+      .then(
+        () => undefined,
+        () => this.restorePending(p),
+      );
+    return this.reporting;
+  }
+
+  /** The readings not yet reported, taken for a report; undefined when nothing changed. */
+  private takePending(): BudgetReport | undefined {
     const p = this.pending;
     const hasNews =
       p.burstCapacity !== undefined ||
@@ -212,29 +226,27 @@ export class LeasedBudgetPacer implements BudgetPacer {
       p.blockedUntil !== undefined ||
       p.spent > 0 ||
       (p.unused ?? 0) > 0;
-    if (!hasNews) return this.reporting ?? Promise.resolve();
+    if (!hasNews) return undefined;
     this.pending = { spent: 0 };
     this.reportedAt = Date.now();
+    return p;
+  }
+
+  /** Readings whose report did not arrive go out with the next: newer readings win, increments add up. */
+  private restorePending(p: BudgetReport): void {
+    this.pending = {
+      burstCapacity: this.pending.burstCapacity ?? p.burstCapacity,
+      daily: this.pending.daily ?? p.daily,
+      dailyLimit: this.pending.dailyLimit ?? p.dailyLimit,
+      unused: (this.pending.unused ?? 0) + (p.unused ?? 0),
+      blockedUntil: this.pending.blockedUntil ?? p.blockedUntil,
+      spent: this.pending.spent + p.spent,
+    };
+  }
+
+  private reportRequest(p: BudgetReport) {
     const { source, sourceAccount, workerId } = this.account;
-    const request = budgetReportRequest({ source, sourceAccount, workerId, runId: this.runId }, p);
-    const previous = this.reporting ?? Promise.resolve();
-    this.reporting = previous
-      .then(() => this.client.reportBudget(request, { deadline: new Date(Date.now() + 5_000) }))
-      .then(
-        () => undefined,
-        () => {
-          // Newer readings win; the increment adds up.
-          this.pending = {
-            burstCapacity: this.pending.burstCapacity ?? p.burstCapacity,
-            daily: this.pending.daily ?? p.daily,
-            dailyLimit: this.pending.dailyLimit ?? p.dailyLimit,
-            unused: (this.pending.unused ?? 0) + (p.unused ?? 0),
-            blockedUntil: this.pending.blockedUntil ?? p.blockedUntil,
-            spent: this.pending.spent + p.spent,
-          };
-        },
-      );
-    return this.reporting;
+    return budgetReportRequest({ source, sourceAccount, workerId, runId: this.runId }, p);
   }
 
   private async lease(pool: SlotPool, want: number, cost: number, signal?: AbortSignal): Promise<void> {
@@ -247,9 +259,15 @@ export class LeasedBudgetPacer implements BudgetPacer {
       }
       await sleep(this.blockedUntil - Date.now(), signal);
     }
-    // What the headers said reaches the coordinator before it decides.
-    await this.report();
+    // What the headers said reaches the coordinator before it decides: a report still in flight
+    // lands first, and what is not reported yet travels with the lease itself. Tokens of unused
+    // slots go in a report of their own first: a lease may be cut short by its task's abort after
+    // the leader applied it, and readings kept for the next call would then be counted twice —
+    // harmless for the others, but tokens given back twice are slots granted beyond a run's share.
+    if ((this.pending.unused ?? 0) > 0) await this.report();
+    await this.reporting;
     for (let failures = 0; ; ) {
+      let carried = this.takePending();
       try {
         const res = await this.client.leaseBudget(
           {
@@ -260,9 +278,16 @@ export class LeasedBudgetPacer implements BudgetPacer {
             tokensPerSlot: cost,
             burstWindowMs: this.known.windowMs ?? 0,
             runId: this.runId,
+            ...(carried ? { report: this.reportRequest(carried) } : {}),
           },
           { deadline: new Date(Date.now() + 5_000), ...(signal ? { signal } : {}) },
         );
+        // A coordinator that predates the field did not read them: they go out as a report.
+        if (carried && !res.reportApplied) {
+          this.restorePending(carried);
+          void this.report();
+        }
+        carried = undefined;
         if (res.granted > 0 && res.firstSlotAt) {
           // Without it every slot would count as late and be swapped for another, for ever.
           if (!(res.graceMs > 0))
@@ -283,6 +308,9 @@ export class LeasedBudgetPacer implements BudgetPacer {
         }
         await sleep(Math.max(0, retryAt - Date.now()), signal);
       } catch (err) {
+        // Readings the coordinator did not apply go out again with the next lease or report.
+        if (carried && !(isRpcError(err) && err.details.report_applied === "true"))
+          this.restorePending(carried);
         if (err instanceof RateLimitedError || err instanceof TransientError) throw err;
         if (isRpcError(err, Code.RESOURCE_EXHAUSTED)) {
           const at = Date.parse(err.details.retry_at ?? "") || this.knownWall();

@@ -8,8 +8,11 @@ type WorkerClient = Client<typeof WorkerService>;
  * that coordinator gone (UNAVAILABLE) or silent (DEADLINE_EXCEEDED: a host cut off from the
  * network refuses nothing, it just never answers), it looks up where the leader announced itself
  * in Postgres and moves there, so a worker outlives the coordinator it was pointed at, and leaves
- * a leader that lost the lease behind a partition. The failed call still fails: callers already
- * retry (budget leases) or do not need the answer (TaskFinished).
+ * a leader that lost the lease behind a partition. An announced address this host cannot reach
+ * (the leader listens on its own host's loopback, or a route this host lacks) fails the same way:
+ * then the link goes back to the configured address, which reached a coordinator before, rather
+ * than asking the one it cannot reach forever. The failed call still fails: callers already retry
+ * (budget leases) or do not need the answer (TaskFinished).
  */
 export class CoordinatorLink
   implements Pick<WorkerClient, "leaseBudget" | "reportBudget" | "taskFinished" | "getSettings">
@@ -19,7 +22,7 @@ export class CoordinatorLink
   private resolving: Promise<void> | undefined;
 
   constructor(
-    configured: string,
+    private readonly configured: string,
     private readonly db: Db,
     private readonly connect: (address: string) => WorkerClient,
   ) {
@@ -41,7 +44,7 @@ export class CoordinatorLink
       return await fn(this.client);
     } catch (err) {
       if (isRpcError(err, Code.UNAVAILABLE) || isRpcError(err, Code.DEADLINE_EXCEEDED)) {
-        this.resolving ??= this.moveToLeader().finally(() => {
+        this.resolving ??= this.moveOn().finally(() => {
           this.resolving = undefined;
         });
         await this.resolving;
@@ -50,9 +53,11 @@ export class CoordinatorLink
     }
   }
 
-  private async moveToLeader(): Promise<void> {
-    const address = await leaderAddress(this.db).catch(() => undefined);
-    if (!address || address === this.address) return;
+  /** To the leader's announced address, or back to the configured one when that is where the call failed. */
+  private async moveOn(): Promise<void> {
+    const leader = await leaderAddress(this.db).catch(() => undefined);
+    const address = leader && leader !== this.address ? leader : this.configured;
+    if (address === this.address) return;
     this.client.close();
     this.address = address;
     this.client = this.connect(address);

@@ -1,10 +1,26 @@
 import { runServiceMain } from "@drover/config";
+import { isConnectionError, pgErrorCode } from "@drover/db";
 import { createLogger, type ServiceObservability, startServiceObservability } from "@drover/telemetry";
 import { loadWorkerConfig } from "./config.js";
 import { startWorker } from "./worker.js";
 
 const logger = createLogger("worker");
 let observability: ServiceObservability | undefined;
+
+// A connection the database ended (pg_terminate_backend, a failover: SQLSTATE 57P01, class 08, or
+// the socket gone) can reject a promise no caller awaits any more, such as the end of a transaction
+// the window deadline abandoned; the chaos suite's terminate-db-connections fault once crashed a
+// worker so. Every write is fenced on its claim and checkpointed, so such a rejection changes
+// nothing: it is logged instead of ending a worker that holds other tasks. Any other unhandled
+// rejection still ends the process, as Node's default does.
+process.on("unhandledRejection", (reason) => {
+  const code = pgErrorCode(reason);
+  if (isConnectionError(reason) || code === "57P01" || code?.startsWith("08")) {
+    logger.warn({ err: reason }, "a database connection ended under a promise nobody awaited; ignored");
+    return;
+  }
+  throw reason;
+});
 
 runServiceMain({
   name: "drover worker",

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { type Database, openDatabase } from "@drover/db";
 import { heartbeatWorker, registerWorker, removeWorker } from "@drover/engine";
 import type { Logger } from "@drover/telemetry";
+import { EventLoopLoad } from "./event-loop-load.js";
 
 /** Heartbeats per liveness timeout: four may be lost or late before the record expires. */
 export const HEARTBEATS_PER_LIVENESS = 5;
@@ -32,6 +33,8 @@ export class WorkerLiveness {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** Whether the event loop is busy, carried by every heartbeat and sent at once when it changes. */
+  private readonly load = new EventLoopLoad(() => void this.beat());
 
   constructor(private readonly options: WorkerLivenessOptions) {
     this.database = openDatabase(options.databaseUrl, { max: 1, applicationName: "drover-worker-liveness" });
@@ -49,6 +52,7 @@ export class WorkerLiveness {
   /** Registers the record and starts the heartbeat. */
   async start(): Promise<void> {
     await this.register();
+    this.load.start();
     this.schedule();
   }
 
@@ -57,7 +61,7 @@ export class WorkerLiveness {
     this.beating = this.beating.then(async () => {
       if (this.stopped) return;
       try {
-        if (await heartbeatWorker(this.database.db, this.id, this.options.livenessMs)) return;
+        if (await heartbeatWorker(this.database.db, this.id, this.options.livenessMs, this.load.busy)) return;
         const dead = this.id;
         this.id = randomUUID();
         this.options.logger.warn(
@@ -76,6 +80,7 @@ export class WorkerLiveness {
   /** Stops the heartbeat and removes the record: call once the worker holds no task. Never throws. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.load.stop();
     if (this.timer) clearTimeout(this.timer);
     await this.beating;
     await removeWorker(this.database.db, this.id).catch((err) =>

@@ -219,6 +219,114 @@ describe("a spent day", () => {
   });
 });
 
+describe("readings not reported yet", () => {
+  const answer = { status: 200, cost: 20, reading: { burstCapacity: 80 } };
+  type LeaseRequest = Parameters<Leases["leaseBudget"]>[0];
+  type ReportRequest = Parameters<Leases["reportBudget"]>[0];
+
+  /**
+   * A pacer over a coordinator granting a slot at a time: `onLease` sees each lease request (and may
+   * throw, as a failing leader does) and says whether the coordinator applied the readings it
+   * carried; `onReport` sees each report.
+   */
+  function pacerOver(onLease: (req: LeaseRequest) => boolean, onReport: (req: ReportRequest) => void) {
+    const base = coordinator(40, 1, 10, 0);
+    return new LeasedBudgetPacer(
+      {
+        leaseBudget: async (req, options) => {
+          const reportApplied = onLease(req);
+          return { ...((await base.leaseBudget(req, options)) as object), reportApplied } as never;
+        },
+        reportBudget: async (req) => {
+          onReport(req);
+          return {} as never;
+        },
+      },
+      account,
+    );
+  }
+
+  it("travel with the next lease, so a page read costs one call to the coordinator, not a report and a lease", async () => {
+    const leases: Record<string, unknown>[] = [];
+    let reports = 0;
+    const pacer = pacerOver(
+      (req) => {
+        leases.push(req as never);
+        return true;
+      },
+      () => {
+        reports++;
+      },
+    );
+    await pacer.acquire(20);
+    pacer.absorb(answer);
+    pacer.absorb(answer);
+    await pacer.acquire(20);
+    // The capacity's change is reported at once; the tokens spent after it ride with the next lease.
+    expect(reports).toBe(1);
+    expect(leases[1]).toMatchObject({ report: { spent: 20n } });
+    expect(leases[0]!.report).toBeUndefined();
+  });
+
+  it("never carry the tokens of unused slots: those go in a report of their own, before the lease", async () => {
+    const calls: string[] = [];
+    const pacer = pacerOver(
+      (req) => {
+        calls.push(`lease${req.report ? ` carrying unused=${req.report.unused ?? 0n}` : ""}`);
+        return true;
+      },
+      (req) => {
+        calls.push(`report unused=${req.unused ?? 0n}`);
+      },
+    );
+    pacer.absorb(answer);
+    await pacer.report();
+    calls.length = 0;
+    pacer.absorb(answer);
+    pacer.release(1, 20);
+    await pacer.acquire(20);
+    // A lease cut short after the leader applied it keeps what it carried for the next call: given
+    // back twice, those tokens would be slots granted beyond a run's share.
+    expect(calls).toEqual(["report unused=20", "lease"]);
+  });
+
+  it("go out as a report when the coordinator predates the field, once, and after a failed lease with the next one", async () => {
+    const reported: bigint[] = [];
+    const carried: bigint[] = [];
+    let fail = true;
+    let old = true;
+    const pacer = pacerOver(
+      (req) => {
+        if (req.report) carried.push(req.report.spent ?? 0n);
+        if (fail) {
+          fail = false;
+          throw new RpcError(Code.UNAVAILABLE, "the leader is failing over");
+        }
+        return !old && req.report !== undefined;
+      },
+      (req) => {
+        reported.push(req.spent ?? 0n);
+      },
+    );
+    pacer.absorb(answer);
+    await pacer.report();
+    reported.length = 0;
+    pacer.absorb(answer);
+    // The first lease fails: its readings are kept and the retry carries them again.
+    await pacer.acquire(20);
+    expect(carried).toEqual([20n, 20n]);
+    // An old coordinator did not apply them: they were reported on their own, exactly once.
+    await pacer.report();
+    expect(reported).toEqual([20n]);
+    old = false;
+    pacer.absorb(answer);
+    await pacer.acquire(20);
+    await pacer.report();
+    expect(carried).toEqual([20n, 20n, 20n]);
+    expect(reported).toEqual([20n]);
+  });
+});
+
 describe("the pacers of a worker", () => {
   afterEach(() => {
     vi.useRealTimers();

@@ -51,6 +51,31 @@ describe("a worker's liveness record", () => {
     expect(await record(id)).toBeUndefined();
   });
 
+  it("says at once that its event loop is busy while the loop is full, and idle again once it waits", async () => {
+    // Heartbeats every 12 s: within the test only a change of load writes the record.
+    const l = liveness("loaded");
+    await l.start();
+    const busy = async () =>
+      (
+        await database.db.execute<{ busy: boolean }>(
+          sql`select busy from drover.workers where id = ${l.record}::uuid`,
+        )
+      )[0]?.busy;
+    const until = async (want: boolean) => {
+      const deadline = Date.now() + 5_000;
+      while ((await busy()) !== want && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      return busy();
+    };
+    expect(await busy()).toBe(false);
+    const spinUntil = Date.now() + 1_500;
+    while (Date.now() < spinUntil) {
+      // The loop does nothing else: CPU-bound work, as a worker parsing and writing pages flat out.
+    }
+    expect(await until(true)).toBe(true);
+    expect(await until(false)).toBe(false);
+    await l.stop();
+  });
+
   it("once expired it is never revived: the worker registers again under a new record", async () => {
     const l = liveness("thawed");
     await l.start();

@@ -69,6 +69,13 @@ export const runs = drover.table(
      * coordinator's round; null until the first round.
      */
     fairShare: integer("fair_share"),
+    /**
+     * Set while the pool keeps live runs' equal shares for them (the workers are busy,
+     * fair-share.ts): the equal share itself, above which a task of this run gives its slot up
+     * between windows even when no other run waits, the slot being kept for a run that is present.
+     * Null while unused shares are lent.
+     */
+    shareCeiling: integer("share_ceiling"),
     verification: jsonb("verification"),
     /**
      * The share of the source account's daily allowance this run may spend per day (0 < share <= 1),
@@ -198,6 +205,11 @@ export const workers = drover.table(
     startedAt: timestamp("started_at", { withTimezone: true }).notNull().defaultNow(),
     heartbeatAt: timestamp("heartbeat_at", { withTimezone: true }).notNull().defaultNow(),
     expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    /**
+     * The worker's event loop is near full (services/worker/src/event-loop-load.ts): while any live
+     * worker says so, the dispatcher keeps each live run's equal share for it instead of lending it.
+     */
+    busy: boolean("busy").notNull().default(false),
   },
   (t) => [index("workers_expires").on(t.expiresAt)],
 );
@@ -219,6 +231,12 @@ export const ledger = drover.table(
     reason: text("reason"),
     /** References to rows of a kind written in the same phase, resolved when the phase's barrier passes. */
     pendingRefs: jsonb("pending_refs").$type<Record<string, string>>(),
+    /**
+     * When a follow pass found the source row deleted (gone from its lists, confirmed by id): a
+     * created record is marked deleted in the product then, a matched one only noted. Cleared if
+     * the source lists the row again (restored).
+     */
+    sourceDeletedAt: timestamp("source_deleted_at", { withTimezone: true }),
     runId: uuid("run_id").notNull(),
     taskId: bigint("task_id", { mode: "number" }),
     ...timestamps,
@@ -250,6 +268,12 @@ export const notes = drover.table(
     subjectId: text("subject_id"),
     reason: text("reason").notNull(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    /**
+     * When a later pass wrote the row this note is about, for a source without a ledger (a
+     * re-drive of pg-table): the note no longer holds. Set in the transaction of the window that
+     * wrote the row. A ledgered source never sets it: the ledger slot's update time says the same.
+     */
+    settledAt: timestamp("settled_at", { withTimezone: true }),
   },
   (t) => [
     index("notes_run_grouping").on(t.runId, t.level, t.kind, t.reason),
@@ -294,8 +318,10 @@ export interface FollowPass {
   /** No task of it is claimed before: the next pass's since, so nothing edited meanwhile is missed. */
   startsAt: string;
   finishedAt: string | null;
-  /** Rows its tasks wrote (created, updated again, skipped or failed), once it finished. */
+  /** Rows its tasks wrote (created, updated again, skipped or failed) or found deleted, once it finished. */
   changes: number | null;
+  /** Of those, source rows it found deleted (or restored) and applied; absent before passes counted them. */
+  deletions?: number | null;
 }
 
 export interface RunSummary {

@@ -26,6 +26,8 @@ const common = {
   customFields: jsonb("custom_fields").$type<Record<string, unknown>>(),
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  /** The record's source deleted it (a follow run applied that); null while it lives. */
+  deletedAt: timestamp("deleted_at", { withTimezone: true }),
 };
 
 export const companies = app.table(

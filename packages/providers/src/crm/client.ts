@@ -72,7 +72,9 @@ export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 
         return reading;
       }
       if (status === 429) reading.blockedUntil = now + Math.max(1, reset ?? RATE_LIMIT_WAIT_S) * 1000;
-      const ruled = rule(now);
+      // Asked only when the answer counts the day: the rule reads the wall clock of a time zone,
+      // which cost ~1 ms of CPU per answer, a sixth of a worker's time per request at latency 0.
+      const ruled = daily === undefined ? undefined : rule(now);
       if (daily !== undefined && ruled !== undefined)
         reading.daily = { remaining: daily, resetAt: ruled, resetBy: "rule" };
       return reading;
@@ -129,16 +131,28 @@ export function clientFor(run: RunInfo, baseUrl: string, leased?: BudgetPacer): 
 
 /** The first midnight after `now` on the wall clock of `timeZone`. */
 export function nextMidnight(now: number, timeZone: string): number {
-  const parts = new Intl.DateTimeFormat("en-US", {
-    timeZone,
-    hourCycle: "h23",
-    hour: "numeric",
-    minute: "numeric",
-    second: "numeric",
-  }).formatToParts(new Date(now));
+  const parts = wallClock(timeZone).formatToParts(new Date(now));
   const part = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
   const sinceMidnight = ((part("hour") * 60 + part("minute")) * 60 + part("second")) * 1000 + (now % 1000);
   return now - sinceMidnight + 86_400_000;
+}
+
+/** Building a formatter loads the zone's rules (most of its cost): one per time zone and process. */
+const wallClocks = new Map<string, Intl.DateTimeFormat>();
+
+function wallClock(timeZone: string): Intl.DateTimeFormat {
+  let format = wallClocks.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat("en-US", {
+      timeZone,
+      hourCycle: "h23",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+    });
+    wallClocks.set(timeZone, format);
+  }
+  return format;
 }
 
 function intHeader(headers: Headers, name: string): number | undefined {

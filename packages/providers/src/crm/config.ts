@@ -18,7 +18,13 @@ export interface CrmSettings {
    * take the lane sooner.
    */
   pagesPerTask: number;
-  /** Deals per mail task (a deal's mail list is one request and most deals have little mail: several deals per task keep the per-task overhead off the mail phase). */
+  /**
+   * Deals per mail task (a deal's mail list is one request and most deals have little mail: many
+   * deals per task keep the per-task overhead — claim, dispatch, finish, barrier — off the mail
+   * phase; the task still lists and writes them about 200 messages at a time, checkpointing each
+   * window). 50 rather than 10: on the demo's account (3,000 deals, ~7,000 messages) the engine's
+   * CPU per row fell by a fifth and its statements per row by half (test/bench/crm-profile.ts).
+   */
   dealsPerMailTask: number;
   /** Body fetches in flight per task. */
   bodyConcurrency: number;
@@ -49,7 +55,7 @@ export const DEFAULT_SETTINGS: CrmSettings = {
   partitions: 1,
   pageSize: 500,
   pagesPerTask: 20,
-  dealsPerMailTask: 10,
+  dealsPerMailTask: 50,
   bodyConcurrency: 4,
   windowSize: 250,
   dailyTokens: 0,

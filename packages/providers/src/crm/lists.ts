@@ -10,6 +10,12 @@ export interface SourceList {
   params?: Record<string, string>;
   /** Every row of this list is archived, whatever flag the row itself carries. */
   archived?: boolean;
+  /**
+   * The list takes `updated_since` (every v2 list; of the v1 lists, /v1/leads and /v1/notes per
+   * Pipedrive's reference, not /v1/leads/archived): a catch-up asks the source for what changed
+   * rather than walking the list whole.
+   */
+  updatedSince?: boolean;
 }
 
 export const KIND_LISTS: Readonly<Record<string, readonly SourceList[]>> = {
@@ -21,12 +27,12 @@ export const KIND_LISTS: Readonly<Record<string, readonly SourceList[]>> = {
     { api: "v2", path: "/api/v2/deals/archived", archived: true },
   ],
   leads: [
-    { api: "v1", path: "/v1/leads" },
+    { api: "v1", path: "/v1/leads", updatedSince: true },
     { api: "v1", path: "/v1/leads/archived", archived: true },
   ],
   // v2: the v1 `user_id` default (only the token owner's activities) does not exist there.
   activities: [{ api: "v2", path: "/api/v2/activities" }],
-  notes: [{ api: "v1", path: "/v1/notes" }],
+  notes: [{ api: "v1", path: "/v1/notes", updatedSince: true }],
 };
 
 /** The last phase: applies what the customer changed or added while the run was going. */

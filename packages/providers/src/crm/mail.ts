@@ -47,25 +47,30 @@ export interface FetchedMail {
   bodies: Record<string, string | null>;
 }
 
-/** Bodies held in memory at once: deals are written in groups of about this many messages. */
+/**
+ * Messages a task holds in memory at once, bodies included: deals are listed ahead until this many
+ * messages are in hand (or the task's deals run out), then written together, in windows of the
+ * run's windowSize. One ledger query resolves a group's deals and messages.
+ */
 const MESSAGES_PER_GROUP = 200;
 /**
- * Deals whose messages number at most this many together are written in one window, their cursor
- * moving past all of them in its transaction: most deals have a few messages, and a transaction
- * per deal made the mail phase the run's longest. It is the engine's per-row window (WINDOW_SIZE):
- * should the window's batch fail, its row-by-row rewrite still fits one transaction, so no
- * checkpoint ever lands inside a group of deals and a retry starts at a deal, as before. A deal
- * with more messages is written alone, where a retry may resume inside it.
+ * Deals listed per round while a task lists ahead (bodyConcurrency of them in flight): small
+ * enough that a deal of thousands of messages overshoots the group by little, large enough that
+ * the lanes of the pool stay full.
  */
-const MESSAGES_PER_SHARED_WINDOW = 25;
+const DEALS_PER_LIST_ROUND = 16;
 
 /**
- * A mail task walks its deals in order. It fetches first: the message lists of its remaining deals,
- * then every body not yet committed, with `bodyConcurrency` requests in flight across deals, holding
- * no database connection. Only then does it write, deal by deal (a few small deals share a window),
- * each deal's last window moving the cursor past it in the same transaction. When a rate limit parks
- * it (or a transient failure releases it) what it fetched and has not written is kept in its cursor
- * (`fetched`), so the next attempt sends no request twice.
+ * A mail task walks its deals in order, in groups of about MESSAGES_PER_GROUP messages. For each
+ * group it fetches first — the message lists of its deals, `bodyConcurrency` requests in flight,
+ * then every body not yet committed — holding no database connection; only then does it write the
+ * group, in windows of the run's windowSize that may span many deals (most deals have a few
+ * messages: a transaction per deal, and then per 25 messages, made the mail phase the run's
+ * longest). Each window's checkpoint says at which deal, and how far into it, the task stands
+ * (positionAfter), so a retry resumes at the row after the last committed window, as when deals
+ * were written one by one. When a rate limit parks the task (or a transient failure releases it)
+ * what it fetched and has not written is kept in its cursor (`fetched`), so the next attempt sends
+ * no request twice.
  */
 export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const { baseUrl, settings } = runSettings(ctx.run);
@@ -78,41 +83,59 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const keepFetched = (err: unknown) => keepUnwritten(ctx, lists, bodies, err);
   const known = cursor.bodies ?? ((await ctx.runFact(BODY_SOURCE_FACT)) as BodySource | undefined);
   const askBodies = known !== "fetch";
-  await pooled(
-    deals.filter((deal) => !lists.has(deal)),
-    settings.bodyConcurrency,
-    async (deal) => {
-      lists.set(deal, await listMessages(client, deal, settings.pageSize, ctx.signal, askBodies));
-    },
-  ).catch(keepFetched);
   const listOf = (k: number) => lists.get(deals[k]!)!;
-  ctx.working();
-  const all = deals.map((deal) => lists.get(deal)!);
-  // One ledger query for the deals the messages link to and for the messages already imported.
-  const listed = all.flat().flatMap((raw) => sourceId(raw) ?? []);
-  const parents = await ctx.resolveParents({ deals: cursor.deals, mail: listed });
-  const reapplied = changedMessages(all.flat(), parents, cursor.since);
-  /**
-   * A message the ledger already holds is written as nothing by the window (already here), unless
-   * the catch-up applies it again because the listing shows it changed: its body would be thrown
-   * away, so it is not fetched. On a re-run, or for the messages of a deal the catch-up lists again
-   * because the deal changed, that is every message already imported. Held slots are never given
-   * back during a run, so a message held here is still held when its window looks.
-   */
-  const needsBody = (id: string) => parents.get("mail", id) === undefined || reapplied.has(id);
   let bodySource = known;
-  if (!bodySource) {
-    const found = detectBodySource(all);
-    // Once per run: the first task whose lists carry messages decides for every task after it.
-    if (found) bodySource = (await ctx.settleRunFact(BODY_SOURCE_FACT, found)) as BodySource;
-  }
+  let listed = 0;
+  /** Lists deals from `listed` on until `messages` messages from deal `from` are in hand. */
+  const listAhead = async (from: number, messages: number) => {
+    const inHand = () => {
+      let n = 0;
+      for (let k = from; k < listed; k++) n += listOf(k).length;
+      return n;
+    };
+    while (listed < deals.length && (listed <= from || inHand() < messages)) {
+      const round = deals.slice(listed, listed + DEALS_PER_LIST_ROUND);
+      await pooled(
+        round.filter((deal) => !lists.has(deal)),
+        settings.bodyConcurrency,
+        async (deal) => {
+          lists.set(deal, await listMessages(client, deal, settings.pageSize, ctx.signal, askBodies));
+        },
+      ).catch(keepFetched);
+      listed += round.length;
+      ctx.working();
+    }
+  };
 
   for (let g = 0; g < deals.length; ) {
-    // A group of deals whose messages fit in memory together (always at least one deal).
+    await listAhead(g, MESSAGES_PER_GROUP);
+    // A group of deals whose messages fit in memory together (always at least one deal). The deal
+    // a retry resumes inside is written alone: its committed offset counts its rows only.
     let end = g + 1;
     let size = listOf(g).length;
-    while (end < deals.length && size + listOf(end).length <= MESSAGES_PER_GROUP)
-      size += listOf(end++).length;
+    if (!(g === 0 && ctx.task.processedOffset > 0))
+      while (end < listed && size + listOf(end).length <= MESSAGES_PER_GROUP) size += listOf(end++).length;
+
+    const messages = deals.slice(g, end).flatMap((deal) => lists.get(deal)!);
+    // One ledger query for the deals the messages link to and for the messages already imported.
+    const parents = await ctx.resolveParents({
+      deals: deals.slice(g, end),
+      mail: messages.flatMap((raw) => sourceId(raw) ?? []),
+    });
+    const reapplied = changedMessages(messages, parents, cursor.since);
+    /**
+     * A message the ledger already holds is written as nothing by the window (already here), unless
+     * the catch-up applies it again because the listing shows it changed: its body would be thrown
+     * away, so it is not fetched. On a re-run, or for the messages of a deal the catch-up lists again
+     * because the deal changed, that is every message already imported. Held slots are never given
+     * back during a run, so a message held here is still held when its window looks.
+     */
+    const needsBody = (id: string) => parents.get("mail", id) === undefined || reapplied.has(id);
+    if (!bodySource) {
+      const found = detectBodySource([messages]);
+      // Once per run: the first task whose lists carry messages decides for every task after it.
+      if (found) bodySource = (await ctx.settleRunFact(BODY_SOURCE_FACT, found)) as BodySource;
+    }
 
     const wanted: string[] = [];
     for (let k = g; k < end; k++) {
@@ -124,49 +147,63 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
     }
     const groupBodies =
       bodySource === "list"
-        ? listedBodies(deals.slice(g, end).flatMap((deal) => lists.get(deal)!))
+        ? listedBodies(messages)
         : await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal, bodies).catch(keepFetched);
     ctx.working();
 
-    const rowsOf = (k: number): SourceRow<unknown>[] => {
+    const rows: SourceRow<unknown>[] = [];
+    /** Where each deal's rows start in `rows`, and (last) where they end. */
+    const starts: number[] = [];
+    for (let k = g; k < end; k++) {
       const deal = deals[k]!;
-      return listOf(k).map((raw, j) => {
+      starts.push(rows.length);
+      for (const [j, raw] of listOf(k).entries()) {
         const id = sourceId(raw);
-        if (id === null)
-          return { sourceId: `mail@deal${deal}#${j}`, data: { rowError: "the message has no usable id" } };
-        try {
-          return { sourceId: id, data: parseEmail(raw, deal, groupBodies.get(id) ?? null) };
-        } catch (err) {
-          return { sourceId: id, data: { rowError: (err as Error).message } };
+        if (id === null) {
+          rows.push({
+            sourceId: `mail@deal${deal}#${j}`,
+            data: { rowError: "the message has no usable id" },
+          });
+          continue;
         }
-      });
-    };
-    for (let k = g; k < end; ) {
-      // The deal a retry resumes inside is written alone: its committed offset counts its rows only.
-      let upTo = k + 1;
-      if (!(k === 0 && ctx.task.processedOffset > 0)) {
-        let size = listOf(k).length;
-        while (upTo < end && size + listOf(upTo).length <= MESSAGES_PER_SHARED_WINDOW)
-          size += listOf(upTo++).length;
+        try {
+          rows.push({ sourceId: id, data: parseEmail(raw, deal, groupBodies.get(id) ?? null) });
+        } catch (err) {
+          rows.push({ sourceId: id, data: { rowError: (err as Error).message } });
+        }
       }
-      const rows: SourceRow<unknown>[] = [];
-      for (let d = k; d < upTo; d++) rows.push(...rowsOf(d));
-      // Messages are independent rows: the deals' messages go in one multi-row insert.
-      await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents) as never, {
-        windowSize: settings.windowSize,
-        reapply: (row) => reapplied.has(row.sourceId),
-        nextCursor: {
-          deals: cursor.deals,
-          index: cursor.index + upTo,
-          ...(bodySource ? { bodies: bodySource } : {}),
-          ...(cursor.since ? { since: cursor.since } : {}),
-        },
-      });
-      k = upTo;
     }
+    const at = (index: number) => ({
+      deals: cursor.deals,
+      index,
+      ...(bodySource ? { bodies: bodySource } : {}),
+      ...(cursor.since ? { since: cursor.since } : {}),
+    });
+    // Messages are independent rows: the deals' messages go in multi-row inserts.
+    await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents) as never, {
+      windowSize: settings.windowSize,
+      reapply: (row) => reapplied.has(row.sourceId),
+      nextCursor: at(cursor.index + end),
+      positionAfter: (done) => {
+        const { deal, offset } = dealAt(starts, done);
+        return { cursor: at(cursor.index + g + deal), processedOffset: offset };
+      },
+    });
     g = end;
   }
   return {};
+}
+
+/**
+ * Which deal of a window's rows row `row` belongs to, and how many rows of that deal come before
+ * it, given where each deal's rows start (`starts`, ascending). Deals without messages start where
+ * the next one does: the row belongs to the last deal starting at or before it, so a checkpoint
+ * passes over empty deals, as writing deal by deal did.
+ */
+export function dealAt(starts: readonly number[], row: number): { deal: number; offset: number } {
+  let deal = starts.length - 1;
+  while (deal > 0 && starts[deal]! > row) deal--;
+  return { deal, offset: row - starts[deal]! };
 }
 
 /**

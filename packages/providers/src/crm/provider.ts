@@ -15,10 +15,12 @@ import {
 import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
+import { isSweepCursor, sweepDeletions, sweepSeeds } from "./deletion-sweep.js";
 import { sourceId, standInId } from "./fields.js";
 import { type ListPage, readListPage } from "./list-walker.js";
 import { CATCH_UP, KIND_LISTS, PARENT_ORDER, type SourceList } from "./lists.js";
 import { type MailCursor, walkMail } from "./mail.js";
+import { redriveMail } from "./mail-redrive.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
   changedSince,
@@ -178,7 +180,8 @@ export const crmProvider: Provider = {
   },
 
   async runTask(ctx: TaskContext): Promise<TaskResult> {
-    if (ctx.task.kind === "mail") return walkMail(ctx);
+    if (ctx.task.kind === "mail") return isRedriveCursor(ctx.task.cursor) ? redriveMail(ctx) : walkMail(ctx);
+    if (isSweepCursor(ctx.task.cursor)) return sweepDeletions(ctx);
     const kind = LIST_KINDS[ctx.task.kind];
     if (!kind) throw new PermanentError(`crm provider has no kind "${ctx.task.kind}"`);
     if (isRedriveCursor(ctx.task.cursor))
@@ -204,6 +207,8 @@ function runKinds(run: RunInfo): string[] {
  * started: the barrier has seen everything before that. A follow run's later passes ask for what
  * changed since the previous pass started, under keys of their own. Deals deleted at the source
  * are in the deals list (status deleted) with the deletion as their update: a pass applies them.
+ * Other deletions leave every list: a follow pass's chain ends in a sweep per kind for them
+ * (deletion-sweep.ts).
  */
 function catchUpSeed(run: RunInfo, limit: number, pass?: SeedContext["pass"]): TaskSeed | undefined {
   const [first, ...chain] = runKinds(run);
@@ -283,10 +288,10 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     const rows = parsePage(ctx.task.kind, cursor, list, page.rows, kind);
     const mail = seedsMail ? mailAfter(cursor, rows) : undefined;
     const goOn = onward && !mail ? onward : undefined;
-    // Parents are resolved, in one query, only when a window writes: a page the ledger holds whole
-    // needs none.
-    const writer = async () =>
-      kind.batch(ctx.run.tenantId, await ctx.resolveParents(parentsOf(ctx.task.kind, rows)));
+    // Parents are resolved, in one query, only when a window writes, and only for the rows it may
+    // write: a page the ledger holds whole needs none, a re-run's page few.
+    const writer = async (toWrite: readonly SourceRow<unknown>[]) =>
+      kind.batch(ctx.run.tenantId, await ctx.resolveParents(parentsOf(ctx.task.kind, toWrite)));
     await ctx.writeBatches(rows as never, writer, {
       windowSize: settings.windowSize,
       // The catch-up lists only what changed since the run started: a row the ledger already holds
@@ -310,6 +315,8 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
         cursor: { ...following.cursor },
       });
     if (mail) successors.push(mail);
+    // A follow pass's chain has walked its last list: the sweeps for deletions no list reports.
+    if (!following && cursor.since && cursor.pass) successors.push(...sweepSeeds(ctx.run, cursor.pass));
     return { successors };
   }
 }
@@ -339,15 +346,14 @@ function readPage(
     return Promise.reject(
       new PermanentError(`crm provider has no list ${cursor.list} for "${ctx.task.kind}"`),
     );
-  // Only v2 lists filter by update time; a partition's range is its own updated_since.
+  // A partition's range is its own updated_since (v2 only); a catch-up asks for what changed where
+  // the list can filter by it.
   const filters =
-    list.api !== "v2"
-      ? {}
-      : cursor.partition
-        ? { updated_since: cursor.partition.since, updated_until: cursor.partition.until }
-        : cursor.since
-          ? { updated_since: cursor.since }
-          : {};
+    list.api === "v2" && cursor.partition
+      ? { updated_since: cursor.partition.since, updated_until: cursor.partition.until }
+      : cursor.since && (list.api === "v2" || list.updatedSince)
+        ? { updated_since: cursor.since }
+        : {};
   const reading = readListPage(
     client,
     list,
@@ -367,7 +373,8 @@ function parsePage(
   raws: unknown[],
   kind: ListKind<never>,
 ): SourceRow<unknown>[] {
-  // v1 leads and notes have no updated_since: the catch-up walks them and keeps what changed.
+  // A v1 list without updated_since (archived leads) is walked whole by the catch-up, which keeps
+  // what changed; where the source filtered, the same test keeps every row it sent.
   const kept =
     cursor.since && list.api === "v1" ? raws.filter((raw) => changedSince(raw, cursor.since!)) : raws;
   return kept.map((raw) => {

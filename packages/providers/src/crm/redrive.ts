@@ -7,12 +7,11 @@ import {
 } from "@drover/provider-sdk";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
-import { sourceId } from "./fields.js";
-import { items, KIND_LISTS, type V2Envelope } from "./lists.js";
+import { KIND_LISTS } from "./lists.js";
+import { mailRedriveSeeds } from "./mail-redrive.js";
+import { IDS_PER_REQUEST, rowsByIds } from "./rows-by-ids.js";
 import { COMPARED } from "./verifier.js";
 
-/** GET /api/v2/<kind>?ids= takes "up to 100 entity ids" (Pipedrive's v2 reference). */
-const IDS_PER_REQUEST = 100;
 /** Rows one re-drive task reads and writes: one `ids` request on a v2 kind. */
 const ROWS_PER_TASK = IDS_PER_REQUEST;
 
@@ -28,16 +27,21 @@ export function isRedriveCursor(cursor: Record<string, unknown>): boolean {
 /**
  * Re-drive for the crm: v2 kinds are read a hundred rows a request through the list's `ids`
  * filter, v1 kinds (leads, notes) one GET by id each, as the verifier reads its sample. Mail is
- * refused: a message's GET by id names no deal, and the deal whose list holds it is what links it.
+ * read by listing: a message's GET by id names no deal, and the deal whose list holds it is what
+ * links it, so its re-drive lists the noting task's deals again (mail-redrive.ts).
  */
 export const crmRedrive: RowRedrive = {
+  reads(kind) {
+    return kind === "mail" ? "by-listing" : "by-id";
+  },
   refuses(kind) {
-    if (kind === "mail")
-      return "mail rows cannot be read again by id: a message names no deal, only the deal's list that holds it does; retry the run's mail tasks instead";
+    if (kind === "mail") return undefined;
     if (!COMPARED[kind] || !KIND_LISTS[kind]) return `the crm source has no rows of kind "${kind}"`;
     return undefined;
   },
-  seeds(kind, sourceIds, key) {
+  seeds(kind, rows, key) {
+    if (kind === "mail") return mailRedriveSeeds(rows, key);
+    const sourceIds = rows.map((r) => r.sourceId);
     const seeds = [];
     for (let i = 0; i < sourceIds.length; i += ROWS_PER_TASK) {
       const cursor: RedriveCursor = { redrive: sourceIds.slice(i, i + ROWS_PER_TASK) };
@@ -63,24 +67,9 @@ export async function redriveRows(
   if (!check) throw new PermanentError(`crm provider cannot re-drive kind "${ctx.task.kind}"`);
   const { baseUrl } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
-  const raws = new Map<string, unknown>();
-  if (check.batch) {
-    const numeric = ids.filter((id) => /^[1-9]\d{0,18}$/.test(id));
-    for (let i = 0; i < numeric.length; i += IDS_PER_REQUEST) {
-      const chunk = numeric.slice(i, i + IDS_PER_REQUEST);
-      const body = await client.getJson<V2Envelope>(
-        check.batch.path,
-        { ...check.batch.params, ids: chunk.join(","), limit: IDS_PER_REQUEST },
-        "list",
-        ctx.signal,
-      );
-      for (const raw of items(body)) {
-        const id = sourceId(raw);
-        if (id !== null && chunk.includes(id)) raws.set(id, raw);
-      }
-      ctx.working();
-    }
-  }
+  const raws = check.batch
+    ? await rowsByIds(client, check.batch, ids, { signal: ctx.signal, onPage: () => ctx.working() })
+    : new Map<string, unknown>();
   // What the `ids` list leaves out (an archived deal) and the v1 kinds: one GET by id each.
   const gone = new Set<string>();
   for (const id of ids) {

@@ -13,7 +13,7 @@ import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId, standInId } from "./fields.js";
 import { readListPage, readWholeList } from "./list-walker.js";
-import { CATCH_UP, items, KIND_LISTS, type SourceList, type V2Envelope } from "./lists.js";
+import { CATCH_UP, KIND_LISTS, type SourceList } from "./lists.js";
 import { listMessages, pooled } from "./mail.js";
 import {
   parseActivity,
@@ -25,6 +25,7 @@ import {
   parsePerson,
   unwrapMail,
 } from "./records.js";
+import { rowsByIds } from "./rows-by-ids.js";
 
 /**
  * Verification for the crm source: whether what the import listed is what the source holds, and
@@ -46,8 +47,6 @@ import {
 const PAGE_LIMIT = 500;
 /** List pages fetched side by side once a kind has more than one. */
 const PAGES_AT_ONCE = 4;
-/** GET /api/v2/<kind>?ids= takes "up to 100 entity ids" (Pipedrive's v2 reference). */
-const IDS_PER_REQUEST = 100;
 /**
  * Leads, notes and mail are fetched one request per sampled row: they compare a fifth of the
  * sample (40 of the default 200). A mapping mistake in a writer shows on nearly every row; 40
@@ -413,24 +412,13 @@ async function fetchSample(
 ): Promise<Map<string, Fetched>> {
   const out = new Map<string, Fetched>();
   if (check.batch) {
-    const ids = entries.map((e) => e.sourceId).filter((id) => sourceIdPattern.test(id));
-    for (let i = 0; i < ids.length; i += IDS_PER_REQUEST) {
-      const chunk = ids.slice(i, i + IDS_PER_REQUEST);
-      const body = await withRetries(
-        () =>
-          client.getJson<V2Envelope>(
-            check.batch!.path,
-            { ...check.batch!.params, ids: chunk.join(","), limit: IDS_PER_REQUEST },
-            "list",
-            ctx.signal,
-          ),
-        { signal: ctx.signal },
-      );
-      for (const raw of items(body)) {
-        const id = sourceId(raw);
-        if (id !== null && chunk.includes(id)) out.set(id, parsed(check, raw));
-      }
-    }
+    const rows = await rowsByIds(
+      client,
+      check.batch,
+      entries.map((e) => e.sourceId),
+      { signal: ctx.signal, attempt: (request) => withRetries(request, { signal: ctx.signal }) },
+    );
+    for (const [id, raw] of rows) out.set(id, parsed(check, raw));
   }
   // What the batch left out (an archived deal, a row gone since) is asked for by id: a 404 says gone.
   const rest = entries.filter((e) => !out.has(e.sourceId));

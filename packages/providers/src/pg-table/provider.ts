@@ -17,6 +17,7 @@ import {
   settledSharing,
   sharesDatabase,
 } from "./in-database-copy.js";
+import { isRedriveSlotCursor, pgTableRedrive, redriveSlot } from "./redrive.js";
 import { PG_TABLE_KIND, slotSeeds } from "./slots.js";
 import {
   checkSourceTable,
@@ -41,6 +42,7 @@ export const pgTableProvider: Provider = {
   phases: [[PG_TABLE_KIND]],
   ledger: "none",
   verifier: pgTableVerifier,
+  redrive: pgTableRedrive,
 
   validateConfig({ apiToken, settings }) {
     const problem = connectionProblem(apiToken);
@@ -56,7 +58,7 @@ export const pgTableProvider: Provider = {
     return slotSeeds(config);
   },
 
-  runTask: copySlot,
+  runTask: (ctx) => (isRedriveSlotCursor(ctx.task.cursor) ? redriveSlot(ctx) : copySlot(ctx)),
 };
 
 /**

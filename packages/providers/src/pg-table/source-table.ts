@@ -142,19 +142,29 @@ export async function readPage(
   cursor: SlotCursor,
   limit: number,
   columns: SourceColumns | undefined,
+  /**
+   * Key mode only (no timeColumn): the page starts at this key (inclusive) instead of right after
+   * the cursor's last row, so a re-drive seeks to the next row it wants (redrive.ts).
+   */
+  startAt?: string,
 ): Promise<SourceRecord[]> {
   const id = quoteIdent(config.idColumn);
   const time = config.timeColumn ? quoteIdent(config.timeColumn) : undefined;
   const where = slotPredicate(config, cursor, 1, { id: config.idColumn, time: config.timeColumn });
   const params: string[] = [...where.params];
   let after = "";
+  if (startAt !== undefined) {
+    if (time) throw new PermanentError("a page of a time-ordered slot cannot start at a key");
+    params.push(startAt);
+    after = ` and ${id} >= $${params.length}`;
+  }
   if (cursor.lastId !== undefined) {
     if (time && cursor.lastTime !== undefined) {
       params.push(cursor.lastTime, cursor.lastId);
-      after = ` and (${time}, ${id}) > ($${params.length - 1}::timestamptz, $${params.length})`;
+      after += ` and (${time}, ${id}) > ($${params.length - 1}::timestamptz, $${params.length})`;
     } else {
       params.push(cursor.lastId);
-      after = ` and ${id} > $${params.length}`;
+      after += ` and ${id} > $${params.length}`;
     }
   }
   if (!Number.isInteger(limit) || limit < 1) throw new Error(`a page of ${limit} rows`);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/run.proto.
  */
 export const file_drover_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJIrYBCgxLaW5kUHJvZ3Jlc3MSDAoEa2luZBgBIAEoCRIQCghpbXBvcnRlZBgCIAEoAxIPCgdtYXRjaGVkGAMgASgDEhQKDGFscmVhZHlfaGVyZRgEIAEoAxIPCgdza2lwcGVkGAUgASgDEg4KBmZhaWxlZBgGIAEoAxITCgt0YXNrc190b3RhbBgHIAEoAxISCgp0YXNrc19kb25lGAggASgDEhUKDXRhc2tzX3J1bm5pbmcYCSABKAMiZAoKVGFza0NvdW50cxIPCgdwZW5kaW5nGAEgASgDEg8KB3J1bm5pbmcYAiABKAMSEQoJc3VjY2VlZGVkGAMgASgDEg4KBmZhaWxlZBgEIAEoAxIRCgljYW5jZWxsZWQYBSABKAMi5gYKA1J1bhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDgoGc291cmNlGAMgASgJEhYKDnNvdXJjZV9hY2NvdW50GAQgASgJEg0KBWtpbmRzGAUgAygJEiQKBnN0YXR1cxgGIAEoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSIAoGcGhhc2VzGAcgAygLMhAuZHJvdmVyLnYxLlBoYXNlEhUKDWN1cnJlbnRfcGhhc2UYCCABKAUSKQoIcHJvZ3Jlc3MYCSADKAsyFy5kcm92ZXIudjEuS2luZFByb2dyZXNzEiQKBXRhc2tzGAogASgLMhUuZHJvdmVyLnYxLlRhc2tDb3VudHMSDQoFZXJyb3IYCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KDHZlcmlmaWNhdGlvbhgQIAEoCzIXLmRyb3Zlci52MS5WZXJpZmljYXRpb24SJwoGYnVkZ2V0GBEgASgLMhcuZHJvdmVyLnYxLlNvdXJjZUJ1ZGdldBIoCgVmYWN0cxgSIAMoCzIZLmRyb3Zlci52MS5SdW4uRmFjdHNFbnRyeRIeCgNldGEYEyABKAsyES5kcm92ZXIudjEuUnVuRXRhEhgKC2RhaWx5X3NoYXJlGBQgASgBSACIAQESJgoGZm9sbG93GBYgASgLMhYuZHJvdmVyLnYxLkZvbGxvd1N0YXRlEiUKBnJldmVydBgXIAEoCzIVLmRyb3Zlci52MS5SZXZlcnRJbmZvEi8KDmRyeV9ydW5fcmVwb3J0GBUgASgLMhcuZHJvdmVyLnYxLkRyeVJ1blJlcG9ydBIPCgdkcnlfcnVuGBggASgIGiwKCkZhY3RzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIOCgxfZGFpbHlfc2hhcmUiwAEKC0ZvbGxvd1N0YXRlEhgKEGludGVydmFsX3NlY29uZHMYASABKAUSLgoKY3V0b3Zlcl9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXcmVwbGljYXRpb25fbGFnX3NlY29uZHMYAyABKANIAIgBARIlCgZwYXNzZXMYBCADKAsyFS5kcm92ZXIudjEuRm9sbG93UGFzc0IaChhfcmVwbGljYXRpb25fbGFnX3NlY29uZHMitwEKCkZvbGxvd1Bhc3MSDQoFaW5kZXgYASABKAUSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCXN0YXJ0c19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2NoYW5nZXMYBSABKAMiYAoKUmV2ZXJ0SW5mbxIPCgdyZXZlcnRzGAEgASgJEhMKC3JldmVydGVkX2J5GAIgASgJEg0KBWZvcmNlGAMgASgIEg8KB3JlbW92ZWQYBCABKAMSDAoEa2VwdBgFIAEoAyKUAQoMRHJ5UnVuUmVwb3J0EiQKBWtpbmRzGAEgAygLMhUuZHJvdmVyLnYxLkRyeVJ1bktpbmQSEAoIcmVxdWVzdHMYAiABKAMSDgoGdG9rZW5zGAMgASgDEg8KB3NlY29uZHMYBCABKAMSFQoNZHVyYXRpb25fdGV4dBgFIAEoCRIUCgxkYWlseV9yZXNldHMYBiABKAUiswMKCkRyeVJ1bktpbmQSDAoEa2luZBgBIAEoCRIUCgx3b3VsZF9jcmVhdGUYAiABKAMSEwoLd291bGRfbWF0Y2gYAyABKAMSOAoKbWF0Y2hlZF9ieRgEIAMoCzIkLmRyb3Zlci52MS5EcnlSdW5LaW5kLk1hdGNoZWRCeUVudHJ5EhQKDGFscmVhZHlfaGVyZRgFIAEoAxISCgp3b3VsZF9za2lwGAYgASgDEhIKCndvdWxkX2ZhaWwYByABKAMSJQoHcmVhc29ucxgIIAMoCzIULmRyb3Zlci52MS5Ob3RlR3JvdXASEAoIcmVxdWVzdHMYCSABKAMSDgoGdG9rZW5zGAogASgDEkIKD21pc3NpbmdfcGFyZW50cxgLIAMoCzIpLmRyb3Zlci52MS5EcnlSdW5LaW5kLk1pc3NpbmdQYXJlbnRzRW50cnkaMAoOTWF0Y2hlZEJ5RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ARo1ChNNaXNzaW5nUGFyZW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiewoGUnVuRXRhEg8KB3NlY29uZHMYASABKAMSDAoEdGV4dBgCIAEoCRIQCghhdF9sZWFzdBgDIAEoCBIVCg1yZXF1ZXN0c19sZWZ0GAQgASgDEhMKC3Rva2Vuc19sZWZ0GAUgASgDEhQKDGRhaWx5X3Jlc2V0cxgGIAEoBSKSAgoMU291cmNlQnVkZ2V0EhYKDmJ1cnN0X2NhcGFjaXR5GAEgASgFEhIKCmJ1cnN0X3VzZWQYAiABKAUSEwoLZGFpbHlfa25vd24YAyABKAgSFwoPZGFpbHlfcmVtYWluaW5nGAQgASgDEjIKDmRhaWx5X3Jlc2V0X2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1ibG9ja2VkX3VudGlsGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVzcGVudBgHIAEoAxITCgtkYWlseV9zcGVudBgIIAEoCBIdChVkYWlseV9yZXNldF90aW1lX3pvbmUYCSABKAkiYwoJTm90ZUdyb3VwEg0KBWxldmVsGAEgASgJEgwKBGtpbmQYAiABKAkSDgoGcmVhc29uGAMgASgJEg0KBWNvdW50GAQgASgDEhoKEnNhbXBsZV9zdWJqZWN0X2lkcxgFIAMoCSLIAQoLTGVkZ2VyRW50cnkSDAoEa2luZBgBIAEoCRIRCglzb3VyY2VfaWQYAiABKAkSDgoGYWN0aW9uGAMgASgJEhMKC3JlY29yZF90eXBlGAQgASgJEhEKCXJlY29yZF9pZBgFIAEoCRIOCgZydW5faWQYBiABKAkSDwoHdGFza19pZBgHIAEoCRIOCgZyZWFzb24YCCABKAkSLwoLcmVjb3JkZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpgBCgROb3RlEg0KBWxldmVsGAEgASgJEgwKBGtpbmQYAiABKAkSEgoKc3ViamVjdF9pZBgDIAEoCRIOCgZyZWFzb24YBCABKAkSDgoGcnVuX2lkGAUgASgJEg8KB3Rhc2tfaWQYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihwEKEEtpbmRWZXJpZmljYXRpb24SDAoEa2luZBgBIAEoCRIUCgxzb3VyY2VfY291bnQYAiABKAMSFAoMbGVkZ2VyX2NvdW50GAMgASgDEhQKDGZhaWxlZF9jb3VudBgEIAEoAxIPCgdzYW1wbGVkGAUgASgDEhIKCm1pc21hdGNoZXMYBiADKAkihgEKDFZlcmlmaWNhdGlvbhIKCgJvaxgBIAEoCBIqCgVraW5kcxgCIAMoCzIbLmRyb3Zlci52MS5LaW5kVmVyaWZpY2F0aW9uEi8KC3ZlcmlmaWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgEIAEoCSq5AQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1BFTkRJTkcQARIWChJSVU5fU1RBVFVTX1JVTk5JTkcQAhIXChNSVU5fU1RBVFVTX1NUT1BQSU5HEAMSFgoSUlVOX1NUQVRVU19TVE9QUEVEEAQSGAoUUlVOX1NUQVRVU19TVUNDRUVERUQQBRIVChFSVU5fU1RBVFVTX0ZBSUxFRBAGYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChNkcm92ZXIvdjEvcnVuLnByb3RvEglkcm92ZXIudjEinQEKDFNvdXJjZUNvbmZpZxIQCghiYXNlX3VybBgBIAEoCRIRCglhcGlfdG9rZW4YAiABKAkSNwoIc2V0dGluZ3MYAyADKAsyJS5kcm92ZXIudjEuU291cmNlQ29uZmlnLlNldHRpbmdzRW50cnkaLwoNU2V0dGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKBVBoYXNlEg0KBWtpbmRzGAEgAygJIrYBCgxLaW5kUHJvZ3Jlc3MSDAoEa2luZBgBIAEoCRIQCghpbXBvcnRlZBgCIAEoAxIPCgdtYXRjaGVkGAMgASgDEhQKDGFscmVhZHlfaGVyZRgEIAEoAxIPCgdza2lwcGVkGAUgASgDEg4KBmZhaWxlZBgGIAEoAxITCgt0YXNrc190b3RhbBgHIAEoAxISCgp0YXNrc19kb25lGAggASgDEhUKDXRhc2tzX3J1bm5pbmcYCSABKAMiZAoKVGFza0NvdW50cxIPCgdwZW5kaW5nGAEgASgDEg8KB3J1bm5pbmcYAiABKAMSEQoJc3VjY2VlZGVkGAMgASgDEg4KBmZhaWxlZBgEIAEoAxIRCgljYW5jZWxsZWQYBSABKAMi5gYKA1J1bhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDgoGc291cmNlGAMgASgJEhYKDnNvdXJjZV9hY2NvdW50GAQgASgJEg0KBWtpbmRzGAUgAygJEiQKBnN0YXR1cxgGIAEoDjIULmRyb3Zlci52MS5SdW5TdGF0dXMSIAoGcGhhc2VzGAcgAygLMhAuZHJvdmVyLnYxLlBoYXNlEhUKDWN1cnJlbnRfcGhhc2UYCCABKAUSKQoIcHJvZ3Jlc3MYCSADKAsyFy5kcm92ZXIudjEuS2luZFByb2dyZXNzEiQKBXRhc2tzGAogASgLMhUuZHJvdmVyLnYxLlRhc2tDb3VudHMSDQoFZXJyb3IYCyABKAkSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KDHZlcmlmaWNhdGlvbhgQIAEoCzIXLmRyb3Zlci52MS5WZXJpZmljYXRpb24SJwoGYnVkZ2V0GBEgASgLMhcuZHJvdmVyLnYxLlNvdXJjZUJ1ZGdldBIoCgVmYWN0cxgSIAMoCzIZLmRyb3Zlci52MS5SdW4uRmFjdHNFbnRyeRIeCgNldGEYEyABKAsyES5kcm92ZXIudjEuUnVuRXRhEhgKC2RhaWx5X3NoYXJlGBQgASgBSACIAQESJgoGZm9sbG93GBYgASgLMhYuZHJvdmVyLnYxLkZvbGxvd1N0YXRlEiUKBnJldmVydBgXIAEoCzIVLmRyb3Zlci52MS5SZXZlcnRJbmZvEi8KDmRyeV9ydW5fcmVwb3J0GBUgASgLMhcuZHJvdmVyLnYxLkRyeVJ1blJlcG9ydBIPCgdkcnlfcnVuGBggASgIGiwKCkZhY3RzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIOCgxfZGFpbHlfc2hhcmUiwAEKC0ZvbGxvd1N0YXRlEhgKEGludGVydmFsX3NlY29uZHMYASABKAUSLgoKY3V0b3Zlcl9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoXcmVwbGljYXRpb25fbGFnX3NlY29uZHMYAyABKANIAIgBARIlCgZwYXNzZXMYBCADKAsyFS5kcm92ZXIudjEuRm9sbG93UGFzc0IaChhfcmVwbGljYXRpb25fbGFnX3NlY29uZHMiygEKCkZvbGxvd1Bhc3MSDQoFaW5kZXgYASABKAUSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCXN0YXJ0c19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2NoYW5nZXMYBSABKAMSEQoJZGVsZXRpb25zGAYgASgDIoYBCgpSZXZlcnRJbmZvEg8KB3JldmVydHMYASABKAkSEwoLcmV2ZXJ0ZWRfYnkYAiABKAkSDQoFZm9yY2UYAyABKAgSDwoHcmVtb3ZlZBgEIAEoAxIMCgRrZXB0GAUgASgDEiQKBWtpbmRzGAYgAygLMhUuZHJvdmVyLnYxLlJldmVydEtpbmQiVgoKUmV2ZXJ0S2luZBIMCgRraW5kGAEgASgJEg8KB3JlbW92ZWQYAiABKAMSDAoEZ29uZRgDIAEoAxIMCgRrZXB0GAQgASgDEg0KBXRvdGFsGAUgASgDIpQBCgxEcnlSdW5SZXBvcnQSJAoFa2luZHMYASADKAsyFS5kcm92ZXIudjEuRHJ5UnVuS2luZBIQCghyZXF1ZXN0cxgCIAEoAxIOCgZ0b2tlbnMYAyABKAMSDwoHc2Vjb25kcxgEIAEoAxIVCg1kdXJhdGlvbl90ZXh0GAUgASgJEhQKDGRhaWx5X3Jlc2V0cxgGIAEoBSKzAwoKRHJ5UnVuS2luZBIMCgRraW5kGAEgASgJEhQKDHdvdWxkX2NyZWF0ZRgCIAEoAxITCgt3b3VsZF9tYXRjaBgDIAEoAxI4CgptYXRjaGVkX2J5GAQgAygLMiQuZHJvdmVyLnYxLkRyeVJ1bktpbmQuTWF0Y2hlZEJ5RW50cnkSFAoMYWxyZWFkeV9oZXJlGAUgASgDEhIKCndvdWxkX3NraXAYBiABKAMSEgoKd291bGRfZmFpbBgHIAEoAxIlCgdyZWFzb25zGAggAygLMhQuZHJvdmVyLnYxLk5vdGVHcm91cBIQCghyZXF1ZXN0cxgJIAEoAxIOCgZ0b2tlbnMYCiABKAMSQgoPbWlzc2luZ19wYXJlbnRzGAsgAygLMikuZHJvdmVyLnYxLkRyeVJ1bktpbmQuTWlzc2luZ1BhcmVudHNFbnRyeRowCg5NYXRjaGVkQnlFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGjUKE01pc3NpbmdQYXJlbnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASJ7CgZSdW5FdGESDwoHc2Vjb25kcxgBIAEoAxIMCgR0ZXh0GAIgASgJEhAKCGF0X2xlYXN0GAMgASgIEhUKDXJlcXVlc3RzX2xlZnQYBCABKAMSEwoLdG9rZW5zX2xlZnQYBSABKAMSFAoMZGFpbHlfcmVzZXRzGAYgASgFIpICCgxTb3VyY2VCdWRnZXQSFgoOYnVyc3RfY2FwYWNpdHkYASABKAUSEgoKYnVyc3RfdXNlZBgCIAEoBRITCgtkYWlseV9rbm93bhgDIAEoCBIXCg9kYWlseV9yZW1haW5pbmcYBCABKAMSMgoOZGFpbHlfcmVzZXRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWJsb2NrZWRfdW50aWwYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBXNwZW50GAcgASgDEhMKC2RhaWx5X3NwZW50GAggASgIEh0KFWRhaWx5X3Jlc2V0X3RpbWVfem9uZRgJIAEoCSJjCglOb3RlR3JvdXASDQoFbGV2ZWwYASABKAkSDAoEa2luZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSDQoFY291bnQYBCABKAMSGgoSc2FtcGxlX3N1YmplY3RfaWRzGAUgAygJIsgBCgtMZWRnZXJFbnRyeRIMCgRraW5kGAEgASgJEhEKCXNvdXJjZV9pZBgCIAEoCRIOCgZhY3Rpb24YAyABKAkSEwoLcmVjb3JkX3R5cGUYBCABKAkSEQoJcmVjb3JkX2lkGAUgASgJEg4KBnJ1bl9pZBgGIAEoCRIPCgd0YXNrX2lkGAcgASgJEg4KBnJlYXNvbhgIIAEoCRIvCgtyZWNvcmRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimAEKBE5vdGUSDQoFbGV2ZWwYASABKAkSDAoEa2luZBgCIAEoCRISCgpzdWJqZWN0X2lkGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIOCgZydW5faWQYBSABKAkSDwoHdGFza19pZBgGIAEoCRIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKHAQoQS2luZFZlcmlmaWNhdGlvbhIMCgRraW5kGAEgASgJEhQKDHNvdXJjZV9jb3VudBgCIAEoAxIUCgxsZWRnZXJfY291bnQYAyABKAMSFAoMZmFpbGVkX2NvdW50GAQgASgDEg8KB3NhbXBsZWQYBSABKAMSEgoKbWlzbWF0Y2hlcxgGIAMoCSKGAQoMVmVyaWZpY2F0aW9uEgoKAm9rGAEgASgIEioKBWtpbmRzGAIgAygLMhsuZHJvdmVyLnYxLktpbmRWZXJpZmljYXRpb24SLwoLdmVyaWZpZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWVycm9yGAQgASgJKrkBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElJVTl9TVEFUVVNfUEVORElORxABEhYKElJVTl9TVEFUVVNfUlVOTklORxACEhcKE1JVTl9TVEFUVVNfU1RPUFBJTkcQAxIWChJSVU5fU1RBVFVTX1NUT1BQRUQQBBIYChRSVU5fU1RBVFVTX1NVQ0NFRURFRBAFEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAZiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * How the source is reached. The api_token is write-only: no response ever carries it.
@@ -398,11 +398,19 @@ export type FollowPass = Message<"drover.v1.FollowPass"> & {
   finishedAt?: Timestamp | undefined;
 
   /**
-   * Source rows it applied (written, updated again, skipped or failed); 0 while open.
+   * Source rows it applied (written, updated again, skipped, failed, or found deleted); 0 while open.
    *
    * @generated from field: int64 changes = 5;
    */
   changes: bigint;
+
+  /**
+   * Of those, rows deleted at the source that it applied (a created record marked deleted, a matched
+   * one noted) or found restored; 0 while open.
+   *
+   * @generated from field: int64 deletions = 6;
+   */
+  deletions: bigint;
 };
 
 /**
@@ -448,6 +456,13 @@ export type RevertInfo = Message<"drover.v1.RevertInfo"> & {
    * @generated from field: int64 kept = 5;
    */
   kept: bigint;
+
+  /**
+   * On a revert run: the same per kind, in the order the revert goes (children first).
+   *
+   * @generated from field: repeated drover.v1.RevertKind kinds = 6;
+   */
+  kinds: RevertKind[];
 };
 
 /**
@@ -456,6 +471,49 @@ export type RevertInfo = Message<"drover.v1.RevertInfo"> & {
  */
 export const RevertInfoSchema: GenMessage<RevertInfo> = /*@__PURE__*/
   messageDesc(file_drover_v1_run, 7);
+
+/**
+ * One kind of a revert run: what it removed and what it left in place (ListNotes says why, per reason).
+ *
+ * @generated from message drover.v1.RevertKind
+ */
+export type RevertKind = Message<"drover.v1.RevertKind"> & {
+  /**
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: int64 removed = 2;
+   */
+  removed: bigint;
+
+  /**
+   * Records already gone from the product: their ledger rows were released all the same.
+   *
+   * @generated from field: int64 gone = 3;
+   */
+  gone: bigint;
+
+  /**
+   * @generated from field: int64 kept = 4;
+   */
+  kept: bigint;
+
+  /**
+   * Ledger rows of the kind the reverted run created, all of them (the revert's total to go through).
+   *
+   * @generated from field: int64 total = 5;
+   */
+  total: bigint;
+};
+
+/**
+ * Describes the message drover.v1.RevertKind.
+ * Use `create(RevertKindSchema)` to create a new message.
+ */
+export const RevertKindSchema: GenMessage<RevertKind> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run, 8);
 
 /**
  * A dry run's account of what the real run would do, per kind, and what it would cost.
@@ -506,7 +564,7 @@ export type DryRunReport = Message<"drover.v1.DryRunReport"> & {
  * Use `create(DryRunReportSchema)` to create a new message.
  */
 export const DryRunReportSchema: GenMessage<DryRunReport> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 8);
+  messageDesc(file_drover_v1_run, 9);
 
 /**
  * @generated from message drover.v1.DryRunKind
@@ -584,7 +642,7 @@ export type DryRunKind = Message<"drover.v1.DryRunKind"> & {
  * Use `create(DryRunKindSchema)` to create a new message.
  */
 export const DryRunKindSchema: GenMessage<DryRunKind> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 9);
+  messageDesc(file_drover_v1_run, 10);
 
 /**
  * A live run's ETA: the source calls it still needs (estimated from what it has learned: rows per
@@ -636,7 +694,7 @@ export type RunEta = Message<"drover.v1.RunEta"> & {
  * Use `create(RunEtaSchema)` to create a new message.
  */
 export const RunEtaSchema: GenMessage<RunEta> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 10);
+  messageDesc(file_drover_v1_run, 11);
 
 /**
  * One source account's request budget (shared by every run that reads the account).
@@ -708,7 +766,7 @@ export type SourceBudget = Message<"drover.v1.SourceBudget"> & {
  * Use `create(SourceBudgetSchema)` to create a new message.
  */
 export const SourceBudgetSchema: GenMessage<SourceBudget> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 11);
+  messageDesc(file_drover_v1_run, 12);
 
 /**
  * @generated from message drover.v1.NoteGroup
@@ -745,7 +803,7 @@ export type NoteGroup = Message<"drover.v1.NoteGroup"> & {
  * Use `create(NoteGroupSchema)` to create a new message.
  */
 export const NoteGroupSchema: GenMessage<NoteGroup> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 12);
+  messageDesc(file_drover_v1_run, 13);
 
 /**
  * @generated from message drover.v1.LedgerEntry
@@ -802,7 +860,7 @@ export type LedgerEntry = Message<"drover.v1.LedgerEntry"> & {
  * Use `create(LedgerEntrySchema)` to create a new message.
  */
 export const LedgerEntrySchema: GenMessage<LedgerEntry> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 13);
+  messageDesc(file_drover_v1_run, 14);
 
 /**
  * @generated from message drover.v1.Note
@@ -849,7 +907,7 @@ export type Note = Message<"drover.v1.Note"> & {
  * Use `create(NoteSchema)` to create a new message.
  */
 export const NoteSchema: GenMessage<Note> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 14);
+  messageDesc(file_drover_v1_run, 15);
 
 /**
  * One kind of a verified run: the source's rows against the ledger, and a sample compared field by field.
@@ -903,7 +961,7 @@ export type KindVerification = Message<"drover.v1.KindVerification"> & {
  * Use `create(KindVerificationSchema)` to create a new message.
  */
 export const KindVerificationSchema: GenMessage<KindVerification> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 15);
+  messageDesc(file_drover_v1_run, 16);
 
 /**
  * @generated from message drover.v1.Verification
@@ -939,7 +997,7 @@ export type Verification = Message<"drover.v1.Verification"> & {
  * Use `create(VerificationSchema)` to create a new message.
  */
 export const VerificationSchema: GenMessage<Verification> = /*@__PURE__*/
-  messageDesc(file_drover_v1_run, 16);
+  messageDesc(file_drover_v1_run, 17);
 
 /**
  * The lifecycle of a run. pending -> running -> succeeded | failed;

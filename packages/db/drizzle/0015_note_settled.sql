@@ -1,0 +1,1 @@
+ALTER TABLE "drover"."notes" ADD COLUMN "settled_at" timestamp with time zone;

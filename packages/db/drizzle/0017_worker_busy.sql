@@ -1,0 +1,1 @@
+ALTER TABLE "drover"."workers" ADD COLUMN "busy" boolean DEFAULT false NOT NULL;

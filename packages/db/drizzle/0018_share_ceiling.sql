@@ -1,0 +1,1 @@
+ALTER TABLE "drover"."runs" ADD COLUMN "share_ceiling" integer;
