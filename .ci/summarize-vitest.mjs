@@ -61,6 +61,15 @@ for (const name of names) {
   if (Array.isArray(report.testResults)) {
     for (const file of report.testResults) {
       const tests = Array.isArray(file?.assertionResults) ? file.assertionResults : [];
+      // Name every failing test, with the first line of why: the end of CI's output is what is kept
+      // of a failed run, and a count alone does not say where to look.
+      for (const t of tests) {
+        if (t?.status !== "failed") continue;
+        const why = String(t.failureMessages?.[0] ?? "")
+          .split("\n")[0]
+          .slice(0, 300);
+        notes.push(`failed: ${file.name ?? "?"} > ${t.fullName ?? t.title ?? "?"}${why ? ` (${why})` : ""}`);
+      }
       if (file?.status === "failed" && !tests.some((t) => t?.status === "failed")) {
         f += 1;
         const why = String(file.message ?? "")
