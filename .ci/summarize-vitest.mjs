@@ -3,6 +3,9 @@
 //
 //   node .ci/summarize-vitest.mjs <dir> [--exit-code N]
 //
+// Each failing test is named with the first line of its error, and so is each test that passed only
+// when retried (the system tests retry once: test/vitest.config.ts), which is not counted as failed.
+//
 // failed = failed tests + test files that failed without a failing test (a file that did not load,
 //          a failing beforeAll/afterAll) + unreadable reports + reports that say success: false
 //          with nothing else failed; with --exit-code N (the test command's exit status) and N != 0
@@ -64,6 +67,12 @@ for (const name of names) {
       // Name every failing test, with the first line of why: the end of CI's output is what is kept
       // of a failed run, and a count alone does not say where to look.
       for (const t of tests) {
+        // A retried test that passed keeps its earlier attempts' errors: named, not counted.
+        if (t?.status === "passed" && t.failureMessages?.length) {
+          const why = String(t.failureMessages[0]).split("\n")[0].slice(0, 300);
+          notes.push(`passed on retry: ${file.name ?? "?"} > ${t.fullName ?? t.title ?? "?"} (${why})`);
+          continue;
+        }
         if (t?.status !== "failed") continue;
         const why = String(t.failureMessages?.[0] ?? "")
           .split("\n")[0]

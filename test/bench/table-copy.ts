@@ -70,6 +70,17 @@ export function tableRows(ctx: ScenarioContext): number {
   return rowsSetting("BENCH_TABLE_ROWS", ctx.quick ? QUICK_ROWS : FULL_ROWS);
 }
 
+/**
+ * How the source's rows lie: BENCH_TABLE_ORDER=random for the walk's worst case, else in arrival
+ * order, as a table of events appended as they happen is stored (room-events.ts).
+ */
+function tableOrder(): "arrival" | "random" {
+  const order = process.env.BENCH_TABLE_ORDER ?? "arrival";
+  if (order !== "arrival" && order !== "random")
+    throw new Error("BENCH_TABLE_ORDER must be arrival or random");
+  return order;
+}
+
 /** BENCH_TABLE_RSS_ROWS if set, else the table's own rows: the memory run streams what is there. */
 export function memoryRows(ctx: ScenarioContext): number {
   return rowsSetting("BENCH_TABLE_RSS_ROWS", tableRows(ctx));
@@ -140,6 +151,7 @@ export const tableCopyScenario: Scenario = {
         from: new Date(from),
         to: new Date(to),
         seed: "bench",
+        order: tableOrder(),
         onProgress: (done, total) => {
           if (done === total || done % 250_000 === 0) log(`generated ${done}/${total}`);
         },
@@ -232,6 +244,7 @@ export const tableCopyScenario: Scenario = {
           from: new Date(from),
           to: new Date(to),
           seed: "bench-memory",
+          order: tableOrder(),
           onProgress: (done, all) => {
             if (done === all || done % 1_000_000 === 0) log(`generated ${done}/${all} more`);
           },
@@ -303,6 +316,7 @@ export const tableCopyScenario: Scenario = {
         },
         settings: {
           rows,
+          order: tableOrder(),
           quick: ctx.quick,
           memoryRows: grown!.n,
           spanHours: SPAN_HOURS,

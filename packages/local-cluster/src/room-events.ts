@@ -11,6 +11,14 @@ export interface RoomEventsOptions {
   /** ULID times are spread uniformly over [from, to). */
   from: Date;
   to: Date;
+  /**
+   * How the rows lie in the table. `arrival` (the default): in time order, as an event log that is
+   * appended as events happen is stored (each row's time drawn within its own share of the span,
+   * so keys still collide and interleave within a millisecond). `random`: times drawn over the whole
+   * span for every row, so neighbouring keys lie on unrelated heap pages: the worst case of a walk
+   * in key order, kept for measuring it (BENCH_TABLE_ORDER=random).
+   */
+  order?: "arrival" | "random";
   /** Schema of the table (created if missing); `public` by default. */
   schema?: string;
   /** Rooms the events are spread over. */
@@ -43,6 +51,11 @@ export async function generateRoomEvents(sql: postgres.Sql, options: RoomEventsO
   const span = Math.max(1, options.to.getTime() - from);
   const rooms = options.rooms ?? 500;
   const seed = options.seed ?? randomBytes(4).toString("hex");
+  const arrival = (options.order ?? "arrival") === "arrival";
+  // $5 + the row's offset in the span: its share of the span (arrival), or anywhere in it (random).
+  const offset = arrival
+    ? `floor((g0.i + random()) * $6::float8 / ${Math.max(1, options.rows)})::bigint`
+    : "floor(random() * $6::bigint)::bigint";
   for (let start = 0; start < options.rows; start += CHUNK) {
     const end = Math.min(start + CHUNK, options.rows);
     await sql.unsafe(
@@ -57,8 +70,8 @@ export async function generateRoomEvents(sql: postgres.Sql, options: RoomEventsO
                 'text', repeat(md5(g.i::text || 'text') || ' ', (12 + (g.i::bigint * 7919) % 45)::int),
                 'attachments', case when g.i % 4 = 0 then jsonb_build_array(jsonb_build_object('kind', 'image', 'url', 'https://files.example/' || md5(g.i::text) || '.png', 'bytes', g.i % 100000)) else '[]'::jsonb end,
                 'meta', jsonb_build_object('client', (array['web', 'ios', 'android'])[1 + g.i % 3], 'seq', g.i, 'edited', g.i % 11 = 0))
-         from (select i, ($5::bigint + floor(random() * $6::bigint))::bigint as ms
-                 from generate_series($1::int, $2::int - 1) i) g
+         from (select g0.i, $5::bigint + ${offset} as ms
+                 from generate_series($1::int, $2::int - 1) g0(i)) g
        on conflict (id) do nothing`,
       [start, end, seed, rooms, from, span],
     );
