@@ -137,8 +137,8 @@ async function main() {
       to: new Date(to),
       seed: "bench",
     });
-    // An event log appended as events happen is stored in its keys' order; the generator's rows are
-    // in random order. PROFILE_KEY_ORDER=1 rewrites the source in key order to tell the two apart.
+    // An event log appended as events happen is stored in its keys' order, as the generator stores
+    // it; PROFILE_KEY_ORDER=1 rewrites it in exact key order (cluster).
     if (process.env.PROFILE_KEY_ORDER === "1") {
       await source.sql`cluster bench_source.room_events using room_events_pkey`;
       await source.sql`analyze bench_source.room_events`;
@@ -220,6 +220,17 @@ async function main() {
     const droverBackends = await meter.stop();
     const droverStatements = [statements(offset, source.name), statements(offset, bench.testDb.name)];
     const [landed] = await sql<{ n: number }[]>`select count(*)::int as n from app.room_events`;
+    // How busy the lanes were: the tasks' own time (first start to finish) against the run's time
+    // on every lane. What is missing went between tasks: claims, hand-ons, the queue.
+    const [lanes] = await sql<
+      { tasks: number; taskSeconds: number; firstStart: number; lastFinish: number }[]
+    >`
+      select count(*)::int as tasks,
+             coalesce(sum(extract(epoch from finished_at - started_at)), 0)::float8 as "taskSeconds",
+             extract(epoch from min(started_at) - ${new Date(outcome.startedAt).toISOString()}::timestamptz)::float8 as "firstStart",
+             extract(epoch from ${new Date(outcome.finishedAt).toISOString()}::timestamptz - max(finished_at))::float8 as "lastFinish"
+        from drover.tasks where run_id = ${outcome.run.id}::uuid`;
+    const laneCount = workers.length * Number(process.env.PROFILE_LANE ?? 4);
     await untilVerified(sql, outcome.run.id);
 
     const report = {
@@ -242,6 +253,10 @@ async function main() {
         runSeconds,
         wall,
         rowsPerSecond: Math.round(ROWS / runSeconds),
+        lanes: {
+          ...lanes,
+          utilization: Number((lanes!.taskSeconds / (runSeconds * laneCount)).toFixed(3)),
+        },
         cpuPer1k: {
           workers: per1k(workerCpu, ROWS),
           coordinator: per1k(coordCpu, ROWS),
