@@ -139,9 +139,14 @@ describe("batched windows", () => {
       sql`select count(*)::int as n, sum(rows)::int as rows from drover.window_commits where task_id = ${deps.task.id}`,
     );
     expect(windows).toEqual({ n: 3, rows: 120 });
+    // The listing's last window recorded its ids, for verification against the ledger.
+    const listed = await one<{ n: number }>(
+      sql`select cardinality(listed_ids)::int as n from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(listed.n).toBe(120);
   });
 
-  it("without a ledger a clean window is one batch too: no claim, no fallback", async () => {
+  it("without a ledger a clean window is one batch too: no claim, no fallback, no listing kept in the task", async () => {
     const run = await insertRun(h.db);
     const deps = await claimed(run, { ledger: "none" });
     const calls = { batches: 0, rows: 0 };
@@ -163,6 +168,11 @@ describe("batched windows", () => {
       sql`select count(*)::int as n from drover.ledger where run_id = ${run.id}`,
     );
     expect(ledger.n).toBe(0);
+    // Nothing compares a ledger-less copy's listing with a ledger: a table's keys are not kept.
+    const task = await one<{ listed: number | null; processed_offset: number }>(
+      sql`select cardinality(listed_ids)::int as listed, processed_offset from drover.tasks where id = ${deps.task.id}`,
+    );
+    expect(task).toEqual({ listed: null, processed_offset: 120 });
   });
 
   it("a window holding one bad row loses only that row; the rest commits through the per-row fallback", async () => {
