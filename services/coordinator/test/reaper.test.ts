@@ -3,14 +3,12 @@ import { openDatabase, runs, tasks } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { registerWorker } from "@drover/engine";
 import { providers } from "@drover/providers";
-import { createLogger } from "@drover/telemetry";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BudgetKeeper } from "../src/budget-keeper.js";
-import { loadCoordinatorConfig } from "../src/config.js";
 import type { CoordinatorContext } from "../src/context.js";
 import { reaperPass } from "../src/reaper.js";
 import { runView } from "../src/run-view.js";
+import { testContext } from "./test-context.js";
 
 let testDb: TestDatabase;
 let database: ReturnType<typeof openDatabase>;
@@ -20,22 +18,14 @@ let dispatches = 0;
 beforeAll(async () => {
   testDb = await createTestDatabase();
   database = openDatabase(testDb.url, { max: 4 });
-  ctx = {
-    budgets: new BudgetKeeper(database.db),
-    isLeader: () => true,
-    db: database.db,
-    config: loadCoordinatorConfig({
-      DROVER_STALE_TASK_MS: "60000",
-      DROVER_REDISPATCH_AFTER_MS: "60000",
-      DROVER_MAX_ATTEMPTS: "3",
-    }),
-    providers,
-    logger: createLogger("test", { level: "silent" }),
-    dispatch: async () => {
+  ctx = testContext(
+    database.db,
+    { DROVER_STALE_TASK_MS: "60000", DROVER_REDISPATCH_AFTER_MS: "60000", DROVER_MAX_ATTEMPTS: "3" },
+    async () => {
       dispatches++;
       return 0;
     },
-  };
+  );
 });
 afterAll(async () => {
   await database.close();

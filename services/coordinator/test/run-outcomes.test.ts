@@ -2,15 +2,12 @@ import { randomUUID } from "node:crypto";
 import { openDatabase, runs, tasks } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { providers } from "@drover/providers";
-import { createLogger } from "@drover/telemetry";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BudgetKeeper } from "../src/budget-keeper.js";
-import { loadCoordinatorConfig } from "../src/config.js";
-import type { CoordinatorContext } from "../src/context.js";
 import { pruneRunsPastRetention } from "../src/reaper.js";
 import { currentNoteGroups } from "../src/run-outcomes.js";
 import { runView } from "../src/run-view.js";
+import { testContext } from "./test-context.js";
 
 let testDb: TestDatabase;
 let database: ReturnType<typeof openDatabase>;
@@ -177,16 +174,7 @@ describe("a run's counts and reasons", () => {
   it("are what a pruned run freezes", async () => {
     const run = await runWithCatchUp("succeeded");
     const before = await runView(database.db, providers, run);
-    const ctx = {
-      budgets: new BudgetKeeper(database.db),
-      isLeader: () => true,
-      db: database.db,
-      config: loadCoordinatorConfig({}),
-      providers,
-      logger: createLogger("test", { level: "silent" }),
-      dispatch: async () => 0,
-    } satisfies CoordinatorContext;
-    expect(await pruneRunsPastRetention(ctx)).toBeGreaterThanOrEqual(1);
+    expect(await pruneRunsPastRetention(testContext(database.db))).toBeGreaterThanOrEqual(1);
     const [pruned] = await database.db.select().from(runs).where(sql`id = ${run.id}`);
     expect(pruned!.summary).not.toBeNull();
     const after = await runView(database.db, providers, pruned!);

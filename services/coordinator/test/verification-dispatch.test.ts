@@ -2,13 +2,9 @@ import { openDatabase, runs } from "@drover/db";
 import { createTestDatabase } from "@drover/db/testing";
 import { claimVerification, storedVerificationJson, storeVerification } from "@drover/engine";
 import { type CallContext, toJson, VerificationSchema } from "@drover/proto";
-import { providers } from "@drover/providers";
-import { createLogger } from "@drover/telemetry";
 import { describe, expect, it } from "vitest";
-import { BudgetKeeper } from "../src/budget-keeper.js";
-import { loadCoordinatorConfig } from "../src/config.js";
-import type { CoordinatorContext } from "../src/context.js";
 import { storedVerification, Verifications } from "../src/verification-dispatch.js";
+import { testContext } from "./test-context.js";
 
 describe("stored verification", () => {
   it("what a worker stores on the run is what GetRun parses, int64 counts included", () => {
@@ -63,15 +59,7 @@ describe("VerifyRun when the broker does not take the request", () => {
     const testDb = await createTestDatabase();
     const database = openDatabase(testDb.url, { max: 4 });
     try {
-      const ctx: CoordinatorContext = {
-        budgets: new BudgetKeeper(database.db),
-        isLeader: () => true,
-        db: database.db,
-        config: loadCoordinatorConfig({}),
-        providers,
-        logger: createLogger("test", { level: "silent" }),
-        dispatch: async () => 0,
-      };
+      const ctx = testContext(database.db);
       const [run] = await database.db
         .insert(runs)
         .values({
