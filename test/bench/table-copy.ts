@@ -23,7 +23,7 @@ import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
  *   index, the pipe was ~14 % faster on 300,000 rows: the destination's own cost, not Drover's.)
  *   Its rows then fill bench_source.room_events, the in-database contenders' source, untimed.
  * - Drover streamed (table_streamed_*): the pg-table source on a cluster of processes (1 coordinator,
- *   2 workers × lane 4), hourly slots (6-hour under --quick), reading the source database, into
+ *   2 workers × lane 2: BENCH_TABLE_LANE_WIDTH), hourly slots (6-hour under --quick), reading the source database, into
  *   app.room_events.
  * - Drover in-database (table_rows_per_s, table_vs_*): the same from bench_source.room_events, which
  *   the run finds in its own database and copies window by window inside it.
@@ -42,7 +42,8 @@ import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 const FULL_ROWS = 1_000_000;
 const QUICK_ROWS = 20_000;
 const WORKERS = 2;
-const LANE_WIDTH = 4;
+/** Lanes per worker (BENCH_TABLE_LANE_WIDTH to vary it). */
+const LANE_WIDTH = rowsSetting("BENCH_TABLE_LANE_WIDTH", 2);
 const HOUR = 3_600_000;
 const SPAN_HOURS = 48;
 /**

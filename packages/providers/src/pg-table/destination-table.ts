@@ -53,18 +53,16 @@ export async function destinationShape(q: Queryable, config: PgTableConfig): Pro
 /**
  * The one upsert both paths run: `select` (one expression per destination column, in shape order)
  * over `from`, inserted under the run's tenant, and a row whose key is already there overwritten,
- * which is what makes a rewritten window idempotent. Returns, per key as text, whether the row is
- * new: `xmax = 0` tells a fresh insert from an overwrite. RETURNING promises no order, so callers
- * match rows back by key.
+ * which is what makes a rewritten window idempotent. It returns each row's key as text and whether
+ * the row is new (`xmax = 0` tells a fresh insert from an overwrite).
  */
-export async function upsertWindow(
-  q: Queryable,
+function upsertReturning(
   config: PgTableConfig,
   shape: DestinationShape,
   tenantId: string,
   select: readonly SQL[],
   from: SQL,
-): Promise<Map<string, boolean>> {
+): SQL {
   const keyColumn = keyDestination(config);
   const target = [
     ...(config.tenantColumn ? [quoteIdent(config.tenantColumn)] : []),
@@ -75,11 +73,51 @@ export async function upsertWindow(
   const set = (updatable.length > 0 ? updatable : [{ name: keyColumn }])
     .map((c) => `${quoteIdent(c.name)} = excluded.${quoteIdent(c.name)}`)
     .join(", ");
-  const returned = await q.execute<{ k: string; inserted: boolean }>(sql`
+  return sql`
     insert into ${sql.raw(quoteQualified(config.destination))} (${sql.raw(target.join(", "))})
     select ${sql.join([...values], sql`, `)}
       from ${from}
     on conflict (${sql.raw(shape.conflict.map(quoteIdent).join(", "))}) do update set ${sql.raw(set)}
-    returning ${sql.raw(quoteIdent(keyColumn))}::text as k, (xmax = 0) as inserted`);
+    returning ${sql.raw(quoteIdent(keyColumn))}::text as k, (xmax = 0) as inserted`;
+}
+
+/** The upsert, with whether each row is new, by key as text (RETURNING promises no order). */
+export async function upsertWindow(
+  q: Queryable,
+  config: PgTableConfig,
+  shape: DestinationShape,
+  tenantId: string,
+  select: readonly SQL[],
+  from: SQL,
+): Promise<Map<string, boolean>> {
+  const returned = await q.execute<{ k: string; inserted: boolean }>(
+    upsertReturning(config, shape, tenantId, select, from),
+  );
   return new Map(returned.map((r) => [r.k, r.inserted]));
+}
+
+/**
+ * The upsert of a window of `keys` answered in one row instead of one per key: how many rows it
+ * wrote and how many of them were new, and, only when it wrote fewer than `keys`, the keys it did
+ * not find. For the in-database copy, whose rows never reach the worker: a row back per key was a
+ * second trip of every key, for counts.
+ */
+export async function upsertWindowCounted(
+  q: Queryable,
+  config: PgTableConfig,
+  shape: DestinationShape,
+  tenantId: string,
+  select: readonly SQL[],
+  from: SQL,
+  keys: readonly string[],
+): Promise<{ written: number; created: number; missing: ReadonlySet<string> }> {
+  const [row] = await q.execute<{ written: number; created: number; missing: string[] | null }>(sql`
+    with up as (${upsertReturning(config, shape, tenantId, select, from)})
+    select count(*)::int as written, (count(*) filter (where up.inserted))::int as created,
+           case when count(*) < ${keys.length}::int then
+             (select coalesce(array_agg(x.k), '{}') from unnest(${sql.param([...keys])}::text[]) as x(k)
+               where not exists (select 1 from up u where u.k = x.k))
+           end as missing
+      from up`);
+  return { written: row?.written ?? 0, created: row?.created ?? 0, missing: new Set(row?.missing ?? []) };
 }

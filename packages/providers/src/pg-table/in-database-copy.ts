@@ -3,7 +3,7 @@ import { type Database, pgErrorCode, type Queryable } from "@drover/db";
 import { PermanentError, type RowResult } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
-import { type DestinationShape, upsertWindow } from "./destination-table.js";
+import { type DestinationShape, upsertWindowCounted } from "./destination-table.js";
 import { sourceKey } from "./source-table.js";
 
 type Sql = Database["sql"];
@@ -137,11 +137,14 @@ export async function copyInDatabase(
   const from = sql`${sql.raw(quoteQualified(config.table))} s
      where s.${sql.raw(quoteIdent(config.idColumn))} = any(${sql.param([...keys])}::text[]::${sql.raw(plan.keyType)}[])`;
   const select = plan.expressions.map((e) => sql.raw(e));
-  const inserted = await upsertWindow(tx, config, shape, tenantId, select, from);
+  const counted = await upsertWindowCounted(tx, config, shape, tenantId, select, from, keys);
+  // Which of the written rows were new is not known per key, only how many: a ledger-less window's
+  // rows are counted (created, already here), never told apart, so the first `created` of them
+  // stand for the new ones.
+  let created = counted.created;
   return keys.map((k): RowResult => {
-    const was = inserted.get(k);
-    if (was === undefined)
+    if (counted.missing.has(k))
       return { action: "skipped", reason: "no longer in the source table when its window was copied" };
-    return { action: "upserted", replaced: !was };
+    return { action: "upserted", replaced: created-- <= 0 };
   });
 }
