@@ -1,9 +1,10 @@
 import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Database, openDatabase } from "@drover/db";
+import { openDatabase } from "@drover/db";
 import { crmEngineSandbox } from "./crm-engine.js";
 import { API_TOKEN, openBenchCluster, untilVerified } from "./harness.js";
 import { plainCrmImport } from "./plain-crm-import.js";
+import { backendMeter, TICK, ticks } from "./process-cpu.js";
 
 /**
  * Where the crm path's time goes (crm_engine's workload: the demo's account, no latency, no
@@ -24,58 +25,11 @@ const CPU_DIR = process.env.PROFILE_CPU_DIR || undefined;
 const SCALE = Number(process.env.PROFILE_SCALE ?? 1);
 /** crm settings for the run (JSON, e.g. '{"dealsPerMailTask":"50"}'); the defaults when absent. */
 const SETTINGS = JSON.parse(process.env.PROFILE_SETTINGS ?? "{}") as Record<string, string>;
-/** /proc/<pid>/stat counts CPU time in clock ticks of 1/100 s (USER_HZ). */
-const TICK = 100;
-
-function ticks(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return undefined;
-  }
-}
-
-/** CPU of every backend of the database, sampled so that short-lived connections are seen too. */
-function backendMeter(admin: Database["sql"], database: string) {
-  const first = new Map<number, { app: string; at: number }>();
-  const last = new Map<number, number>();
-  let stopped = false;
-  const sample = async (initial: boolean) => {
-    const rows = await admin<{ pid: number; app: string }[]>`
-      select pid, application_name as app from pg_stat_activity
-       where datname = ${database} and pid <> pg_backend_pid()`;
-    for (const r of rows) {
-      const t = ticks(r.pid);
-      if (t === undefined) continue;
-      if (!first.has(r.pid)) first.set(r.pid, { app: r.app, at: initial ? t : 0 });
-      last.set(r.pid, t);
-    }
-  };
-  const started = sample(true);
-  const loop = (async () => {
-    await started;
-    while (!stopped) {
-      await new Promise((r) => setTimeout(r, 100));
-      await sample(false);
-    }
-  })();
-  return {
-    started,
-    async stop(): Promise<Record<string, number>> {
-      await sample(false);
-      stopped = true;
-      await loop;
-      const by: Record<string, number> = { all: 0 };
-      for (const [pid, f] of first) {
-        const used = ((last.get(pid) ?? f.at) - f.at) / TICK;
-        by.all! += used;
-        by[f.app || "?"] = (by[f.app || "?"] ?? 0) + used;
-      }
-      return by;
-    },
-  };
+/** One database's backend CPU as this report gives it: `all`, then per application_name. */
+function byApp(by: Record<string, number>, db: string): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(by).map(([k, v]) => [k === db ? "all" : k.slice(db.length + 1), v]),
+  );
 }
 
 function logOffset(): number {
@@ -133,7 +87,7 @@ async function main() {
     ];
     const others = { coordinator: bench.cluster.coordinators, sandbox: [bench.cluster.sandbox] };
 
-    let meter = backendMeter(admin, bench.testDb.name);
+    let meter = backendMeter(admin, [bench.testDb.name]);
     await meter.started;
     let offset = logOffset();
     const w0 = workers.map((w) => ticks(w.pid) ?? 0);
@@ -154,7 +108,7 @@ async function main() {
     };
     for (const [k, ps] of Object.entries(others))
       cpu[k] = ps.reduce((s, p, i) => s + ((ticks(p.pid) ?? 0) - o0[k]![i]!) / TICK, 0);
-    const backends = await meter.stop();
+    const backends = byApp(await meter.stop(), bench.testDb.name);
     const engineStatements = statements(offset, bench.testDb.name);
     const rows = outcome.run.progress.reduce(
       (n, p) => n + Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed),
@@ -170,7 +124,7 @@ async function main() {
     await untilVerified(bench.database.sql, outcome.run.id);
     await bench.stopEngine();
 
-    meter = backendMeter(admin, bench.testDb.name);
+    meter = backendMeter(admin, [bench.testDb.name]);
     await meter.started;
     offset = logOffset();
     const s0 = ticks(bench.cluster.sandbox.pid) ?? 0;
@@ -182,7 +136,7 @@ async function main() {
     });
     const plainCpu = process.cpuUsage(cpu0);
     const plainSandbox = ((ticks(bench.cluster.sandbox.pid) ?? 0) - s0) / TICK;
-    const plainBackends = await meter.stop();
+    const plainBackends = byApp(await meter.stop(), bench.testDb.name);
     const plainStatements = statements(offset, bench.testDb.name);
 
     const report = {

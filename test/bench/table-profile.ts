@@ -1,8 +1,9 @@
 import { readFileSync, statSync } from "node:fs";
 import { pipeline } from "node:stream/promises";
-import { type Database, openDatabase } from "@drover/db";
+import { openDatabase } from "@drover/db";
 import { createSourceDatabase, EMPTY_CRM_SANDBOX, generateRoomEvents } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
+import { backendMeter, TICK, ticks } from "./process-cpu.js";
 
 /**
  * Where the streamed table copy's time goes, measured so that a loaded machine does not skew it:
@@ -21,60 +22,6 @@ const ROWS = Number(process.env.PROFILE_ROWS ?? 100_000);
 /** The server's log file (e.g. /var/log/postgresql/postgresql-15-main.log): statements are counted from it. */
 const LOG = process.env.PROFILE_SERVER_LOG || undefined;
 const HOUR = 3_600_000;
-/** /proc/<pid>/stat counts CPU time in clock ticks of 1/100 s (USER_HZ). */
-const TICK = 100;
-
-function ticks(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return undefined;
-  }
-}
-
-/** CPU of every backend of the given databases, sampled so that pool connections are all seen. */
-function backendMeter(admin: Database["sql"], databases: string[]) {
-  const first = new Map<number, { db: string; app: string; at: number }>();
-  const last = new Map<number, number>();
-  let stopped = false;
-  const sample = async (initial: boolean) => {
-    const rows = await admin<{ pid: number; datname: string; app: string }[]>`
-      select pid, datname, application_name as app from pg_stat_activity
-       where datname = any(${databases}) and pid <> pg_backend_pid()`;
-    for (const r of rows) {
-      const t = ticks(r.pid);
-      if (t === undefined) continue;
-      if (!first.has(r.pid)) first.set(r.pid, { db: r.datname, app: r.app, at: initial ? t : 0 });
-      last.set(r.pid, t);
-    }
-  };
-  const started = sample(true);
-  const loop = (async () => {
-    await started;
-    while (!stopped) {
-      await new Promise((r) => setTimeout(r, 100));
-      await sample(false);
-    }
-  })();
-  return {
-    started,
-    async stop(): Promise<Record<string, number>> {
-      await sample(false);
-      stopped = true;
-      await loop;
-      const by: Record<string, number> = {};
-      for (const [pid, f] of first) {
-        const used = ((last.get(pid) ?? f.at) - f.at) / TICK;
-        by[f.db] = (by[f.db] ?? 0) + used;
-        by[`${f.db}/${f.app}`] = (by[`${f.db}/${f.app}`] ?? 0) + used;
-      }
-      return by;
-    },
-  };
-}
-
 function logOffset(): number {
   return LOG ? statSync(LOG).size : 0;
 }

@@ -1,0 +1,61 @@
+import { readFileSync } from "node:fs";
+import type { Database } from "@drover/db";
+
+/** /proc/<pid>/stat counts CPU time in clock ticks of 1/100 s (USER_HZ). */
+export const TICK = 100;
+
+/** A process's CPU time so far (user + system), in ticks; undefined once it is gone. */
+export function ticks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU seconds of every backend of the given databases between start and stop, sampled every 100 ms
+ * so that pool and short-lived connections are seen too: by database (`<db>`) and by database and
+ * application_name (`<db>/<app>`).
+ */
+export function backendMeter(admin: Database["sql"], databases: string[]) {
+  const first = new Map<number, { db: string; app: string; at: number }>();
+  const last = new Map<number, number>();
+  let stopped = false;
+  const sample = async (initial: boolean) => {
+    const rows = await admin<{ pid: number; datname: string; app: string }[]>`
+      select pid, datname, application_name as app from pg_stat_activity
+       where datname = any(${databases}) and pid <> pg_backend_pid()`;
+    for (const r of rows) {
+      const t = ticks(r.pid);
+      if (t === undefined) continue;
+      if (!first.has(r.pid)) first.set(r.pid, { db: r.datname, app: r.app, at: initial ? t : 0 });
+      last.set(r.pid, t);
+    }
+  };
+  const started = sample(true);
+  const loop = (async () => {
+    await started;
+    while (!stopped) {
+      await new Promise((r) => setTimeout(r, 100));
+      await sample(false);
+    }
+  })();
+  return {
+    started,
+    async stop(): Promise<Record<string, number>> {
+      await sample(false);
+      stopped = true;
+      await loop;
+      const by: Record<string, number> = {};
+      for (const [pid, f] of first) {
+        const used = ((last.get(pid) ?? f.at) - f.at) / TICK;
+        by[f.db] = (by[f.db] ?? 0) + used;
+        by[`${f.db}/${f.app || "?"}`] = (by[`${f.db}/${f.app || "?"}`] ?? 0) + used;
+      }
+      return by;
+    },
+  };
+}
