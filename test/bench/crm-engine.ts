@@ -1,3 +1,4 @@
+import type { Database } from "@drover/db";
 import { API_TOKEN, openBenchCluster, untilVerified } from "./harness.js";
 import { plainCrmImport } from "./plain-crm-import.js";
 import { type Scenario, type ScenarioContext, type ScenarioResult, scaled } from "./scenario.js";
@@ -68,13 +69,7 @@ export const crmEngineScenario: Scenario = {
         ]),
       );
       const engineSeconds = (outcome.finishedAt - outcome.startedAt) / 1000;
-      const phases = await bench.database.sql<
-        { phase: number; kinds: string; tasks: number; busy_s: number; span_s: number }[]
-      >`
-        select phase, string_agg(distinct kind, ',') as kinds, count(*)::int as tasks,
-               round(sum(extract(epoch from finished_at - started_at))::numeric, 2)::float8 as busy_s,
-               round(extract(epoch from max(finished_at) - min(created_at))::numeric, 2)::float8 as span_s
-          from drover.tasks where run_id = ${outcome.run.id}::uuid group by phase order by phase`;
+      const phases = await phaseTimes(bench.database.sql, outcome.run.id);
       // Its verification reads the whole account again: let it end before the plain loop runs.
       await untilVerified(bench.database.sql, outcome.run.id);
       await bench.stopEngine();
@@ -117,3 +112,12 @@ export const crmEngineScenario: Scenario = {
     }
   },
 };
+
+/** Per phase of a run: its kinds, its tasks, their summed busy seconds and the phase's span. */
+export function phaseTimes(sql: Database["sql"], runId: string) {
+  return sql<{ phase: number; kinds: string; tasks: number; busy_s: number; span_s: number }[]>`
+    select phase, string_agg(distinct kind, ',') as kinds, count(*)::int as tasks,
+           round(sum(extract(epoch from finished_at - started_at))::numeric, 2)::float8 as busy_s,
+           round(extract(epoch from max(finished_at) - min(created_at))::numeric, 2)::float8 as span_s
+      from drover.tasks where run_id = ${runId}::uuid group by phase order by phase`;
+}

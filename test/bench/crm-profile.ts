@@ -1,7 +1,7 @@
 import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openDatabase } from "@drover/db";
-import { crmEngineSandbox } from "./crm-engine.js";
+import { crmEngineSandbox, phaseTimes } from "./crm-engine.js";
 import { API_TOKEN, openBenchCluster, untilVerified } from "./harness.js";
 import { plainCrmImport } from "./plain-crm-import.js";
 import { backendMeter, TICK, ticks } from "./process-cpu.js";
@@ -114,13 +114,7 @@ async function main() {
       (n, p) => n + Number(p.imported + p.matched + p.alreadyHere + p.skipped + p.failed),
       0,
     );
-    const phases = await bench.database.sql<
-      { phase: number; kinds: string; tasks: number; busy_s: number; span_s: number }[]
-    >`
-      select phase, string_agg(distinct kind, ',') as kinds, count(*)::int as tasks,
-             round(sum(extract(epoch from finished_at - started_at))::numeric, 2)::float8 as busy_s,
-             round(extract(epoch from max(finished_at) - min(created_at))::numeric, 2)::float8 as span_s
-        from drover.tasks where run_id = ${outcome.run.id}::uuid group by phase order by phase`;
+    const phases = await phaseTimes(bench.database.sql, outcome.run.id);
     await untilVerified(bench.database.sql, outcome.run.id);
     await bench.stopEngine();
 

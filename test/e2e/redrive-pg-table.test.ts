@@ -2,7 +2,13 @@ import { createSourceDatabase, generateRoomEvents, type SourceDatabase } from "@
 import { Code, type Run, RunStatus, timestampDate } from "@drover/proto";
 import { encodeUlidTime } from "@drover/providers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cluster, rejection, startCluster, until, untilFinished } from "../support/in-process.js";
+import {
+  type Cluster,
+  rejection,
+  startCluster,
+  untilFinished,
+  untilVerifiedAfter,
+} from "../support/in-process.js";
 
 /**
  * Re-drive of a source without a GET by id and without a ledger: pg-table. A first copy loses the
@@ -70,18 +76,7 @@ async function destination(tenantId: string): Promise<Map<string, string>> {
 
 const rowsProgress = (run: Run) => run.progress.find((p) => p.kind === "rows")!;
 
-/** Waits for the automatic verification of the run's latest finish. */
-async function untilVerified(runId: string, after: Date): Promise<Run> {
-  return until(
-    async () => {
-      const { run } = await c.client.getRun({ runId });
-      const at = run!.verification?.verifiedAt;
-      return at && timestampDate(at).getTime() >= after.getTime() ? run! : undefined;
-    },
-    60_000,
-    `run ${runId} to be verified`,
-  );
-}
+const untilVerified = (runId: string, after: Date) => untilVerifiedAfter(c, runId, after);
 
 /**
  * Re-drives `filter` and checks that exactly `ids` were written: each is in the destination now,

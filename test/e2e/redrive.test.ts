@@ -7,8 +7,8 @@ import {
   rejection,
   SMALL_ACCOUNT,
   startCluster,
-  until,
   untilFinished,
+  untilVerifiedAfter,
 } from "../support/in-process.js";
 
 /**
@@ -99,18 +99,7 @@ async function ledgerCount(runId: string): Promise<number> {
 
 const progressOf = (run: Run, kind: string) => run.progress.find((p) => p.kind === kind)!;
 
-/** Waits for the automatic verification of the run's latest finish, so no verification reads the source later. */
-async function untilVerified(runId: string, after: Date): Promise<Run> {
-  return until(
-    async () => {
-      const { run } = await c.client.getRun({ runId });
-      const at = run!.verification?.verifiedAt;
-      return at && timestampDate(at).getTime() >= after.getTime() ? run! : undefined;
-    },
-    60_000,
-    `run ${runId} to be verified`,
-  );
-}
+const untilVerified = (runId: string, after: Date) => untilVerifiedAfter(c, runId, after);
 
 const V2_KINDS = ["organizations", "persons", "deals", "activities"];
 

@@ -10,7 +10,7 @@ import { type Coordinator, loadCoordinatorConfig, startCoordinator } from "@drov
 import { type Sandbox, type SandboxOptions, startSandbox } from "@drover/crm-sandbox";
 import { type Database, openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
+import { type Client, createClient, type Run, RunService, RunStatus, timestampDate } from "@drover/proto";
 import { taskQueueNames } from "@drover/task-queue";
 import { createLogger, type Logger } from "@drover/telemetry";
 import { loadWorkerConfig, startWorker, type Worker, type WorkerOptions } from "@drover/worker";
@@ -216,6 +216,19 @@ export async function untilFinished(cluster: Cluster, runId: string, timeoutMs =
     },
     timeoutMs,
     `run ${runId} to finish`,
+  );
+}
+
+/** Waits for the automatic verification of the run's latest finish (one verified at or after `after`). */
+export async function untilVerifiedAfter(cluster: Cluster, runId: string, after: Date): Promise<Run> {
+  return until(
+    async () => {
+      const { run } = await cluster.client.getRun({ runId });
+      const at = run!.verification?.verifiedAt;
+      return at && timestampDate(at).getTime() >= after.getTime() ? run! : undefined;
+    },
+    60_000,
+    `run ${runId} to be verified`,
   );
 }
 
