@@ -15,6 +15,19 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
+/**
+ * The first line of each attempt's error (a retried test has one per attempt), in order. vitest
+ * reports its own test timeout with the stack of where the test was declared, whose first line is
+ * "Error: STACK_TRACE_ERROR": said here as what it is.
+ */
+function attempts(t) {
+  const lines = (Array.isArray(t.failureMessages) ? t.failureMessages : []).map((m) => {
+    const first = String(m).split("\n")[0];
+    return first.includes("STACK_TRACE_ERROR") ? "the test's own timeout" : first.slice(0, 600);
+  });
+  return lines.map((l, i) => (lines.length > 1 ? `attempt ${i + 1}: ${l}` : l)).join("; ");
+}
+
 const args = process.argv.slice(2);
 let dir;
 let exitCode = 0;
@@ -69,14 +82,13 @@ for (const name of names) {
       for (const t of tests) {
         // A retried test that passed keeps its earlier attempts' errors: named, not counted.
         if (t?.status === "passed" && t.failureMessages?.length) {
-          const why = String(t.failureMessages[0]).split("\n")[0].slice(0, 300);
-          notes.push(`passed on retry: ${file.name ?? "?"} > ${t.fullName ?? t.title ?? "?"} (${why})`);
+          notes.push(
+            `passed on retry: ${file.name ?? "?"} > ${t.fullName ?? t.title ?? "?"} (${attempts(t)})`,
+          );
           continue;
         }
         if (t?.status !== "failed") continue;
-        const why = String(t.failureMessages?.[0] ?? "")
-          .split("\n")[0]
-          .slice(0, 300);
+        const why = attempts(t);
         notes.push(`failed: ${file.name ?? "?"} > ${t.fullName ?? t.title ?? "?"}${why ? ` (${why})` : ""}`);
       }
       if (file?.status === "failed" && !tests.some((t) => t?.status === "failed")) {

@@ -186,8 +186,37 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
     await cutOff.stop();
   });
 
-  it("a leader coordinator cut off: another coordinator takes the lease, the reaper and the budget, and the old one steps down", async () => {
-    // Whatever the case before left behind, this one starts with the link up.
+  /**
+   * One line on why a run may be stalled, for a failure message: sessions waiting on a lock and who
+   * holds it, transactions left open, the run's tasks by status, who the database says leads.
+   */
+  async function explainStall(runId: string): Promise<string> {
+    const waiting = await h.database.db.execute<{ app: string; query: string; blockers: string }>(sql`
+      select a.application_name as app, left(a.query, 80) as query,
+             (select string_agg(b.application_name || ':' || b.state || ' ' ||
+                                extract(epoch from now() - b.state_change)::int || 's', ',')
+                from pg_stat_activity b where b.pid = any(pg_blocking_pids(a.pid))) as blockers
+        from pg_stat_activity a
+       where a.datname = current_database() and cardinality(pg_blocking_pids(a.pid)) > 0`);
+    const open = await h.database.db.execute<{ app: string; age: number }>(sql`
+      select application_name as app, extract(epoch from now() - state_change)::int as age
+        from pg_stat_activity
+       where datname = current_database() and state like 'idle in transaction%'
+         and state_change < now() - interval '2 seconds'`);
+    const tasks = await h.database.db.execute<{ status: string; n: number }>(sql`
+      select status, count(*)::int as n from drover.tasks where run_id = ${runId}::uuid group by status`);
+    return [
+      `waiting: ${waiting.map((w) => `${w.app} "${w.query.replace(/\s+/g, " ")}" behind ${w.blockers}`).join("; ") || "none"}`,
+      `open transactions: ${open.map((o) => `${o.app} ${o.age}s`).join(", ") || "none"}`,
+      `tasks: ${tasks.map((t) => `${t.status} ${t.n}`).join(", ")}`,
+      `leader: ${await leaderAddress(h.database.db)}`,
+    ].join(" | ");
+  }
+
+  it("a leader coordinator cut off: another coordinator takes the lease, the reaper and the budget, and the old one steps down", {
+    timeout: 360_000,
+  }, async () => {
+    // Whatever the case (or an earlier attempt of this one) left behind, this one starts with the link up.
     if (host.isCut) await host.heal();
     // A coordinator on the namespace's host, made leader: the one on the root namespace restarts
     // (releasing the lease) and the namespaced one, refreshing every reaper pass, takes it meanwhile.
@@ -200,70 +229,76 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
         DROVER_GRPC_ADDRESS: `${host.guestAddress}:0`,
       },
     });
-    const isolatedAddress = String(isolated.ready.address);
-    await until(
-      "the namespaced coordinator to lead",
-      async () => {
-        if ((await leaderAddress(h.database.db)) === isolatedAddress) return true;
-        await h.cluster.restartCoordinator(0);
-        return until(
-          "the lease to move",
-          async () => (await leaderAddress(h.database.db)) === isolatedAddress,
-          5_000,
-        )
-          .then(() => true)
-          .catch(() => false);
-      },
-      90_000,
-    );
-
-    const tenantId = "partitioned-leader";
-    const since = new Date();
-    const { run } = await h.client.startRun({
-      tenantId,
-      source: "crm",
-      sourceAccount: "sandbox",
-      sourceConfig: {
-        baseUrl: h.cluster.sandboxUrl,
-        apiToken: "t",
-        settings: { pageSize: "50", stripes: "2", windowSize: "25" },
-      },
-    });
-    const runId = run!.id;
-    const tasksDone = async () => {
-      const [row] = await h.database.db.execute<{ n: number }>(
-        sql`select count(*)::int as n from drover.tasks where run_id = ${runId}::uuid and status = 'succeeded'`,
+    try {
+      const isolatedAddress = String(isolated.ready.address);
+      await until(
+        "the namespaced coordinator to lead",
+        async () => {
+          if ((await leaderAddress(h.database.db)) === isolatedAddress) return true;
+          await h.cluster.restartCoordinator(0);
+          return until(
+            "the lease to move",
+            async () => (await leaderAddress(h.database.db)) === isolatedAddress,
+            5_000,
+          )
+            .then(() => true)
+            .catch(() => false);
+        },
+        90_000,
       );
-      return row?.n ?? 0;
-    };
-    await until("the run under way", async () => (await tasksDone()) > 0, 90_000);
-    await host.cut();
 
-    // The lease session falls silent: Postgres ends it after DROVER_LEADER_TIMEOUT_MS and the
-    // coordinator on the root namespace takes the lease, announcing its own address.
-    const rootAddress = h.cluster.coordinatorAddresses[0]!;
-    await until(
-      "the root coordinator to lead",
-      async () => (await leaderAddress(h.database.db)) === rootAddress,
-      60_000,
-    );
-    // The cut-off leader, its refresh unanswered, stepped down by itself.
-    const isolatedLog = join(h.cluster.logDir, `${isolated.name}.log`);
-    await until(
-      "the cut-off coordinator to say it lost the lease",
-      async () => readFileSync(isolatedLog, "utf8").includes("lost the leader lease"),
-      30_000,
-    );
-    // The new leader keeps the source's budget and runs the reaper: the run finishes with the old
-    // leader still cut off (the worker's budget calls go to the leader announced in the database).
-    const last = await watchToEnd(h.client, runId);
-    expect(host.isCut).toBe(true);
-    await expectAccounted(tenantId, since, last);
+      const tenantId = "partitioned-leader";
+      const since = new Date();
+      const { run } = await h.client.startRun({
+        tenantId,
+        source: "crm",
+        sourceAccount: "sandbox",
+        sourceConfig: {
+          baseUrl: h.cluster.sandboxUrl,
+          apiToken: "t",
+          settings: { pageSize: "50", stripes: "2", windowSize: "25" },
+        },
+      });
+      const runId = run!.id;
+      const tasksDone = async () => {
+        const [row] = await h.database.db.execute<{ n: number }>(
+          sql`select count(*)::int as n from drover.tasks where run_id = ${runId}::uuid and status = 'succeeded'`,
+        );
+        return row?.n ?? 0;
+      };
+      await until("the run under way", async () => (await tasksDone()) > 0, 60_000);
+      await host.cut();
 
-    // Back on the network, the old leader stays a follower: the lease is the other's.
-    await host.heal();
-    await new Promise((r) => setTimeout(r, 2_000));
-    expect(await leaderAddress(h.database.db)).toBe(rootAddress);
-    await isolated.stop();
+      // The lease session falls silent: Postgres ends it after DROVER_LEADER_TIMEOUT_MS and the
+      // coordinator on the root namespace takes the lease, announcing its own address.
+      const rootAddress = h.cluster.coordinatorAddresses[0]!;
+      await until(
+        "the root coordinator to lead",
+        async () => (await leaderAddress(h.database.db)) === rootAddress,
+        60_000,
+      );
+      // The cut-off leader, its refresh unanswered, stepped down by itself.
+      const isolatedLog = join(h.cluster.logDir, `${isolated.name}.log`);
+      await until(
+        "the cut-off coordinator to say it lost the lease",
+        async () => readFileSync(isolatedLog, "utf8").includes("lost the leader lease"),
+        30_000,
+      );
+      // The new leader keeps the source's budget and runs the reaper, and nothing the cut-off one
+      // held (an open transaction's locks end with its silent session) stalls it: the run finishes
+      // with the old leader still cut off (the worker's budget calls go to the leader announced in
+      // the database).
+      const last = await watchToEnd(h.client, runId, { ms: 120_000, explain: () => explainStall(runId) });
+      expect(host.isCut).toBe(true);
+      await expectAccounted(tenantId, since, last);
+
+      // Back on the network, the old leader stays a follower: the lease is the other's.
+      await host.heal();
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(await leaderAddress(h.database.db)).toBe(rootAddress);
+    } finally {
+      if (host.isCut) await host.heal();
+      await isolated.stop();
+    }
   });
 });

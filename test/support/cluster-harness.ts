@@ -3,7 +3,7 @@ import { bearer } from "@drover/auth";
 import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { type Cluster, type ClusterOptions, startCluster } from "@drover/local-cluster";
-import { type Client, createClient, type Run, RunService } from "@drover/proto";
+import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 
@@ -56,10 +56,28 @@ export async function openClusterHarness(
   };
 }
 
-/** Follows WatchRun to the run's end and returns its last state. */
-export async function watchToEnd(client: Client<typeof RunService>, runId: string): Promise<Run> {
+/**
+ * Follows WatchRun to the run's end and returns its last state. With `limit`, gives up after
+ * `limit.ms` and fails with the run's last state and what `limit.explain` says (a stalled run's
+ * locks and tasks), rather than leaving the test to time out without a word.
+ */
+export async function watchToEnd(
+  client: Client<typeof RunService>,
+  runId: string,
+  limit?: { ms: number; explain?: () => Promise<string> },
+): Promise<Run> {
   let last: Run | undefined;
-  for await (const update of client.watchRun({ runId })) last = update.run;
+  const signal = limit ? AbortSignal.timeout(limit.ms) : undefined;
+  try {
+    for await (const update of client.watchRun({ runId }, { signal })) last = update.run;
+  } catch (err) {
+    if (!signal?.aborted) throw err;
+    const state = last
+      ? `${RunStatus[last.status]}, phase ${last.currentPhase} of ${last.phases.length}`
+      : "no update";
+    const why = (await limit?.explain?.().catch((e: unknown) => `(explain failed: ${e})`)) ?? "";
+    throw new Error(`run ${runId} not finished after ${limit!.ms} ms (last: ${state}) ${why}`);
+  }
   return last!;
 }
 

@@ -31,13 +31,27 @@ export interface DatabaseOptions {
   applicationName?: string;
   /** Sees every statement sent (tests record transaction boundaries with it). */
   debug?: (query: string) => void;
+  /**
+   * How long a transaction of this pool may sit waiting for its client before Postgres ends the
+   * session (idle_in_transaction_session_timeout). A process cut off from the database in the middle
+   * of a transaction (a partition, a frozen host) is not noticed by the server for hours (kernel
+   * keepalive defaults), and its locks (the dispatch lock, claimed task rows, a run's row) stay held
+   * all that time, stalling every other process that needs them. Only for Drover's own database, whose
+   * transactions are short between statements (a window sets its own limit); never for a source's.
+   */
+  idleInTransactionMs?: number;
 }
 
 export function openDatabase(url: string, options: DatabaseOptions = {}): Database {
   const sql = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
-    connection: { application_name: options.applicationName ?? "drover" },
+    connection: {
+      application_name: options.applicationName ?? "drover",
+      ...(options.idleInTransactionMs
+        ? { idle_in_transaction_session_timeout: options.idleInTransactionMs }
+        : {}),
+    },
     // A dead connection must surface as an error the task can retry, not hang a window forever.
     idle_timeout: 30,
     connect_timeout: 10,

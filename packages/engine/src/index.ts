@@ -106,7 +106,12 @@ export {
   type VerificationRequestState,
   verificationRequestState,
 } from "./verification-transitions.js";
-export { WINDOW_DEADLINE_MS, WindowDeadlineError, windowTransaction } from "./window-transaction.js";
+export {
+  WINDOW_DEADLINE_MS,
+  WINDOW_IDLE_MS,
+  WindowDeadlineError,
+  windowTransaction,
+} from "./window-transaction.js";
 export {
   addSummary,
   BATCH_WINDOW_SIZE,

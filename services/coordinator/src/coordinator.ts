@@ -70,7 +70,13 @@ export async function startCoordinator(
   const logger = options.logger ?? createLogger("coordinator");
   await ensureDatabase(config.DATABASE_URL);
   await migrateDatabase(config.DATABASE_URL);
-  const database = openDatabase(config.DATABASE_URL, { max: 10, applicationName: "drover-coordinator" });
+  const database = openDatabase(config.DATABASE_URL, {
+    max: 10,
+    applicationName: "drover-coordinator",
+    // A coordinator cut off mid-transaction (holding the dispatch lock, a run's row) must not stall
+    // the others longer than it takes them to replace it as leader.
+    idleInTransactionMs: config.DROVER_LEADER_TIMEOUT_MS,
+  });
   const security = await prepareSecurity(config, database.db, logger).catch(async (err) => {
     await database.close();
     throw err;

@@ -1,7 +1,13 @@
 import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
 import { ConfigError } from "@drover/config";
 import { openDatabase } from "@drover/db";
-import { type AssignmentOutcome, handOnSlot, type TaskRunnerDeps, undispatchTasks } from "@drover/engine";
+import {
+  type AssignmentOutcome,
+  handOnSlot,
+  type TaskRunnerDeps,
+  undispatchTasks,
+  WINDOW_IDLE_MS,
+} from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
@@ -76,6 +82,9 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   const database = openDatabase(config.DATABASE_URL, {
     max: config.DROVER_LANE_WIDTH + 2,
     applicationName: "drover-worker",
+    // A worker cut off mid-transaction (a claim holding the dispatch lock, a task's row) frees them on
+    // the same clock as a window left idle, instead of after the kernel's keepalive (hours).
+    idleInTransactionMs: WINDOW_IDLE_MS,
   });
   const credentials = channelCredentials({
     caFile: config.DROVER_TLS_CA_FILE,

@@ -1,0 +1,109 @@
+import { sql } from "drizzle-orm";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isConnectionError, openDatabase, pgErrorCode } from "../src/index.js";
+import { createTestDatabase, type TestDatabase } from "../src/testing.js";
+
+/**
+ * A process cut off from the database in the middle of a transaction (a partition, a frozen host)
+ * goes silent: the server sees an idle transaction and, without a limit, keeps it and its locks
+ * for as long as the kernel takes to notice the dead peer (hours). The coordinator's dispatch lock
+ * held that way stalls every run. A silent client looks exactly like this from the server's side:
+ * a transaction that sends its lock and then nothing more.
+ */
+let testDb: TestDatabase;
+let other: postgres.Sql;
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  other = postgres(testDb.url, { max: 1, onnotice: () => {} });
+});
+afterAll(async () => {
+  await other?.end({ timeout: 5 });
+  await testDb?.drop();
+});
+
+const LOCK = 0x1d1e;
+
+/** Takes the advisory lock in a transaction and falls silent until `wake` resolves; then tries one more statement. */
+function silentHolder(db: ReturnType<typeof openDatabase>["db"], wake: Promise<void>) {
+  let locked!: () => void;
+  const holding = new Promise<void>((resolve) => {
+    locked = resolve;
+  });
+  const done = db
+    .transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(${LOCK})`);
+      locked();
+      await wake;
+      await tx.execute(sql`select 1`);
+    })
+    .then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+  return { holding, done };
+}
+
+/** Whether another session gets the lock within `waitMs` (lock_timeout), and how long it took. */
+async function takeLock(waitMs: number): Promise<{ took: boolean; ms: number }> {
+  const started = Date.now();
+  try {
+    await other.begin(async (tx) => {
+      await tx`select set_config('lock_timeout', ${`${waitMs}ms`}, true)`;
+      await tx`select pg_advisory_xact_lock(${LOCK})`;
+    });
+    return { took: true, ms: Date.now() - started };
+  } catch (err) {
+    if (pgErrorCode(err) !== "55P03") throw err;
+    return { took: false, ms: Date.now() - started };
+  }
+}
+
+describe("a transaction whose client falls silent", () => {
+  it("frees its locks after idleInTransactionMs, and the pool goes on with a fresh connection", async () => {
+    const database = openDatabase(testDb.url, { max: 1, idleInTransactionMs: 600 });
+    let wake!: () => void;
+    const holder = silentHolder(
+      database.db,
+      new Promise<void>((resolve) => {
+        wake = resolve;
+      }),
+    );
+    try {
+      await holder.holding;
+      const taken = await takeLock(10_000);
+      expect(taken.took).toBe(true);
+      expect(taken.ms).toBeLessThan(5_000);
+      // The silent process, back, learns its transaction is gone (as a connection error: retried,
+      // nothing of it committed) and its pool serves the next query.
+      wake();
+      const err = await holder.done;
+      expect(isConnectionError(err) || pgErrorCode(err) === "25P03").toBe(true);
+      const [row] = await database.db.execute<{ ok: number }>(sql`select 1 as ok`);
+      expect(row?.ok).toBe(1);
+    } finally {
+      wake();
+      await database.close();
+    }
+  });
+
+  it("keeps them while it is silent when the pool sets no limit (why the limit is needed)", async () => {
+    const database = openDatabase(testDb.url, { max: 1 });
+    let wake!: () => void;
+    const holder = silentHolder(
+      database.db,
+      new Promise<void>((resolve) => {
+        wake = resolve;
+      }),
+    );
+    try {
+      await holder.holding;
+      expect((await takeLock(2_000)).took).toBe(false);
+      wake();
+      expect(await holder.done).toBeUndefined();
+    } finally {
+      wake();
+      await database.close();
+    }
+  });
+});
