@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { pipeline } from "node:stream/promises";
 import { openDatabase } from "@drover/db";
@@ -14,6 +15,9 @@ import { backendMeter, TICK, ticks } from "./process-cpu.js";
  * binary COPY pipe and for Drover's streamed run (2 workers x lane 4, as the bench) over the same
  * rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes, PROFILE_WORKERS /
  * PROFILE_LANE the cluster's workers and lane width; PROFILE_KEY_ORDER=1 stores the source in key order.
+ * PROFILE_PERF=<file> also records the whole machine with `perf record -a -g` during the pipe
+ * (<file>.pipe) and during the run (<file>), for `perf report --sort comm,pid,sym`: which process,
+ * and where in it, a row's time goes (perf's own sampling costs a little of what it measures).
  *
  *   cd test && PROFILE_ROWS=100000 node --import tsx --conditions=@drover/source bench/table-profile.ts
  */
@@ -22,6 +26,17 @@ const ROWS = Number(process.env.PROFILE_ROWS ?? 100_000);
 /** The server's log file (e.g. /var/log/postgresql/postgresql-15-main.log): statements are counted from it. */
 const LOG = process.env.PROFILE_SERVER_LOG || undefined;
 const HOUR = 3_600_000;
+
+/** `perf record` of the whole machine into `file` until the returned stop is called; nothing without PROFILE_PERF. */
+function recordPerf(file: string | undefined): () => Promise<void> {
+  if (!file) return async () => {};
+  const perf = spawn("perf", ["record", "-a", "-g", "-F", "499", "-o", file], { stdio: "ignore" });
+  const exited = new Promise((resolve) => perf.once("exit", resolve));
+  return async () => {
+    perf.kill("SIGINT");
+    await exited;
+  };
+}
 function logOffset(): number {
   return LOG ? statSync(LOG).size : 0;
 }
@@ -117,6 +132,7 @@ async function main() {
     let offset = logOffset();
     let cpu0 = process.cpuUsage();
     let t0 = performance.now();
+    const stopPipePerf = recordPerf(process.env.PROFILE_PERF && `${process.env.PROFILE_PERF}.pipe`);
     const out = await src
       .unsafe("copy (select id, room_id, data from bench_source.room_events) to stdout (format binary)")
       .readable();
@@ -125,6 +141,7 @@ async function main() {
       await dst.unsafe("copy bench_source.room_events from stdin (format binary)").writable(),
     );
     const pipeSeconds = (performance.now() - t0) / 1000;
+    await stopPipePerf();
     const pipeCpu = process.cpuUsage(cpu0);
     const pipeBackends = await meter.stop();
     const pipeStatements = [statements(offset, source.name), statements(offset, bench.testDb.name)];
@@ -138,6 +155,7 @@ async function main() {
     const c0 = bench.cluster.coordinators.map((c) => ticks(c.pid) ?? 0);
     cpu0 = process.cpuUsage();
     t0 = performance.now();
+    const stopRunPerf = recordPerf(process.env.PROFILE_PERF);
     const outcome = await bench.runToEnd(
       {
         tenantId: "prof",
@@ -158,6 +176,7 @@ async function main() {
       3_600_000,
     );
     const wall = (performance.now() - t0) / 1000;
+    await stopRunPerf();
     const runSeconds = (outcome.finishedAt - outcome.startedAt) / 1000;
     const workerCpu = workers.reduce((s, w, i) => s + ((ticks(w.pid) ?? 0) - w0[i]!) / TICK, 0);
     const coordCpu = bench.cluster.coordinators.reduce(

@@ -81,13 +81,16 @@ export interface Cluster {
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const logDir = options.logDir ?? join(REPO_ROOT, ".artifacts", "logs", options.queuePrefix);
   const sandboxArgs = Object.entries(options.sandbox).flatMap(([k, v]) => [`--${k}`, String(v)]);
-  const sandbox = await spawnService({
+  // Started alongside the coordinators (nothing of theirs needs it), awaited before the workers.
+  const sandboxStarting = spawnService({
     name: "crm-sandbox",
     entry: "packages/crm-sandbox/src/main.ts",
     args: ["--port", "0", ...sandboxArgs],
     readyEvent: "listening",
     logDir,
   });
+  // Awaited below; until then its failure must not count as unhandled.
+  sandboxStarting.catch(() => {});
   // Authentication is on, as in production: a key pair of the cluster's own. Source secrets use the
   // keyring of the environment, else the development keyring of this checkout
   // (.artifacts/dev-secret-keys), so runs left by an earlier cluster on the same database still open.
@@ -149,7 +152,15 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       );
     }
   } catch (err) {
-    await Promise.all([sandbox, ...coordinators].map((p) => p.stop()));
+    const sandbox = await sandboxStarting.catch(() => undefined);
+    await Promise.all([...(sandbox ? [sandbox] : []), ...coordinators].map((p) => p.stop()));
+    throw err;
+  }
+  let sandbox: ServiceProcess;
+  try {
+    sandbox = await sandboxStarting;
+  } catch (err) {
+    await Promise.all(coordinators.map((p) => p.stop()));
     throw err;
   }
   const coordinatorAddresses = coordinators.map((c) => String(c.ready.address));

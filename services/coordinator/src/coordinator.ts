@@ -194,7 +194,7 @@ export async function startCoordinator(
     await verifications.pass().catch((err) => logger.error({ err }, "asking for verifications failed"));
   };
   const stopTaskMetrics = refreshTaskMetrics(database.db);
-  const timer = setInterval(() => {
+  const tick = () => {
     if (stopping) return;
     leasing = leasing.then(checkLease).catch((err) => logger.error({ err }, "lease check failed"));
     const checked = leasing;
@@ -202,7 +202,11 @@ export async function startCoordinator(
       .then(() => checked)
       .then(pass)
       .catch((err) => logger.error({ err }, "reaper pass failed"));
-  }, config.DROVER_REAPER_INTERVAL_MS);
+  };
+  const timer = setInterval(tick, config.DROVER_REAPER_INTERVAL_MS);
+  // At once, not an interval from now: a cluster's first coordinator (or one started where the lease
+  // is free) leads, serves budget leases and reaps from its start; runs started meanwhile would wait.
+  tick();
 
   logger.info({ address, queue: names.stream }, "coordinator listening");
 
