@@ -456,6 +456,17 @@ describe("pg-table windows", () => {
     ]);
   });
 
+  it("an in-database window whose keys do not add up to the rows written and missing fails instead of miscounting", async () => {
+    const [key] = await sourceEvents(testDb.url, "events_twice", 1);
+    const cfg = config({ table: "src.events_twice" });
+    const attempt = database.db.transaction(async (tx) => {
+      const shape = await destinationShape(tx, cfg);
+      const plan = await inDatabasePlan(tx, cfg, shape);
+      return copyInDatabase(tx, cfg, shape, plan, "t-twice", [key!, key!]);
+    });
+    await expect(attempt).rejects.toThrow(/of 2 keys wrote 1 rows and found 0 missing/);
+  });
+
   it("a column of another type is cast through text as in the worker, and a bad value loses only its row", async () => {
     const ids = await sourceEvents(testDb.url, "events_text", 40, "text");
     const bad = ids[17]!;

@@ -138,6 +138,12 @@ export async function copyInDatabase(
      where s.${sql.raw(quoteIdent(config.idColumn))} = any(${sql.param([...keys])}::text[]::${sql.raw(plan.keyType)}[])`;
   const select = plan.expressions.map((e) => sql.raw(e));
   const counted = await upsertWindowCounted(tx, config, shape, tenantId, select, from, keys);
+  // Every key is written or missing, once: anything else (a key listed twice) would count rows that
+  // were not written, and the slot's counts are what verification checks.
+  if (counted.written + counted.missing.size !== keys.length)
+    throw new PermanentError(
+      `an in-database window of ${keys.length} keys wrote ${counted.written} rows and found ${counted.missing.size} missing`,
+    );
   // Which of the written rows were new is not known per key, only how many: a ledger-less window's
   // rows are counted (created, already here), never told apart, so the first `created` of them
   // stand for the new ones.
