@@ -88,6 +88,17 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
       select id::text, locked_by, processed_offset, kind from drover.tasks
        where run_id = ${runId}::uuid and status = 'running'`);
 
+  /** A crm run of small pages and windows against the sandbox at `baseUrl`; returns its id. */
+  async function startCrmRun(tenantId: string, baseUrl: string): Promise<string> {
+    const { run } = await h.client.startRun({
+      tenantId,
+      source: "crm",
+      sourceAccount: "sandbox",
+      sourceConfig: { baseUrl, apiToken: "t", settings: { pageSize: "50", stripes: "2", windowSize: "25" } },
+    });
+    return run!.id;
+  }
+
   async function expectAccounted(tenantId: string, since: Date, last: Run): Promise<void> {
     expect(last.status).toBe(RunStatus.SUCCEEDED);
     const accounts = await accountFor(
@@ -112,18 +123,8 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
 
     const tenantId = "partitioned-worker";
     const since = new Date();
-    const { run } = await h.client.startRun({
-      tenantId,
-      source: "crm",
-      sourceAccount: "sandbox",
-      // Both workers reach the sandbox at the veth's root end: the namespaced one only through it.
-      sourceConfig: {
-        baseUrl: `http://${through.sandbox}`,
-        apiToken: "t",
-        settings: { pageSize: "50", stripes: "2", windowSize: "25" },
-      },
-    });
-    const runId = run!.id;
+    // Both workers reach the sandbox at the veth's root end: the namespaced one only through it.
+    const runId = await startCrmRun(tenantId, `http://${through.sandbox}`);
 
     // A task of the namespaced worker past its first window, still running under its claim once the
     // link is down (bytes already past the cut may land for a moment): a task that finished between
@@ -249,17 +250,7 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
 
       const tenantId = "partitioned-leader";
       const since = new Date();
-      const { run } = await h.client.startRun({
-        tenantId,
-        source: "crm",
-        sourceAccount: "sandbox",
-        sourceConfig: {
-          baseUrl: h.cluster.sandboxUrl,
-          apiToken: "t",
-          settings: { pageSize: "50", stripes: "2", windowSize: "25" },
-        },
-      });
-      const runId = run!.id;
+      const runId = await startCrmRun(tenantId, h.cluster.sandboxUrl);
       const tasksDone = async () => {
         const [row] = await h.database.db.execute<{ n: number }>(
           sql`select count(*)::int as n from drover.tasks where run_id = ${runId}::uuid and status = 'succeeded'`,

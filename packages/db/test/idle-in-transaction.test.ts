@@ -24,24 +24,31 @@ afterAll(async () => {
 
 const LOCK = 0x1d1e;
 
-/** Takes the advisory lock in a transaction and falls silent until `wake` resolves; then tries one more statement. */
-function silentHolder(db: ReturnType<typeof openDatabase>["db"], wake: Promise<void>) {
+/**
+ * Takes the advisory lock in a transaction and falls silent (`holding` resolves then) until `wake()`;
+ * then tries one more statement. `done` resolves with that transaction's error, if any.
+ */
+function silentHolder(db: ReturnType<typeof openDatabase>["db"]) {
   let locked!: () => void;
   const holding = new Promise<void>((resolve) => {
     locked = resolve;
+  });
+  let wake!: () => void;
+  const woken = new Promise<void>((resolve) => {
+    wake = resolve;
   });
   const done = db
     .transaction(async (tx) => {
       await tx.execute(sql`select pg_advisory_xact_lock(${LOCK})`);
       locked();
-      await wake;
+      await woken;
       await tx.execute(sql`select 1`);
     })
     .then(
       () => undefined,
       (err: unknown) => err,
     );
-  return { holding, done };
+  return { holding, done, wake };
 }
 
 /** Whether another session gets the lock within `waitMs` (lock_timeout), and how long it took. */
@@ -62,13 +69,7 @@ async function takeLock(waitMs: number): Promise<{ took: boolean; ms: number }> 
 describe("a transaction whose client falls silent", () => {
   it("frees its locks after idleInTransactionMs, and the pool goes on with a fresh connection", async () => {
     const database = openDatabase(testDb.url, { max: 1, idleInTransactionMs: 600 });
-    let wake!: () => void;
-    const holder = silentHolder(
-      database.db,
-      new Promise<void>((resolve) => {
-        wake = resolve;
-      }),
-    );
+    const holder = silentHolder(database.db);
     try {
       await holder.holding;
       const taken = await takeLock(10_000);
@@ -76,33 +77,27 @@ describe("a transaction whose client falls silent", () => {
       expect(taken.ms).toBeLessThan(5_000);
       // The silent process, back, learns its transaction is gone (as a connection error: retried,
       // nothing of it committed) and its pool serves the next query.
-      wake();
+      holder.wake();
       const err = await holder.done;
       expect(isConnectionError(err) || pgErrorCode(err) === "25P03").toBe(true);
       const [row] = await database.db.execute<{ ok: number }>(sql`select 1 as ok`);
       expect(row?.ok).toBe(1);
     } finally {
-      wake();
+      holder.wake();
       await database.close();
     }
   });
 
   it("keeps them while it is silent when the pool sets no limit (why the limit is needed)", async () => {
     const database = openDatabase(testDb.url, { max: 1 });
-    let wake!: () => void;
-    const holder = silentHolder(
-      database.db,
-      new Promise<void>((resolve) => {
-        wake = resolve;
-      }),
-    );
+    const holder = silentHolder(database.db);
     try {
       await holder.holding;
       expect((await takeLock(2_000)).took).toBe(false);
-      wake();
+      holder.wake();
       expect(await holder.done).toBeUndefined();
     } finally {
-      wake();
+      holder.wake();
       await database.close();
     }
   });
