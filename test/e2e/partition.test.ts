@@ -248,7 +248,8 @@ describe.skipIf(problem !== undefined)("hosts that lose each other", () => {
         90_000,
       );
 
-      const tenantId = "partitioned-leader";
+      // A tenant of this attempt's own: a retry must not count the first attempt's rows as already here.
+      const tenantId = `partitioned-leader-${Date.now()}`;
       const since = new Date();
       const runId = await startCrmRun(tenantId, h.cluster.sandboxUrl);
       const tasksDone = async () => {

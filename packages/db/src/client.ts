@@ -32,14 +32,17 @@ export interface DatabaseOptions {
   /** Sees every statement sent (tests record transaction boundaries with it). */
   debug?: (query: string) => void;
   /**
-   * How long a transaction of this pool may sit waiting for its client before Postgres ends the
-   * session (idle_in_transaction_session_timeout). A process cut off from the database in the middle
-   * of a transaction (a partition, a frozen host) is not noticed by the server for hours (kernel
-   * keepalive defaults), and its locks (the dispatch lock, claimed task rows, a run's row) stay held
-   * all that time, stalling every other process that needs them. Only for Drover's own database, whose
-   * transactions are short between statements (a window sets its own limit); never for a source's.
+   * How long a session of this pool may wait on a client gone silent before Postgres ends it: idle
+   * in a transaction (idle_in_transaction_session_timeout), or with data sent that the client never
+   * acknowledged (tcp_user_timeout: a backend writing a result to a host cut off from the network
+   * stays "active", blocked in the send, and no idle limit reaches it). The server notices neither
+   * by itself for hours (kernel keepalive and retransmission defaults), and meanwhile the session
+   * keeps its locks (the dispatch lock, claimed task rows, a run's row), stalling every other process
+   * that needs them. Only for Drover's own database, whose transactions are short between
+   * statements (a window sets its own idle limit) and whose results clients read at once; never for
+   * a source's.
    */
-  idleInTransactionMs?: number;
+  silentClientMs?: number;
 }
 
 export function openDatabase(url: string, options: DatabaseOptions = {}): Database {
@@ -48,8 +51,11 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
     onnotice: () => {},
     connection: {
       application_name: options.applicationName ?? "drover",
-      ...(options.idleInTransactionMs
-        ? { idle_in_transaction_session_timeout: options.idleInTransactionMs }
+      ...(options.silentClientMs
+        ? {
+            idle_in_transaction_session_timeout: options.silentClientMs,
+            tcp_user_timeout: options.silentClientMs,
+          }
         : {}),
     },
     // A dead connection must surface as an error the task can retry, not hang a window forever.

@@ -75,7 +75,7 @@ export async function startCoordinator(
     applicationName: "drover-coordinator",
     // A coordinator cut off mid-transaction (holding the dispatch lock, a run's row) must not stall
     // the others longer than it takes them to replace it as leader.
-    idleInTransactionMs: config.DROVER_LEADER_TIMEOUT_MS,
+    silentClientMs: config.DROVER_LEADER_TIMEOUT_MS,
   });
   const security = await prepareSecurity(config, database.db, logger).catch(async (err) => {
     await database.close();

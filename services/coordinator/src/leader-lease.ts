@@ -49,7 +49,13 @@ export function leaderLease(
   const sql = postgres(url, {
     max: 1,
     onnotice: () => {},
-    connection: { application_name: "drover-leader", idle_session_timeout: timeoutMs },
+    // Idle, the session ends after the timeout; blocked sending an answer to a host cut off, the
+    // same (tcp_user_timeout): either way the lock is free for another coordinator.
+    connection: {
+      application_name: "drover-leader",
+      idle_session_timeout: timeoutMs,
+      tcp_user_timeout: timeoutMs,
+    },
   });
   let held = false;
   let confirmedAt = 0;

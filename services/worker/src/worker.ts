@@ -84,7 +84,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     applicationName: "drover-worker",
     // A worker cut off mid-transaction (a claim holding the dispatch lock, a task's row) frees them on
     // the same clock as a window left idle, instead of after the kernel's keepalive (hours).
-    idleInTransactionMs: WINDOW_IDLE_MS,
+    silentClientMs: WINDOW_IDLE_MS,
   });
   const credentials = channelCredentials({
     caFile: config.DROVER_TLS_CA_FILE,
