@@ -112,7 +112,7 @@ export function budgetScenario(workers: number): Scenario {
           },
         };
       } finally {
-        await bench.close();
+        bench.closeLater();
       }
     },
   };

@@ -108,7 +108,7 @@ export const crmEngineScenario: Scenario = {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

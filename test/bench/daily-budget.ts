@@ -87,7 +87,7 @@ export const dailyBudgetScenario: Scenario & {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

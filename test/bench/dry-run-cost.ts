@@ -68,7 +68,7 @@ export const dryRunCostScenario: Scenario = {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

@@ -104,7 +104,7 @@ export const fairnessScenario: Scenario = {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

@@ -34,6 +34,12 @@ export interface BenchCluster {
   stopAll(): Promise<void>;
   /** stopAll, then deletes the stream and drops the database. */
   close(): Promise<void>;
+  /**
+   * close, not waited for: a scenario whose figures are taken lets the next one start while its
+   * processes stop (a worker's stop is mostly waiting out its last pull, ~1 s, idle). The runner
+   * waits for every one of them before it prints (settleClosings).
+   */
+  closeLater(): void;
 }
 
 export interface ClusterSpec {
@@ -70,6 +76,15 @@ const openClusters = new Set<BenchCluster>();
 
 export async function closeOpenClusters(): Promise<void> {
   await Promise.allSettled([...openClusters].map((c) => c.close()));
+}
+
+/** Closes begun by closeLater and not finished yet. */
+const closing = new Set<Promise<void>>();
+
+/** Waits for every close begun by closeLater; says which failed (a database not dropped, a process left). */
+export async function settleClosings(): Promise<string[]> {
+  const outcomes = await Promise.allSettled([...closing]);
+  return outcomes.flatMap((o) => (o.status === "rejected" ? [String(o.reason)] : []));
 }
 
 export async function openBenchCluster(spec: ClusterSpec): Promise<BenchCluster> {
@@ -186,6 +201,10 @@ export async function openBenchCluster(spec: ClusterSpec): Promise<BenchCluster>
         }
       })();
       return closed;
+    },
+    closeLater() {
+      const done = bench.close().finally(() => closing.delete(done));
+      closing.add(done);
     },
   };
   openClusters.add(bench);

@@ -98,7 +98,7 @@ export const parallelFetchScenario: Scenario = {
       serial = await mailPhase(bench, ctx, 1);
       parallel = await mailPhase(bench, ctx, 4);
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
     if (serial.messages === 0 || parallel.messages === 0)
       throw new Error("the mail phase imported no messages");

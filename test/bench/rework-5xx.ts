@@ -81,7 +81,7 @@ async function crmImport(ctx: ScenarioContext, transientErrorRate: number): Prom
       tasksRetried: Object.fromEntries(retried.map((r) => [r.kind, r.n])),
     };
   } finally {
-    await bench.close();
+    bench.closeLater();
   }
 }
 

@@ -188,7 +188,7 @@ export const smallRunScenario: Scenario = {
       };
     } finally {
       await smallSandbox?.stop();
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

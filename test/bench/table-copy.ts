@@ -362,7 +362,7 @@ export const tableCopyScenario: Scenario = {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
       await source?.drop();
     }
   },

@@ -107,7 +107,7 @@ export const takeoverScenario: Scenario = {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

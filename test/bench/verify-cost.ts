@@ -71,7 +71,7 @@ export const verifyCostScenario: Scenario = {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

@@ -101,7 +101,7 @@ export const writeEfficiencyScenario: Scenario = {
         },
       };
     } finally {
-      await bench.close();
+      bench.closeLater();
     }
   },
 };

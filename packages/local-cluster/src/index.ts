@@ -13,7 +13,14 @@ export {
   type RoomEventsOptions,
   type SourceDatabase,
 } from "./room-events.js";
-export { REPO_ROOT, type ServiceProcess, type SpawnOptions, spawnService } from "./service-process.js";
+export {
+  REPO_ROOT,
+  type RunFrom,
+  runFrom,
+  type ServiceProcess,
+  type SpawnOptions,
+  spawnService,
+} from "./service-process.js";
 export {
   COORDINATOR,
   DASHBOARD,

@@ -49,6 +49,8 @@ export async function startLane(
   let consumer: Consumer | undefined = await js.consumers.get(names.stream, names.consumer);
   const inFlight = new Set<Promise<void>>();
   let stopping = false;
+  /** The pull in flight, if any: a stop ends it instead of waiting out its expiry (up to a second). */
+  let pull: { stop(): void } | undefined;
   let wake: (() => void) | undefined;
   let fail!: (err: Error) => void;
   const failed = new Promise<Error>((resolve) => {
@@ -100,6 +102,8 @@ export async function startLane(
       try {
         consumer ??= await js.consumers.get(names.stream, names.consumer);
         const batch = await consumer.fetch({ max_messages: free, expires: 1_000 });
+        pull = batch;
+        if (stopping) batch.stop();
         for await (const msg of batch) {
           if (stopping) {
             // Pulled after the drain began: hand it straight back for another worker.
@@ -108,9 +112,11 @@ export async function startLane(
           }
           run(msg);
         }
+        pull = undefined;
         failingSince = undefined;
         retryMs = FIRST_RETRY_MS;
       } catch (err) {
+        pull = undefined;
         if (stopping) break;
         options.onError?.(err);
         consumer = undefined;
@@ -133,6 +139,11 @@ export async function startLane(
     pulling ??= (async () => {
       stopping = true;
       wake?.();
+      // Stopping the pull unsubscribes its inbox, and the server hands a waiting pull nothing once
+      // its reply subject has no interest (nats-server's nextWaiting). A message already on its way
+      // is either yielded here (and nak'd above) or dropped with the subscription and redelivered
+      // after ack_wait; the task's row in Postgres has it either way.
+      pull?.stop();
       await loop;
     })();
     return pulling;

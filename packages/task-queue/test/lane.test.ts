@@ -67,6 +67,39 @@ describe("task lane", () => {
     expect(headersSeen).toContain("tp-7");
   });
 
+  it("an idle lane stops without waiting out its pull, and the pull it dropped takes no task away", async () => {
+    const own = taskQueueNames(`t${randomBytes(4).toString("hex")}`);
+    await ensureTaskQueue(await jetstreamManager(nc), own);
+    const js = jetstream(nc);
+    const taken: string[] = [];
+    const lane = (name: string) =>
+      startLane(js, own, {
+        width: 2,
+        async handle(msg) {
+          taken.push(`${name}:${(parseAssignment(msg.data) as TaskAssignment).taskId}`);
+          msg.ack();
+        },
+      });
+    const idle = await lane("idle");
+    // Into its pull (1 s long) before it is told to stop.
+    await new Promise((r) => setTimeout(r, 150));
+    const t0 = performance.now();
+    await idle.drain();
+    const stopMs = performance.now() - t0;
+    const other = await lane("other");
+    try {
+      await publishTask(js, own, { taskId: 7, runId: "r1" });
+      // Had the stopped lane's pull still been served, this task would wait out ack_wait (30 s).
+      const deadline = Date.now() + 5_000;
+      while (taken.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(taken).toEqual(["other:7"]);
+      expect(stopMs).toBeLessThan(600);
+    } finally {
+      await other.drain();
+      await (await jetstreamManager(nc)).streams.delete(own.stream).catch(() => false);
+    }
+  });
+
   it("gives up, and says so, when its consumer cannot be re-created within recoverForMs", async () => {
     const lost = taskQueueNames(`t${randomBytes(4).toString("hex")}`);
     const jsm = await jetstreamManager(nc);
