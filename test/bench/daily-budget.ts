@@ -17,11 +17,11 @@ const WORKERS = 2;
 const LANE_WIDTH = 3;
 
 function workload(quick: boolean) {
-  // Quick: half the account and 6 s days (a day's tokens go in its first second or two, the rest
-  // of the day is waiting): the run still crosses about three resets, in a third of the time.
+  // Quick: half the account and 4 s days (a day's tokens go in its first second or two, the rest
+  // of the day is waiting): the run still crosses about four resets, in a seventh of the time.
   const scale = quick ? 0.5 : 1;
   const rows = (n: number) => Math.max(1, Math.round(n * scale));
-  const daySeconds = quick ? 6 : 30;
+  const daySeconds = quick ? 4 : 30;
   return {
     daySeconds,
     sandbox: {

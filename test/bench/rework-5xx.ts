@@ -89,8 +89,11 @@ export const rework5xxScenario: Scenario = {
   name: "rework_5xx",
   selects: ["rework_under_5xx"],
   async run(ctx): Promise<ScenarioResult> {
-    const clean = await crmImport(ctx, 0);
-    const faulty = await crmImport(ctx, TRANSIENT_ERROR_RATE);
+    // The figure counts requests, which running side by side does not change; the quick bench does,
+    // to halve its wait. The full bench keeps them apart, so their seconds compare too.
+    const [clean, faulty] = ctx.quick
+      ? await Promise.all([crmImport(ctx, 0), crmImport(ctx, TRANSIENT_ERROR_RATE)])
+      : [await crmImport(ctx, 0), await crmImport(ctx, TRANSIENT_ERROR_RATE)];
     if (clean.transientAnswers !== 0) throw new Error("the import without faults met transient answers");
     if (faulty.transientAnswers === 0) throw new Error("the import with 2 % 5xx met no transient answer");
     if (faulty.rows !== clean.rows)
@@ -106,7 +109,7 @@ export const rework5xxScenario: Scenario = {
         crmSettings: SETTINGS,
         sandbox: reworkSandbox(ctx, TRANSIENT_ERROR_RATE),
       },
-      details: { clean, faulty, secondsRatio: faulty.seconds / clean.seconds },
+      details: { clean, faulty, secondsRatio: faulty.seconds / clean.seconds, sideBySide: ctx.quick },
     };
   },
 };

@@ -265,10 +265,15 @@ function buildServices(): number | undefined {
   process.env.DROVER_CLUSTER_RUN_FROM ??= "build";
   if (runFrom() === "source") return undefined;
   const t0 = performance.now();
-  execFileSync("pnpm", ["exec", "turbo", "run", "build", "--output-logs=errors-only"], {
-    cwd: REPO_ROOT,
-    stdio: ["ignore", 2, 2],
-  });
+  try {
+    execFileSync("pnpm", ["exec", "turbo", "run", "build", "--output-logs=errors-only"], {
+      cwd: REPO_ROOT,
+      stdio: "pipe",
+    });
+  } catch (err) {
+    const { stdout, stderr } = err as { stdout?: Buffer; stderr?: Buffer };
+    throw new Error(`pnpm build failed:\n${stdout ?? ""}${stderr ?? ""}`);
+  }
   return (performance.now() - t0) / 1000;
 }
 

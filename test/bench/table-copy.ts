@@ -23,7 +23,7 @@ import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
  *   index, the pipe was ~14 % faster on 300,000 rows: the destination's own cost, not Drover's.)
  *   Its rows then fill bench_source.room_events, the in-database contenders' source, untimed.
  * - Drover streamed (table_streamed_*): the pg-table source on a cluster of processes (1 coordinator,
- *   2 workers × lane 2: BENCH_TABLE_LANE_WIDTH), hourly slots (6-hour under --quick), reading the source database, into
+ *   1 worker × lane 2: BENCH_TABLE_WORKERS, BENCH_TABLE_LANE_WIDTH), hourly slots (6-hour under --quick), reading the source database, into
  *   app.room_events.
  * - Drover in-database (table_rows_per_s, table_vs_*): the same from bench_source.room_events, which
  *   the run finds in its own database and copies window by window inside it.
@@ -41,7 +41,13 @@ import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 
 const FULL_ROWS = 1_000_000;
 const QUICK_ROWS = 20_000;
-const WORKERS = 2;
+/**
+ * Worker processes (BENCH_TABLE_WORKERS to vary it). One: a table copy is CPU-bound, and on two
+ * cores a second worker process took a quarter longer for the same lanes (2 × lane 2: 50.7 s, one
+ * worker × lane 2 right after: 38.0 s, the pipe 31.6 s; 2026-12-02), as the README's lanes for a
+ * table copy advise.
+ */
+const WORKERS = rowsSetting("BENCH_TABLE_WORKERS", 1);
 /** Lanes per worker (BENCH_TABLE_LANE_WIDTH to vary it). */
 const LANE_WIDTH = rowsSetting("BENCH_TABLE_LANE_WIDTH", 2);
 const HOUR = 3_600_000;
