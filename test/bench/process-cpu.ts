@@ -59,3 +59,22 @@ export function backendMeter(admin: Database["sql"], databases: string[]) {
     },
   };
 }
+
+/** The whole machine's CPU time so far, in seconds by state (the first line of /proc/stat). */
+export function machineCpu(): { busy: number; idle: number; iowait: number; steal: number } {
+  const [, ...fields] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/);
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = fields.map((f) => Number(f) / TICK);
+  return { busy: user! + nice! + system! + irq! + softirq!, idle: idle!, iowait: iowait!, steal: steal! };
+}
+
+/** What the machine's CPUs did between two machineCpu() readings, in seconds. */
+export function machineCpuSince(before: ReturnType<typeof machineCpu>): ReturnType<typeof machineCpu> {
+  const now = machineCpu();
+  const round = (n: number) => Math.round(n * 10) / 10;
+  return {
+    busy: round(now.busy - before.busy),
+    idle: round(now.idle - before.idle),
+    iowait: round(now.iowait - before.iowait),
+    steal: round(now.steal - before.steal),
+  };
+}

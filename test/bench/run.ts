@@ -148,7 +148,7 @@ twentieth; indicative figures for a developer's loop; the full bench is the refe
 
 Scenarios (in order): ${SCENARIOS.map((s) => s.name).join(", ")}; "budget" names the three budget runs.
 A figure's name selects the scenarios behind it, e.g. --only budget_utilization_w2,parallel_fetch_speedup.
-Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000; 20000 under --quick), BENCH_TABLE_RSS_ROWS for its memory run (the table's rows; 5000000 for the goal's size, the best part of an hour), BENCH_LEDGER_ROWS=small,large for ledger_growth (200000,20000000; 20000,1000000 under --quick).
+Environment: DATABASE_URL (default ${DATABASE_URL}), NATS_URL (default ${NATS_URL}), LOG_LEVEL for the services (warn), BENCH_TABLE_ROWS for the table scenario (1000000; 20000 under --quick), BENCH_TABLE_RSS_ROWS for its memory run (the table's rows; 5000000 for the goal's size, the best part of an hour), BENCH_LEDGER_ROWS=small,large for ledger_growth (200000,20000000; 20000,600000 under --quick), BENCH_TABLE_WORKERS and BENCH_TABLE_LANE_WIDTH for the table scenario's cluster (1 and 2), DROVER_CLUSTER_RUN_FROM=source to start the services through tsx instead of from their build.
 Figures go to stdout, progress to stderr, everything to .artifacts/bench/latest.json.`;
 
 interface Args {

@@ -8,6 +8,7 @@ import {
   type SourceDatabase,
 } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
+import { machineCpu, machineCpuSince } from "./process-cpu.js";
 import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 
 /**
@@ -108,6 +109,14 @@ function statusMb(pid: number, field: "VmHWM" | "VmRSS"): number {
 /** A process's peak resident set (VmHWM in /proc/<pid>/status), in MB. */
 export const peakRssMb = (pid: number) => statusMb(pid, "VmHWM");
 const residentMb = (pid: number) => statusMb(pid, "VmRSS");
+
+/** How often autovacuum and autoanalyze have run on the destination so far. */
+async function maintenance(sql: Sql): Promise<{ vacuums: number; analyzes: number }> {
+  const [row] = await sql<{ vacuums: number; analyzes: number }[]>`
+    select autovacuum_count::int as vacuums, autoanalyze_count::int as analyzes
+      from pg_stat_user_tables where relid = 'app.room_events'::regclass`;
+  return row ?? { vacuums: 0, analyzes: 0 };
+}
 
 /**
  * The limit: the source table piped, binary COPY to binary COPY, into the empty table `target` of
@@ -215,6 +224,8 @@ export const tableCopyScenario: Scenario = {
       ) => {
         await sql`truncate app.room_events`;
         await sql`checkpoint`;
+        const maintenanceBefore = await maintenance(sql);
+        const cpuBefore = machineCpu();
         const outcome = await bench.runToEnd(
           {
             tenantId,
@@ -234,6 +245,7 @@ export const tableCopyScenario: Scenario = {
           3_600_000,
         );
         onFinished();
+        const cpu = machineCpuSince(cpuBefore);
         const seconds = (outcome.finishedAt - outcome.startedAt) / 1000;
         const [landed] = await sql<{ n: number }[]>`
           select count(*)::int as n from app.room_events where tenant_id = ${tenantId}`;
@@ -242,7 +254,12 @@ export const tableCopyScenario: Scenario = {
           select value #>> '{}' as value from drover.run_facts
            where run_id = ${outcome.run.id}::uuid and key = 'pg-table.copy'`;
         await untilVerified(sql, outcome.run.id);
-        return { seconds, path: path?.value };
+        // Autovacuum and autoanalyze of the destination while it filled: the server's own work on
+        // the same cores, counted so that a slow run can be told from a run that shared them.
+        const maintenanceAfter = await maintenance(sql);
+        const autovacuums = maintenanceAfter.vacuums - maintenanceBefore.vacuums;
+        const autoanalyzes = maintenanceAfter.analyzes - maintenanceBefore.analyzes;
+        return { seconds, path: path?.value, autovacuums, autoanalyzes, cpu };
       };
       log("Drover, streamed from the source database");
       const streamed = await droverRun("bench-streamed", source.url, total);
@@ -271,7 +288,9 @@ export const tableCopyScenario: Scenario = {
       const [grown] = await source.sql<
         { n: number }[]
       >`select count(*)::int as n from bench_source.room_events`;
-      const alone = await bench.cluster.addWorker();
+      // Started from source through tsx, as the images start it: its baseline is the deployed one
+      // (~55 MB more than the build the other processes start from).
+      const alone = await bench.cluster.addWorker({ runFrom: "source" });
       await Promise.all(bench.cluster.workers.filter((w) => w !== alone).map((w) => w.stop()));
       const idleMb = peakRssMb(alone.pid);
       // The resident set every 2 s through the copy: flat or growing, which the peak alone cannot
@@ -352,12 +371,25 @@ export const tableCopyScenario: Scenario = {
             rows: total,
             seconds: inDatabase.seconds,
             rowsPerSecond: drover,
+            autovacuums: inDatabase.autovacuums,
+            autoanalyzes: inDatabase.autoanalyzes,
+            machineCpuSeconds: inDatabase.cpu,
             logs: bench.cluster.logDir,
           },
-          droverStreamed: { rows: total, seconds: streamed.seconds, rowsPerSecond: streamedRate },
+          droverStreamed: {
+            rows: total,
+            seconds: streamed.seconds,
+            rowsPerSecond: streamedRate,
+            autovacuums: streamed.autovacuums,
+            autoanalyzes: streamed.autoanalyzes,
+            machineCpuSeconds: streamed.cpu,
+          },
           memory: {
             rows: grown!.n,
             seconds: memory.seconds,
+            autovacuums: memory.autovacuums,
+            autoanalyzes: memory.autoanalyzes,
+            machineCpuSeconds: memory.cpu,
             workerPeakRssMb: rssMb,
             startedPeakRssMb: idleMb,
             residentMbEvery2s: samples,

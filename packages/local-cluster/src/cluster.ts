@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { formatApiKey, issueApiKey } from "@drover/auth";
-import { REPO_ROOT, type ServiceProcess, spawnService } from "./service-process.js";
+import { REPO_ROOT, type RunFrom, type ServiceProcess, spawnService } from "./service-process.js";
 import { COORDINATOR, DASHBOARD, type ServiceSpec, serviceEnv, WORKER } from "./service-spec.js";
 
 /**
@@ -36,6 +36,8 @@ export interface ClusterOptions {
 export interface WorkerOverrides {
   env?: Record<string, string>;
   launcher?: string[];
+  /** Where this worker starts from, whatever DROVER_CLUSTER_RUN_FROM says (e.g. from source, as the images run it). */
+  runFrom?: RunFrom;
 }
 
 export interface Cluster {
@@ -118,6 +120,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       extra?: Record<string, string>;
       /** A command the service is started under (e.g. `ip netns exec <ns>`). */
       launcher?: string[];
+      runFrom?: RunFrom;
     },
   ) =>
     spawnService({
@@ -137,6 +140,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       readyEvent: spec.readyEvent,
       logDir,
       ...(given.launcher ? { launcher: given.launcher } : {}),
+      ...(given.runFrom ? { runFrom: given.runFrom } : {}),
     });
   // The keys come from DROVER_API_KEYS alone, not from a file the caller's environment may name.
   const coordinatorSecrets = { secrets: { DATABASE_URL: options.databaseUrl, DROVER_API_KEYS: apiKeys } };
@@ -174,6 +178,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       },
       extra: { DROVER_WORKER_ID: `worker-${workerCount}`, ...overrides.env },
       ...(overrides.launcher ? { launcher: overrides.launcher } : {}),
+      ...(overrides.runFrom ? { runFrom: overrides.runFrom } : {}),
     });
   };
   const started = await Promise.allSettled(Array.from({ length: options.workers }, () => addWorker()));

@@ -44,6 +44,8 @@ export interface SpawnOptions {
    * signals reach the service.
    */
   launcher?: string[];
+  /** Where to start from; runFrom() (DROVER_CLUSTER_RUN_FROM) when not given. */
+  runFrom?: RunFrom;
 }
 
 /**
@@ -86,8 +88,8 @@ export function runFrom(env: NodeJS.ProcessEnv = process.env): RunFrom {
 }
 
 /** Node's arguments before the service's own: the TypeScript entry under tsx, or its compiled twin. */
-function entryArgs(entry: string): string[] {
-  if (runFrom() === "source") return [...NODE_ARGS, join(REPO_ROOT, entry)];
+function entryArgs(entry: string, from: RunFrom): string[] {
+  if (from === "source") return [...NODE_ARGS, join(REPO_ROOT, entry)];
   const compiled = join(REPO_ROOT, entry.replace(/\/src\//, "/dist/").replace(/\.ts$/, ".js"));
   if (!existsSync(compiled))
     throw new Error(
@@ -110,7 +112,7 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
   const [command, ...args] = [
     ...(options.launcher ?? []),
     process.execPath,
-    ...entryArgs(options.entry),
+    ...entryArgs(options.entry, options.runFrom ?? runFrom()),
     ...(options.args ?? []),
   ];
   const child: ChildProcess = spawn(command!, args, {
