@@ -8,7 +8,7 @@ import {
   type SourceDatabase,
 } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
-import { machineCpu, machineCpuSince } from "./process-cpu.js";
+import { backendMeter, machineCpu, machineCpuSince, TICK, ticks } from "./process-cpu.js";
 import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 
 /**
@@ -226,6 +226,11 @@ export const tableCopyScenario: Scenario = {
         await sql`checkpoint`;
         const maintenanceBefore = await maintenance(sql);
         const cpuBefore = machineCpu();
+        // Where the CPU went: the services' processes and the backends of both databases.
+        const processes = [...bench.cluster.workers, ...bench.cluster.coordinators];
+        const processTicks = processes.map((p) => ticks(p.pid) ?? 0);
+        const backends = backendMeter(sql, [bench.testDb.name, source!.name]);
+        await backends.started;
         const outcome = await bench.runToEnd(
           {
             tenantId,
@@ -245,7 +250,12 @@ export const tableCopyScenario: Scenario = {
           3_600_000,
         );
         onFinished();
-        const cpu = machineCpuSince(cpuBefore);
+        const cpu: Record<string, number> = { ...machineCpuSince(cpuBefore) };
+        processes.forEach((p, i) => {
+          cpu[p.name] = ((ticks(p.pid) ?? processTicks[i]!) - processTicks[i]!) / TICK;
+        });
+        for (const [by, seconds] of Object.entries(await backends.stop()))
+          if (!by.includes("/")) cpu[`backends:${by === source!.name ? "source" : "product"}`] = seconds;
         const seconds = (outcome.finishedAt - outcome.startedAt) / 1000;
         const [landed] = await sql<{ n: number }[]>`
           select count(*)::int as n from app.room_events where tenant_id = ${tenantId}`;
