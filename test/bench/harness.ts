@@ -284,7 +284,7 @@ export async function untilVerified(sql: Database["sql"], runId: string): Promis
       select status from drover.verification_requests where run_id = ${runId}::uuid`;
     if (r?.status === "done") return;
     if (Date.now() > deadline) throw new Error(`run ${runId} was not verified within 10 minutes`);
-    await sleep(250);
+    await sleep(50);
   }
 }
 

@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import type { Database } from "@drover/db";
 
 /** /proc/<pid>/stat counts CPU time in clock ticks of 1/100 s (USER_HZ). */
@@ -77,4 +77,36 @@ export function machineCpuSince(before: ReturnType<typeof machineCpu>): ReturnTy
     iowait: round(now.iowait - before.iowait),
     steal: round(now.steal - before.steal),
   };
+}
+
+/**
+ * Every Postgres process's CPU so far, in seconds: the live ones' own time plus, through the
+ * postmaster's cutime and cstime, the time of those that have exited. A cross-check of
+ * backendMeter that depends on no sampling: backends of other databases and the server's own
+ * processes (checkpointer, WAL writer, autovacuum) are in it too.
+ */
+export function postgresCpu(): number {
+  const procs: { pid: number; ppid: number; own: number; children: number }[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+    } catch {
+      continue;
+    }
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    if (comm !== "postgres") continue;
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    procs.push({
+      pid: Number(entry),
+      ppid: Number(f[1]),
+      own: Number(f[11]) + Number(f[12]),
+      children: Number(f[13]) + Number(f[14]),
+    });
+  }
+  const pids = new Set(procs.map((p) => p.pid));
+  let total = 0;
+  for (const p of procs) total += p.own + (pids.has(p.ppid) ? 0 : p.children);
+  return total / TICK;
 }

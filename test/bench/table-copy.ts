@@ -8,7 +8,7 @@ import {
   type SourceDatabase,
 } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
-import { backendMeter, machineCpu, machineCpuSince, TICK, ticks } from "./process-cpu.js";
+import { backendMeter, machineCpu, machineCpuSince, postgresCpu, TICK, ticks } from "./process-cpu.js";
 import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 
 /**
@@ -230,6 +230,7 @@ export const tableCopyScenario: Scenario = {
         const processes = [...bench.cluster.workers, ...bench.cluster.coordinators];
         const processTicks = processes.map((p) => ticks(p.pid) ?? 0);
         const backends = backendMeter(sql, [bench.testDb.name, source!.name]);
+        const postgresBefore = postgresCpu();
         await backends.started;
         const outcome = await bench.runToEnd(
           {
@@ -250,7 +251,10 @@ export const tableCopyScenario: Scenario = {
           3_600_000,
         );
         onFinished();
-        const cpu: Record<string, number> = { ...machineCpuSince(cpuBefore) };
+        const cpu: Record<string, number> = {
+          ...machineCpuSince(cpuBefore),
+          postgres: Math.round((postgresCpu() - postgresBefore) * 100) / 100,
+        };
         processes.forEach((p, i) => {
           cpu[p.name] = ((ticks(p.pid) ?? processTicks[i]!) - processTicks[i]!) / TICK;
         });
@@ -299,8 +303,9 @@ export const tableCopyScenario: Scenario = {
         { n: number }[]
       >`select count(*)::int as n from bench_source.room_events`;
       // Started from source through tsx, as the images start it: its baseline is the deployed one
-      // (~55 MB more than the build the other processes start from).
-      const alone = await bench.cluster.addWorker({ runFrom: "source" });
+      // (~55 MB more than the build the other processes start from). Not under --quick, whose figures
+      // are indicative: a start through tsx is ~2 s of its loop.
+      const alone = await bench.cluster.addWorker(ctx.quick ? {} : { runFrom: "source" });
       await Promise.all(bench.cluster.workers.filter((w) => w !== alone).map((w) => w.stop()));
       const idleMb = peakRssMb(alone.pid);
       // The resident set every 2 s through the copy: flat or growing, which the peak alone cannot
