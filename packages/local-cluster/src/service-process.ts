@@ -100,13 +100,10 @@ function entryArgs(entry: string, from: RunFrom): string[] {
 
 /**
  * Starts a Drover service as a separate Node process (from its TypeScript source through tsx, or
- * from its build: runFrom) and waits for its ready line. Logs go to a file per service, so a failing test or demo can
- * point at them.
+ * from its build: runFrom) and waits for its ready line. Logs go to a file per service, so a
+ * failing test or demo can point at them.
  */
 export async function spawnService(options: SpawnOptions): Promise<ServiceProcess> {
-  mkdirSync(options.logDir, { recursive: true });
-  const logPath = join(options.logDir, `${options.name}.log`);
-  const log = createWriteStream(logPath, { flags: "a" });
   // The start command of service-spec.ts (the images' too), with this Node's own binary, under the
   // launcher if one is given (a network namespace in the partition tests).
   const [command, ...args] = [
@@ -115,6 +112,9 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
     ...entryArgs(options.entry, options.runFrom ?? runFrom()),
     ...(options.args ?? []),
   ];
+  mkdirSync(options.logDir, { recursive: true });
+  const logPath = join(options.logDir, `${options.name}.log`);
+  const log = createWriteStream(logPath, { flags: "a" });
   const child: ChildProcess = spawn(command!, args, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...options.env },
