@@ -14,4 +14,4 @@ USER node
 ENV NODE_ENV=production
 EXPOSE 9465
 # The command the tests start it with (service-spec.ts startCommand): TypeScript through tsx.
-CMD ["node","--import","tsx","--conditions=@drover/source","services/worker/src/main.ts"]
+CMD ["node","--no-memory-reducer","--import","tsx","--conditions=@drover/source","services/worker/src/main.ts"]

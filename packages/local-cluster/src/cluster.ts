@@ -138,6 +138,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         ...given.extra,
       },
       readyEvent: spec.readyEvent,
+      ...(spec.nodeFlags ? { nodeFlags: spec.nodeFlags } : {}),
       logDir,
       ...(given.launcher ? { launcher: given.launcher } : {}),
       ...(given.runFrom ? { runFrom: given.runFrom } : {}),

@@ -46,6 +46,8 @@ export interface SpawnOptions {
   launcher?: string[];
   /** Where to start from; runFrom() (DROVER_CLUSTER_RUN_FROM) when not given. */
   runFrom?: RunFrom;
+  /** Node's own flags (the service spec's nodeFlags), before the entry's arguments. */
+  nodeFlags?: readonly string[];
 }
 
 /**
@@ -109,6 +111,7 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
   const [command, ...args] = [
     ...(options.launcher ?? []),
     process.execPath,
+    ...(options.nodeFlags ?? []),
     ...entryArgs(options.entry, options.runFrom ?? runFrom()),
     ...(options.args ?? []),
   ];

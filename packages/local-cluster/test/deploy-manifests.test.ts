@@ -108,6 +108,7 @@ describe("deploy/", () => {
       const container = find("Deployment", `drover-${spec.name}`).spec.template.spec.containers[0];
       expect(container.command).toEqual([
         "node",
+        ...(spec.nodeFlags ?? []),
         "--import",
         "tsx",
         "--conditions=@drover/source",
@@ -174,7 +175,14 @@ describe("deploy/", () => {
     for (const node of ["nats-1", "nats-2", "nats-3"]) expect(nats).toContain(`nats-route://${node}:6222`);
     for (const spec of Object.values(SERVICES)) {
       const service = compose.services[spec.name === "coordinator" ? "coordinator-1" : spec.name]!;
-      expect(service.command).toEqual(["node", "--import", "tsx", "--conditions=@drover/source", spec.entry]);
+      expect(service.command).toEqual([
+        "node",
+        ...(spec.nodeFlags ?? []),
+        "--import",
+        "tsx",
+        "--conditions=@drover/source",
+        spec.entry,
+      ]);
     }
     expect(compose.services.worker!.environment!.DROVER_STREAM_REPLICAS).toBe("3");
   });
