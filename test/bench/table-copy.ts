@@ -44,9 +44,9 @@ const FULL_ROWS = 1_000_000;
 const QUICK_ROWS = 20_000;
 /**
  * Worker processes (BENCH_TABLE_WORKERS to vary it). One: a table copy is CPU-bound, and on two
- * cores a second worker process took a quarter longer for the same lanes (2 × lane 2: 50.7 s, one
- * worker × lane 2 right after: 38.0 s, the pipe 31.6 s; 2026-12-02), as the README's lanes for a
- * table copy advise.
+ * cores one worker × lane 2 streamed as fast as two (35.2 and 35.6 s for 1,000,000 rows) and copied
+ * inside the database a little faster (23.8 against 26.5 s; 2026-12-02), as the README's lanes for a
+ * table copy say.
  */
 const WORKERS = rowsSetting("BENCH_TABLE_WORKERS", 1);
 /** Lanes per worker (BENCH_TABLE_LANE_WIDTH to vary it). */
