@@ -36,8 +36,8 @@ export interface BenchCluster {
   close(): Promise<void>;
   /**
    * close, not waited for: a scenario whose figures are taken lets the next one start while its
-   * processes stop (a worker's stop is mostly waiting out its last pull, ~1 s, idle). The runner
-   * waits for every one of them before it prints (settleClosings).
+   * processes stop and its database is dropped (~1.3 s, mostly idle). The runner waits for every
+   * one of them before it prints (settleClosings).
    */
   closeLater(): void;
 }

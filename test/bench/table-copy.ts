@@ -8,7 +8,7 @@ import {
   type SourceDatabase,
 } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
-import { backendMeter, machineCpu, machineCpuSince, postgresCpu, TICK, ticks } from "./process-cpu.js";
+import { machineCpu, machineCpuSince, postgresCpu, TICK, ticks } from "./process-cpu.js";
 import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 
 /**
@@ -226,12 +226,12 @@ export const tableCopyScenario: Scenario = {
         await sql`checkpoint`;
         const maintenanceBefore = await maintenance(sql);
         const cpuBefore = machineCpu();
-        // Where the CPU went: the services' processes and the backends of both databases.
+        // Where the CPU went: the services' processes and the whole Postgres server, read from /proc
+        // before and after (no sampling during the run: backendMeter's 100 ms polls cost the run
+        // some of what they measure, and over-counted the product backends of streamed runs).
         const processes = [...bench.cluster.workers, ...bench.cluster.coordinators];
         const processTicks = processes.map((p) => ticks(p.pid) ?? 0);
-        const backends = backendMeter(sql, [bench.testDb.name, source!.name]);
         const postgresBefore = postgresCpu();
-        await backends.started;
         const outcome = await bench.runToEnd(
           {
             tenantId,
@@ -258,8 +258,6 @@ export const tableCopyScenario: Scenario = {
         processes.forEach((p, i) => {
           cpu[p.name] = ((ticks(p.pid) ?? processTicks[i]!) - processTicks[i]!) / TICK;
         });
-        for (const [by, seconds] of Object.entries(await backends.stop()))
-          if (!by.includes("/")) cpu[`backends:${by === source!.name ? "source" : "product"}`] = seconds;
         const seconds = (outcome.finishedAt - outcome.startedAt) / 1000;
         const [landed] = await sql<{ n: number }[]>`
           select count(*)::int as n from app.room_events where tenant_id = ${tenantId}`;
@@ -271,9 +269,12 @@ export const tableCopyScenario: Scenario = {
         // Autovacuum and autoanalyze of the destination while it filled: the server's own work on
         // the same cores, counted so that a slow run can be told from a run that shared them.
         const maintenanceAfter = await maintenance(sql);
-        const autovacuums = maintenanceAfter.vacuums - maintenanceBefore.vacuums;
-        const autoanalyzes = maintenanceAfter.analyzes - maintenanceBefore.analyzes;
-        return { seconds, path: path?.value, autovacuums, autoanalyzes, cpu };
+        const diagnostics = {
+          cpuSeconds: cpu,
+          autovacuums: maintenanceAfter.vacuums - maintenanceBefore.vacuums,
+          autoanalyzes: maintenanceAfter.analyzes - maintenanceBefore.analyzes,
+        };
+        return { seconds, path: path?.value, diagnostics };
       };
       log("Drover, streamed from the source database");
       const streamed = await droverRun("bench-streamed", source.url, total);
@@ -386,25 +387,19 @@ export const tableCopyScenario: Scenario = {
             rows: total,
             seconds: inDatabase.seconds,
             rowsPerSecond: drover,
-            autovacuums: inDatabase.autovacuums,
-            autoanalyzes: inDatabase.autoanalyzes,
-            machineCpuSeconds: inDatabase.cpu,
+            diagnostics: inDatabase.diagnostics,
             logs: bench.cluster.logDir,
           },
           droverStreamed: {
             rows: total,
             seconds: streamed.seconds,
             rowsPerSecond: streamedRate,
-            autovacuums: streamed.autovacuums,
-            autoanalyzes: streamed.autoanalyzes,
-            machineCpuSeconds: streamed.cpu,
+            diagnostics: streamed.diagnostics,
           },
           memory: {
             rows: grown!.n,
             seconds: memory.seconds,
-            autovacuums: memory.autovacuums,
-            autoanalyzes: memory.autoanalyzes,
-            machineCpuSeconds: memory.cpu,
+            diagnostics: memory.diagnostics,
             workerPeakRssMb: rssMb,
             startedPeakRssMb: idleMb,
             residentMbEvery2s: samples,

@@ -9,7 +9,13 @@ import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { PRODUCTION, renderDeployFiles } from "../src/deploy-manifests.js";
 import { REPO_ROOT } from "../src/service-process.js";
-import { COORDINATOR, SERVICES, terminationGraceSeconds, WORKER } from "../src/service-spec.js";
+import {
+  COORDINATOR,
+  SERVICES,
+  type ServiceSpec,
+  terminationGraceSeconds,
+  WORKER,
+} from "../src/service-spec.js";
 
 type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<
   string,
@@ -64,6 +70,16 @@ const envOf = (m: Manifest) =>
     (m.spec.template.spec.containers[0].env as { name: string; value?: string }[]).map((e) => [e.name, e]),
   );
 
+/** The command every deployment must start a service with: node, its own flags, TypeScript through tsx. */
+const commandOf = (spec: ServiceSpec) => [
+  "node",
+  ...(spec.nodeFlags ?? []),
+  "--import",
+  "tsx",
+  "--conditions=@drover/source",
+  spec.entry,
+];
+
 describe("deploy/", () => {
   it("holds exactly what the service specs render (pnpm deploy:render)", () => {
     for (const [path, text] of Object.entries(renderDeployFiles())) {
@@ -106,14 +122,7 @@ describe("deploy/", () => {
   it("starts every container with the command, ports and probes of its service spec", () => {
     for (const spec of Object.values(SERVICES)) {
       const container = find("Deployment", `drover-${spec.name}`).spec.template.spec.containers[0];
-      expect(container.command).toEqual([
-        "node",
-        ...(spec.nodeFlags ?? []),
-        "--import",
-        "tsx",
-        "--conditions=@drover/source",
-        spec.entry,
-      ]);
+      expect(container.command).toEqual(commandOf(spec));
       expect(container.ports.map((p: { containerPort: number }) => p.containerPort)).toEqual(
         spec.ports.map((p) => p.port),
       );
@@ -175,14 +184,7 @@ describe("deploy/", () => {
     for (const node of ["nats-1", "nats-2", "nats-3"]) expect(nats).toContain(`nats-route://${node}:6222`);
     for (const spec of Object.values(SERVICES)) {
       const service = compose.services[spec.name === "coordinator" ? "coordinator-1" : spec.name]!;
-      expect(service.command).toEqual([
-        "node",
-        ...(spec.nodeFlags ?? []),
-        "--import",
-        "tsx",
-        "--conditions=@drover/source",
-        spec.entry,
-      ]);
+      expect(service.command).toEqual(commandOf(spec));
     }
     expect(compose.services.worker!.environment!.DROVER_STREAM_REPLICAS).toBe("3");
   });
