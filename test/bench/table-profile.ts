@@ -1,8 +1,14 @@
 import { spawn } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
-import { pipeline } from "node:stream/promises";
-import { openDatabase } from "@drover/db";
-import { createSourceDatabase, EMPTY_CRM_SANDBOX, generateRoomEvents } from "@drover/local-cluster";
+import { finished, pipeline } from "node:stream/promises";
+import { type Database, openDatabase } from "@drover/db";
+import {
+  createSourceDatabase,
+  EMPTY_CRM_SANDBOX,
+  generateRoomEvents,
+  type SourceDatabase,
+} from "@drover/local-cluster";
+import { ulidFloor } from "@drover/providers";
 import { openBenchCluster, untilVerified } from "./harness.js";
 import { backendMeter, TICK, ticks } from "./process-cpu.js";
 
@@ -12,9 +18,15 @@ import { backendMeter, TICK, ticks } from "./process-cpu.js";
  * process and the Postgres backends of the source and product databases (per application_name),
  * and, given the server's log file (PROFILE_SERVER_LOG; the databases are set to
  * log_min_duration_statement = 0, the workers restarted to pick it up), statements per 1,000 rows and their time by their first words, for the
- * binary COPY pipe and for Drover's streamed run (2 workers x lane 4, as the bench) over the same
- * rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes, PROFILE_WORKERS /
+ * binary COPY pipe (into a table shaped as the run's destination) and for Drover's streamed run
+ * (by default 2 workers x lane 4) over the same rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes, PROFILE_WORKERS /
  * PROFILE_LANE the cluster's workers and lane width; PROFILE_KEY_ORDER=1 stores the source in key order.
+ * Between the two, "windows": the streamed path's own data movement with no engine around it, by
+ * hand in this process (hourly slots shared by as many lanes as the cluster has; keyset pages of
+ * binary COPY out of the source; each window one transaction: a savepoint, a binary COPY into a
+ * table shaped as app.room_events, a checkpoint row updated, the commit). Drover against it is what
+ * the engine costs (claims, the queue, accounting, tracing); it against the pipe is what cutting a
+ * copy into resumable windows costs on this server.
  * PROFILE_PERF=<file> also records the whole machine with `perf record -a -g` during the pipe
  * (<file>.pipe) and during the run (<file>), for `perf report --sort comm,pid,sym`: which process,
  * and where in it, a row's time goes (perf's own sampling costs a little of what it measures).
@@ -26,6 +38,79 @@ const ROWS = Number(process.env.PROFILE_ROWS ?? 100_000);
 /** The server's log file (e.g. /var/log/postgresql/postgresql-15-main.log): statements are counted from it. */
 const LOG = process.env.PROFILE_SERVER_LOG || undefined;
 const HOUR = 3_600_000;
+/** The streamed path's defaults (pg-table config.ts), unless PROFILE_PAGE / PROFILE_WINDOW say otherwise. */
+const PAGE = Number(process.env.PROFILE_PAGE ?? 1_000);
+const WINDOW = Number(process.env.PROFILE_WINDOW ?? 500);
+const COPY_HEADER = Buffer.concat([Buffer.from("PGCOPY\n\xff\r\n\0", "latin1"), Buffer.alloc(8)]);
+const COPY_TRAILER = Buffer.from([0xff, 0xff]);
+
+/** A binary COPY's tuples (after the header, before the trailer), each as its bytes. */
+function tuplesOf(data: Buffer): Buffer[] {
+  let at = COPY_HEADER.length + data.readInt32BE(COPY_HEADER.length - 4);
+  const tuples: Buffer[] = [];
+  for (;;) {
+    const fields = data.readInt16BE(at);
+    if (fields === -1) return tuples;
+    const start = at;
+    at += 2;
+    for (let f = 0; f < fields; f++) {
+      const length = data.readInt32BE(at);
+      at += 4 + Math.max(length, 0);
+    }
+    tuples.push(data.subarray(start, at));
+  }
+}
+
+/**
+ * The streamed path's data movement without the engine (see above): `lanes` walks over the hourly
+ * slots of [from, to), into `target`, with `checkpoint` (a one-row table) updated by every window.
+ */
+async function walkWindows(
+  source: SourceDatabase,
+  product: Database,
+  options: { from: number; to: number; lanes: number; target: string; checkpoint: string },
+): Promise<void> {
+  const src = source.sql;
+  const dst = product.sql;
+  const slots: [number, number][] = [];
+  for (let t = options.from; t < options.to; t += HOUR) slots.push([t, t + HOUR]);
+  const copyOut = async (query: string) => {
+    const stream = await src.unsafe(`copy (${query}) to stdout (format binary)`).readable();
+    const chunks: Buffer[] = [];
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    await finished(stream);
+    return tuplesOf(Buffer.concat(chunks));
+  };
+  const lane = async () => {
+    for (let slot = slots.shift(); slot; slot = slots.shift()) {
+      const [low, high] = slot.map(ulidFloor) as [string, string];
+      let last = "";
+      for (;;) {
+        const page = await copyOut(
+          `select id, room_id, data from bench_source.room_events
+            where id >= '${low}' and id < '${high}' and id > '${last}' order by id limit ${PAGE}`,
+        );
+        for (let i = 0; i < page.length; i += WINDOW) {
+          const window = page.slice(i, i + WINDOW);
+          await dst.begin(async (tx) => {
+            await tx.savepoint(async (sp) => {
+              const into = await sp
+                .unsafe(`copy ${options.target} (id, room_id, data) from stdin (format binary)`)
+                .writable();
+              into.end(Buffer.concat([COPY_HEADER, ...window, COPY_TRAILER]));
+              await finished(into);
+            });
+            await tx.unsafe(`update ${options.checkpoint} set n = n + ${window.length}, at = now()`);
+          });
+        }
+        if (page.length < PAGE) break;
+        const lastTuple = page[page.length - 1]!;
+        last = lastTuple.toString("utf8", 6, 6 + lastTuple.readInt32BE(2));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: options.lanes }, lane));
+}
 
 /** `perf record` of the whole machine into `file` until the returned stop is called; nothing without PROFILE_PERF. */
 function recordPerf(file: string | undefined): () => Promise<void> {
@@ -105,10 +190,16 @@ async function main() {
       await source.sql`cluster bench_source.room_events using room_events_pkey`;
       await source.sql`analyze bench_source.room_events`;
     }
-    await sql`create schema bench_source`;
-    await sql.unsafe(
-      "create table bench_source.room_events (id text primary key, room_id uuid not null, data jsonb not null)",
-    );
+    // The pipe's and the hand walk's tables, shaped as the run's destination (its tenant column and both
+    // its indexes), as in the bench: the same work at the end of every contender.
+    await sql`create schema bench_copy`;
+    for (const [table, tenant] of [
+      ["pipe_events", "pipe"],
+      ["bare_events", "bare"],
+    ]) {
+      await sql.unsafe(`create table bench_copy.${table} (like app.room_events including all)`);
+      await sql.unsafe(`alter table bench_copy.${table} alter column tenant_id set default '${tenant}'`);
+    }
     await Promise.all([sql`checkpoint`, source.sql`checkpoint`]);
     await source.sql`select count(*), sum(length(data::text)) from bench_source.room_events`;
     const dbs = [bench.testDb.name, source.name];
@@ -138,7 +229,9 @@ async function main() {
       .readable();
     await pipeline(
       out,
-      await dst.unsafe("copy bench_source.room_events from stdin (format binary)").writable(),
+      await dst
+        .unsafe("copy bench_copy.pipe_events (id, room_id, data) from stdin (format binary)")
+        .writable(),
     );
     const pipeSeconds = (performance.now() - t0) / 1000;
     await stopPipePerf();
@@ -146,6 +239,30 @@ async function main() {
     const pipeBackends = await meter.stop();
     const pipeStatements = [statements(offset, source.name), statements(offset, bench.testDb.name)];
     await Promise.all([srcDb.close(), dstDb.close()]);
+
+    // The windows, by hand (see the top of this file).
+    await sql`create table bench_copy.checkpoint (n bigint not null, at timestamptz)`;
+    await sql`insert into bench_copy.checkpoint values (0, now())`;
+    const laneCount = workers.length * Number(process.env.PROFILE_LANE ?? 4);
+    const windowsDb = openDatabase(bench.testDb.url, { max: laneCount, applicationName: "windows" });
+    await sql`checkpoint`;
+    meter = backendMeter(admin, dbs);
+    await meter.started;
+    cpu0 = process.cpuUsage();
+    t0 = performance.now();
+    await walkWindows(source, windowsDb, {
+      from,
+      to,
+      lanes: laneCount,
+      target: "bench_copy.bare_events",
+      checkpoint: "bench_copy.checkpoint",
+    });
+    const windowsSeconds = (performance.now() - t0) / 1000;
+    const windowsCpu = process.cpuUsage(cpu0);
+    const windowsBackends = await meter.stop();
+    await windowsDb.close();
+    const [bare] = await sql<{ n: number }[]>`select count(*)::int as n from bench_copy.bare_events`;
+    if (bare!.n !== ROWS) throw new Error(`the windows by hand copied ${bare!.n} of ${ROWS} rows`);
 
     await sql`checkpoint`;
     meter = backendMeter(admin, dbs);
@@ -196,7 +313,6 @@ async function main() {
              extract(epoch from min(started_at) - ${new Date(outcome.startedAt).toISOString()}::timestamptz)::float8 as "firstStart",
              extract(epoch from ${new Date(outcome.finishedAt).toISOString()}::timestamptz - max(finished_at))::float8 as "lastFinish"
         from drover.tasks where run_id = ${outcome.run.id}::uuid`;
-    const laneCount = workers.length * Number(process.env.PROFILE_LANE ?? 4);
     await untilVerified(sql, outcome.run.id);
 
     const report = {
@@ -214,7 +330,19 @@ async function main() {
           product: per1k(pipeStatements[1]!.total, ROWS),
         },
       },
+      windows: {
+        seconds: windowsSeconds,
+        rowsPerSecond: Math.round(ROWS / windowsSeconds),
+        vsPipe: Number((pipeSeconds / windowsSeconds).toFixed(3)),
+        cpuPer1k: {
+          node: per1k((windowsCpu.user + windowsCpu.system) / 1e6, ROWS),
+          sourceBackends: per1k(windowsBackends[source.name] ?? 0, ROWS),
+          productBackends: per1k(windowsBackends[bench.testDb.name] ?? 0, ROWS),
+        },
+      },
       drover: {
+        vsPipe: Number((pipeSeconds / runSeconds).toFixed(3)),
+        vsWindows: Number((windowsSeconds / runSeconds).toFixed(3)),
         landed: landed!.n,
         runSeconds,
         wall,
