@@ -1,5 +1,7 @@
 import { spawn } from "node:child_process";
+import { type AddressInfo, createServer, connect as tcpConnect } from "node:net";
 import { ConfigError } from "@drover/config";
+import { createTestDatabase } from "@drover/db/testing";
 import { REPO_ROOT } from "@drover/local-cluster";
 import { taskQueueNames } from "@drover/task-queue";
 import { createLogger } from "@drover/telemetry";
@@ -94,5 +96,55 @@ describe("settings a worker shares with the coordinator", { timeout: 60_000 }, (
     expect(stderr).toContain(
       "DROVER_LANE_WIDTH: this worker has 3 but the coordinator 2; set the same value on both",
     );
+  });
+
+  it("wait for a coordinator still starting when DROVER_COORDINATOR_WAIT_MS says so, and compare with it; without the wait the check is skipped", async () => {
+    // A coordinator that is not listening yet: its address, taken now, answers 1.5 s later.
+    const [host, port] = c.coordinator.address.split(":") as [string, string];
+    const late = createServer((client) => {
+      const upstream = tcpConnect(Number(port), host);
+      client.pipe(upstream).pipe(client);
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("error", end).on("close", end);
+      upstream.on("error", end).on("close", end);
+    });
+    const free = createServer();
+    await new Promise<void>((resolve) => free.listen(0, "127.0.0.1", resolve));
+    const latePort = (free.address() as AddressInfo).port;
+    await new Promise((resolve) => free.close(resolve));
+    const listening = new Promise((resolve) => setTimeout(resolve, 1_500)).then(
+      () => new Promise<void>((resolve) => late.listen(latePort, "127.0.0.1", resolve)),
+    );
+    // A first start: no coordinator has announced itself in this database yet, so a worker that
+    // finds nothing at its address has no leader to turn to either.
+    const firstStart = await createTestDatabase();
+    const env = (wait: string) =>
+      workerEnv({
+        DATABASE_URL: firstStart.url,
+        DROVER_COORDINATOR_ADDRESS: `127.0.0.1:${latePort}`,
+        DROVER_COORDINATOR_WAIT_MS: wait,
+        DROVER_MAX_ATTEMPTS: "3",
+      });
+    const logger = createLogger("worker", { level: "silent" });
+    try {
+      // Without the wait: nothing listens yet, so the worker starts unchecked (the gap this closes).
+      const unchecked = await startWorker(loadWorkerConfig(env("0")), { logger });
+      await unchecked.stop();
+      const started = Date.now();
+      const err = await startWorker(loadWorkerConfig(env("20000")), { logger }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).problems).toEqual([
+        "DROVER_MAX_ATTEMPTS: this worker has 3 but the coordinator 8; set the same value on both",
+      ]);
+      await listening;
+      expect(Date.now() - started).toBeLessThan(20_000);
+    } finally {
+      await listening;
+      await new Promise((resolve) => late.close(resolve));
+      await firstStart.drop();
+    }
   });
 });

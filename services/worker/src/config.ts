@@ -28,6 +28,12 @@ const schema = z.object({
   ...NATS_SETTINGS,
   DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051"),
   /**
+   * How long a starting worker waits for its coordinator to come up and say its settings (0: it
+   * asks once, and a coordinator not listening yet leaves them unchecked). For a worker started
+   * together with its coordinator (compose, a local cluster), so the check is made, not skipped.
+   */
+  DROVER_COORDINATOR_WAIT_MS: intVar(0, 600_000, 0),
+  /**
    * Lane width (tasks this process runs at once, each holding at most one database connection at a
    * time), queue prefix, attempts, notes cap and the reaper's stale-lock threshold (the touch
    * interval must stay well under it): checked against the coordinator's at start.
@@ -127,7 +133,8 @@ function checkAuthConfig(env: NodeJS.ProcessEnv): string[] {
  * ways. Adopting the coordinator's values instead would hide that two configurations drifted, so
  * the worker stops with a ConfigError (exit code 2) naming each variable, like any other bad value.
  * A coordinator that cannot answer now (down, or older than GetSettings) leaves the check to the
- * next start with a warning: a worker does not need a coordinator to run.
+ * next start with a warning: a worker does not need a coordinator to run. One that is still
+ * starting is waited for, up to DROVER_COORDINATOR_WAIT_MS.
  */
 export async function checkSharedSettings(
   coordinator: Pick<Client<typeof WorkerService>, "getSettings">,
@@ -136,12 +143,18 @@ export async function checkSharedSettings(
 ): Promise<void> {
   let theirs: SharedSettings | undefined;
   let lastError: unknown;
+  const waitMs = config.DROVER_COORDINATOR_WAIT_MS;
   // Twice: a first call that finds its coordinator gone moves the link to the announced leader.
+  // The first waits up to DROVER_COORDINATOR_WAIT_MS for a coordinator that is still starting.
   for (let attempt = 0; attempt < 2 && !theirs; attempt++) {
+    const waits = attempt === 0 && waitMs > 0;
     try {
       const res = await coordinator.getSettings(
         { workerId: config.DROVER_WORKER_ID },
-        { deadline: new Date(Date.now() + 5_000) },
+        {
+          deadline: new Date(Date.now() + 5_000 + (waits ? waitMs : 0)),
+          ...(waits ? { waitForReady: true } : {}),
+        },
       );
       theirs = {
         DROVER_LANE_WIDTH: res.laneWidth,

@@ -96,6 +96,10 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
       // Every WorkerService call carries the worker's credential.
       metadata: () => ({ ...injectTraceContext(), ...bearer(config.DROVER_WORKER_TOKEN) }),
       credentials,
+      // A coordinator that is starting or restarting is back within seconds: try again soon, not
+      // after gRPC's default backoff (1 s at first, growing to 2 minutes), which a worker waiting
+      // for its settings (DROVER_COORDINATOR_WAIT_MS) or its budget would sit out.
+      channelOptions: { "grpc.initial_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 5_000 },
     }),
   );
   // Before the queue is touched: a worker with another prefix would create a stream nobody feeds.

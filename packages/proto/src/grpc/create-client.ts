@@ -34,6 +34,12 @@ export interface CallOptions {
   /** Aborting cancels the call; the promise rejects (or the iteration throws) with CANCELLED. */
   signal?: AbortSignal;
   metadata?: Record<string, string>;
+  /**
+   * Wait (up to the deadline) for the channel to connect instead of failing at once with
+   * UNAVAILABLE while nothing listens at the address yet: for a call made while its server may
+   * still be starting.
+   */
+  waitForReady?: boolean;
 }
 
 export type UnaryMethod<I extends DescMessage, O extends DescMessage> = (
@@ -154,6 +160,7 @@ function metadataFor(options: ClientOptions, callOptions: CallOptions): Metadata
   for (const [key, value] of Object.entries({ ...options.metadata?.(), ...callOptions.metadata })) {
     metadata.set(key, key.endsWith("-bin") ? Buffer.from(value, "base64") : value);
   }
+  if (callOptions.waitForReady) metadata.setOptions({ waitForReady: true });
   return metadata;
 }
 
