@@ -79,6 +79,8 @@ const FIGURE_ORDER = [
   "ledger_bytes_per_row",
   "copy_pipe_rows_per_s",
   "table_streamed_vs_copy_pipe",
+  "table_windows_vs_copy_pipe",
+  "table_streamed_vs_windows",
   "table_worker_rss_mb",
   "daily_wasted_requests_per_reset",
   "daily_resume_lag_s",
@@ -139,6 +141,9 @@ const REPORT_ONLY = new Set([
   "table_streamed_vs_naive",
   "ledger_bytes_per_row",
   "copy_pipe_rows_per_s",
+  // Where the streamed gap lies: the windows' own design (by hand, no engine) and what Drover adds.
+  "table_windows_vs_copy_pipe",
+  "table_streamed_vs_windows",
 ]);
 
 const USAGE = `usage: pnpm bench [-- [--quick] [--only name[,name...]]]

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { pipeline } from "node:stream/promises";
-import type { Database } from "@drover/db";
+import { type Database, openDatabase } from "@drover/db";
 import {
   createSourceDatabase,
   EMPTY_CRM_SANDBOX,
@@ -10,6 +10,7 @@ import {
 import { openBenchCluster, untilVerified } from "./harness.js";
 import { machineCpu, machineCpuSince, postgresCpu, TICK, ticks } from "./process-cpu.js";
 import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
+import { walkWindows } from "./window-walk.js";
 
 /**
  * The pg-table figures: one source table of room events (ULID id, room id, JSON payloads of ~0.5-2
@@ -59,6 +60,8 @@ const SPAN_HOURS = 48;
  * ~2,500 rows still walk 3 pages and 5 windows each.
  */
 const slotWidth = (ctx: ScenarioContext) => (ctx.quick ? "6h" : "1h");
+/** The streamed path's default page and window (pg-table config.ts), which the runs here use. */
+const STREAMED = { page: 1_000, window: 500 } as const;
 const NAIVE_PAGE = 1_000;
 const NAIVE_BATCH = 25;
 const SHAPE = "(id text primary key, room_id uuid not null, data jsonb not null)";
@@ -150,6 +153,8 @@ export const tableCopyScenario: Scenario = {
     "table_streamed_vs_naive",
     "copy_pipe_rows_per_s",
     "table_streamed_vs_copy_pipe",
+    "table_windows_vs_copy_pipe",
+    "table_streamed_vs_windows",
     "table_worker_rss_mb",
   ],
   async run(ctx): Promise<ScenarioResult> {
@@ -194,6 +199,10 @@ export const tableCopyScenario: Scenario = {
       await sql`create table bench_copy.ceiling_events (like app.room_events including all)`;
       await sql`create table bench_copy.pipe_events (like app.room_events including all)`;
       await sql`alter table bench_copy.pipe_events alter column tenant_id set default 'bench-pipe'`;
+      await sql`create table bench_copy.walk_events (like app.room_events including all)`;
+      await sql`alter table bench_copy.walk_events alter column tenant_id set default 'bench-walk'`;
+      await sql`create table bench_copy.walk_checkpoint (n bigint not null, at timestamptz)`;
+      await sql`insert into bench_copy.walk_checkpoint values (0, now())`;
       // A real source table is long-lived: vacuumed and analyzed. A freshly loaded one is not, and
       // autovacuum would then vacuum and analyze its 1.3 GB during whichever contender ran first,
       // on the same two cores (the streamed run measured 26.7 s that way, and the same worker shape
@@ -206,6 +215,30 @@ export const tableCopyScenario: Scenario = {
       const pipe = await copyPipe(source.sql, sql, "bench_source.room_events", "bench_copy.pipe_events");
       if (pipe.rows !== total) throw new Error(`the pipe copied ${pipe.rows} of ${total} rows`);
       log(`pipe: ${pipe.seconds.toFixed(1)} s`);
+      log("the windows by hand: the streamed path's pages and windows, with no engine around them");
+      const lanes = WORKERS * LANE_WIDTH;
+      const walkDb = openDatabase(bench.testDb.url, { max: lanes, applicationName: "bench-walk" });
+      let walkSeconds: number;
+      try {
+        await sql`checkpoint`;
+        walkSeconds = await walkWindows(source.sql, walkDb.sql, {
+          table: "bench_source.room_events",
+          target: "bench_copy.walk_events",
+          checkpoint: "bench_copy.walk_checkpoint",
+          from,
+          to,
+          slotMs: (ctx.quick ? 6 : 1) * HOUR,
+          lanes,
+          page: STREAMED.page,
+          window: STREAMED.window,
+        });
+      } finally {
+        await walkDb.close();
+      }
+      const [walked] = await sql<{ n: number }[]>`select count(*)::int as n from bench_copy.walk_events`;
+      if (walked!.n !== total) throw new Error(`the windows by hand copied ${walked!.n} of ${total} rows`);
+      await sql`drop table bench_copy.walk_events`;
+      log(`windows by hand: ${walkSeconds.toFixed(1)} s`);
       // The in-database contenders' source, in the source's order and as long-lived as it.
       await sql`insert into bench_source.room_events (id, room_id, data) select id, room_id, data from bench_copy.pipe_events`;
       await sql`drop table bench_copy.pipe_events`;
@@ -355,6 +388,7 @@ export const tableCopyScenario: Scenario = {
       const drover = total / inDatabase.seconds;
       const streamedRate = total / streamed.seconds;
       const pipeRate = pipe.rows / pipe.seconds;
+      const walkRate = total / walkSeconds;
       const naiveRate = naive.rows / naive.seconds;
       const ceiling = ceilingRows!.n / ceilingSeconds;
       return {
@@ -366,6 +400,8 @@ export const tableCopyScenario: Scenario = {
           table_streamed_vs_naive: streamedRate / naiveRate,
           copy_pipe_rows_per_s: pipeRate,
           table_streamed_vs_copy_pipe: streamedRate / pipeRate,
+          table_windows_vs_copy_pipe: walkRate / pipeRate,
+          table_streamed_vs_windows: streamedRate / walkRate,
           table_worker_rss_mb: rssMb,
         },
         settings: {
@@ -377,12 +413,13 @@ export const tableCopyScenario: Scenario = {
           slotWidth: slotWidth(ctx),
           workers: WORKERS,
           laneWidth: LANE_WIDTH,
-          pgTable: { streamed: { page: 1000, window: 500 }, inDatabase: { page: 4000, window: 2000 } },
+          pgTable: { streamed: STREAMED, inDatabase: { page: 4000, window: 2000 } },
           naive: { page: NAIVE_PAGE, batch: NAIVE_BATCH },
           sourceBytes: sourceTable!.bytes,
         },
         details: {
           pipe: { ...pipe, rowsPerSecond: pipeRate },
+          windowsByHand: { rows: total, seconds: walkSeconds, rowsPerSecond: walkRate, lanes },
           drover: {
             rows: total,
             seconds: inDatabase.seconds,

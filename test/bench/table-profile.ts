@@ -1,16 +1,11 @@
 import { spawn } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
-import { finished, pipeline } from "node:stream/promises";
-import { type Database, openDatabase } from "@drover/db";
-import {
-  createSourceDatabase,
-  EMPTY_CRM_SANDBOX,
-  generateRoomEvents,
-  type SourceDatabase,
-} from "@drover/local-cluster";
-import { ulidFloor } from "@drover/providers";
+import { pipeline } from "node:stream/promises";
+import { openDatabase } from "@drover/db";
+import { createSourceDatabase, EMPTY_CRM_SANDBOX, generateRoomEvents } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
 import { backendMeter, TICK, ticks } from "./process-cpu.js";
+import { walkWindows } from "./window-walk.js";
 
 /**
  * Where the streamed table copy's time goes, measured so that a loaded machine does not skew it:
@@ -21,12 +16,8 @@ import { backendMeter, TICK, ticks } from "./process-cpu.js";
  * binary COPY pipe (into a table shaped as the run's destination) and for Drover's streamed run
  * (by default 2 workers x lane 4) over the same rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes, PROFILE_WORKERS /
  * PROFILE_LANE the cluster's workers and lane width; PROFILE_KEY_ORDER=1 stores the source in key order.
- * Between the two, "windows": the streamed path's own data movement with no engine around it, by
- * hand in this process (hourly slots shared by as many lanes as the cluster has; keyset pages of
- * binary COPY out of the source; each window one transaction: a savepoint, a binary COPY into a
- * table shaped as app.room_events, a checkpoint row updated, the commit). Drover against it is what
- * the engine costs (claims, the queue, accounting, tracing); it against the pipe is what cutting a
- * copy into resumable windows costs on this server.
+ * Between the two, "windows": the same windows walked by hand with no engine (window-walk.ts), on
+ * as many lanes as the cluster has.
  * PROFILE_PERF=<file> also records the whole machine with `perf record -a -g` during the pipe
  * (<file>.pipe) and during the run (<file>), for `perf report --sort comm,pid,sym`: which process,
  * and where in it, a row's time goes (perf's own sampling costs a little of what it measures).
@@ -41,77 +32,6 @@ const HOUR = 3_600_000;
 /** The streamed path's defaults (pg-table config.ts), unless PROFILE_PAGE / PROFILE_WINDOW say otherwise. */
 const PAGE = Number(process.env.PROFILE_PAGE ?? 1_000);
 const WINDOW = Number(process.env.PROFILE_WINDOW ?? 500);
-const COPY_HEADER = Buffer.concat([Buffer.from("PGCOPY\n\xff\r\n\0", "latin1"), Buffer.alloc(8)]);
-const COPY_TRAILER = Buffer.from([0xff, 0xff]);
-
-/** A binary COPY's tuples (after the header, before the trailer), each as its bytes. */
-function tuplesOf(data: Buffer): Buffer[] {
-  let at = COPY_HEADER.length + data.readInt32BE(COPY_HEADER.length - 4);
-  const tuples: Buffer[] = [];
-  for (;;) {
-    const fields = data.readInt16BE(at);
-    if (fields === -1) return tuples;
-    const start = at;
-    at += 2;
-    for (let f = 0; f < fields; f++) {
-      const length = data.readInt32BE(at);
-      at += 4 + Math.max(length, 0);
-    }
-    tuples.push(data.subarray(start, at));
-  }
-}
-
-/**
- * The streamed path's data movement without the engine (see above): `lanes` walks over the hourly
- * slots of [from, to), into `target`, with `checkpoint` (a one-row table) updated by every window.
- */
-async function walkWindows(
-  source: SourceDatabase,
-  product: Database,
-  options: { from: number; to: number; lanes: number; target: string; checkpoint: string },
-): Promise<void> {
-  const src = source.sql;
-  const dst = product.sql;
-  const slots: [number, number][] = [];
-  for (let t = options.from; t < options.to; t += HOUR) slots.push([t, t + HOUR]);
-  const copyOut = async (query: string) => {
-    const stream = await src.unsafe(`copy (${query}) to stdout (format binary)`).readable();
-    const chunks: Buffer[] = [];
-    stream.on("data", (c: Buffer) => chunks.push(c));
-    await finished(stream);
-    return tuplesOf(Buffer.concat(chunks));
-  };
-  const lane = async () => {
-    for (let slot = slots.shift(); slot; slot = slots.shift()) {
-      const [low, high] = slot.map(ulidFloor) as [string, string];
-      let last = "";
-      for (;;) {
-        const page = await copyOut(
-          `select id, room_id, data from bench_source.room_events
-            where id >= '${low}' and id < '${high}' and id > '${last}' order by id limit ${PAGE}`,
-        );
-        for (let i = 0; i < page.length; i += WINDOW) {
-          const window = page.slice(i, i + WINDOW);
-          await dst.begin(async (tx) => {
-            await tx.savepoint(async (sp) => {
-              const into = await sp
-                .unsafe(`copy ${options.target} (id, room_id, data) from stdin (format binary)`)
-                .writable();
-              into.end(Buffer.concat([COPY_HEADER, ...window, COPY_TRAILER]));
-              await finished(into);
-            });
-            await tx.unsafe(`update ${options.checkpoint} set n = n + ${window.length}, at = now()`);
-          });
-        }
-        if (page.length < PAGE) break;
-        const lastTuple = page[page.length - 1]!;
-        last = lastTuple.toString("utf8", 6, 6 + lastTuple.readInt32BE(2));
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: options.lanes }, lane));
-}
-
 /** `perf record` of the whole machine into `file` until the returned stop is called; nothing without PROFILE_PERF. */
 function recordPerf(file: string | undefined): () => Promise<void> {
   if (!file) return async () => {};
@@ -249,15 +169,17 @@ async function main() {
     meter = backendMeter(admin, dbs);
     await meter.started;
     cpu0 = process.cpuUsage();
-    t0 = performance.now();
-    await walkWindows(source, windowsDb, {
-      from,
-      to,
-      lanes: laneCount,
+    const windowsSeconds = await walkWindows(source.sql, windowsDb.sql, {
+      table: "bench_source.room_events",
       target: "bench_copy.bare_events",
       checkpoint: "bench_copy.checkpoint",
+      from,
+      to,
+      slotMs: HOUR,
+      lanes: laneCount,
+      page: PAGE,
+      window: WINDOW,
     });
-    const windowsSeconds = (performance.now() - t0) / 1000;
     const windowsCpu = process.cpuUsage(cpu0);
     const windowsBackends = await meter.stop();
     await windowsDb.close();
