@@ -30,7 +30,7 @@ const schema = z.object({
   /**
    * How long a starting worker waits for its coordinator to come up and say its settings (0: it
    * asks once, and a coordinator not listening yet leaves them unchecked). For a worker started
-   * together with its coordinator (compose, a local cluster), so the check is made, not skipped.
+   * together with its coordinator (Kubernetes starts pods in no order), so the check is made.
    */
   DROVER_COORDINATOR_WAIT_MS: intVar(0, 600_000, 0),
   /**
