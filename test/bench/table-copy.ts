@@ -95,6 +95,18 @@ function tableOrder(): "arrival" | "random" {
   return order;
 }
 
+/**
+ * Rounds of the timed contenders (BENCH_TABLE_ROUNDS; 2, or 1 under --quick): the pipe, the windows
+ * by hand and Drover streamed take turns, then Drover in the database and INSERT … SELECT, and
+ * each figure compares each contender's fastest round. On a shared VM one round of the same
+ * contender took 12 s and the next 19 (steal time of 2–13 %, a checkpoint landing in one round and
+ * not the other), so a single round compares a contender's luck with another's; the fastest of a
+ * contender's rounds is its speed on a quiet machine. Every round's time is in the JSON.
+ */
+function tableRounds(ctx: ScenarioContext): number {
+  return rowsSetting("BENCH_TABLE_ROUNDS", ctx.quick ? 1 : 2);
+}
+
 /** BENCH_TABLE_RSS_ROWS if set, else the table's own rows: the memory run streams what is there. */
 export function memoryRows(ctx: ScenarioContext): number {
   return rowsSetting("BENCH_TABLE_RSS_ROWS", tableRows(ctx));
@@ -160,6 +172,7 @@ export const tableCopyScenario: Scenario = {
   async run(ctx): Promise<ScenarioResult> {
     const rows = tableRows(ctx);
     const rssRows = memoryRows(ctx);
+    const rounds = tableRounds(ctx);
     const bench = await openBenchCluster({
       name: "table",
       workers: WORKERS,
@@ -211,44 +224,50 @@ export const tableCopyScenario: Scenario = {
       await Promise.all([sql`checkpoint`, source.sql`checkpoint`]);
       await source.sql`select count(*), sum(length(data::text)) from bench_source.room_events`;
 
-      log("the pipe: binary COPY out of the source database into an empty table shaped as the destination");
-      const pipe = await copyPipe(source.sql, sql, "bench_source.room_events", "bench_copy.pipe_events");
-      if (pipe.rows !== total) throw new Error(`the pipe copied ${pipe.rows} of ${total} rows`);
-      log(`pipe: ${pipe.seconds.toFixed(1)} s`);
-      log("the windows by hand: the streamed path's pages and windows, with no engine around them");
       const lanes = WORKERS * LANE_WIDTH;
-      const walkDb = openDatabase(bench.testDb.url, { max: lanes, applicationName: "bench-walk" });
-      let walkSeconds: number;
-      try {
+      // One round of the streamed contenders: the pipe, the windows by hand, then Drover (defined
+      // below, once the cluster's run helper is); its seconds each.
+      const pipeRound = async (round: number) => {
+        log(
+          `round ${round + 1}: the pipe, binary COPY out of the source database into an empty table shaped as the destination`,
+        );
+        await sql`truncate bench_copy.pipe_events`;
         await sql`checkpoint`;
-        walkSeconds = await walkWindows(source.sql, walkDb.sql, {
-          table: "bench_source.room_events",
-          target: "bench_copy.walk_events",
-          checkpoint: "bench_copy.walk_checkpoint",
-          from,
-          to,
-          slotMs: (ctx.quick ? 6 : 1) * HOUR,
-          lanes,
-          page: STREAMED.page,
-          window: STREAMED.window,
-        });
-      } finally {
-        await walkDb.close();
-      }
-      const [walked] = await sql<{ n: number }[]>`select count(*)::int as n from bench_copy.walk_events`;
-      if (walked!.n !== total) throw new Error(`the windows by hand copied ${walked!.n} of ${total} rows`);
-      await sql`drop table bench_copy.walk_events`;
-      log(`windows by hand: ${walkSeconds.toFixed(1)} s`);
-      // The in-database contenders' source, in the source's order and as long-lived as it.
-      await sql`insert into bench_source.room_events (id, room_id, data) select id, room_id, data from bench_copy.pipe_events`;
-      await sql`drop table bench_copy.pipe_events`;
-      await sql`vacuum (analyze) bench_source.room_events`;
-      await sql`checkpoint`;
-
-      // Drover twice on the same cluster: rows streamed from the source database, then the copy of
-      // the same rows that the run finds in its own database and copies inside it. The destination
-      // is emptied in between, and each run's automatic verification is let finish, so neither run
-      // shares the machine with the other's work.
+        const pipe = await copyPipe(source!.sql, sql, "bench_source.room_events", "bench_copy.pipe_events");
+        if (pipe.rows !== total) throw new Error(`the pipe copied ${pipe.rows} of ${total} rows`);
+        log(`pipe: ${pipe.seconds.toFixed(1)} s`);
+        return pipe.seconds;
+      };
+      const walkRound = async () => {
+        log("the windows by hand: the streamed path's pages and windows, with no engine around them");
+        await sql`truncate bench_copy.walk_events`;
+        await sql`checkpoint`;
+        const walkDb = openDatabase(bench.testDb.url, { max: lanes, applicationName: "bench-walk" });
+        let seconds: number;
+        try {
+          seconds = await walkWindows(source!.sql, walkDb.sql, {
+            table: "bench_source.room_events",
+            target: "bench_copy.walk_events",
+            checkpoint: "bench_copy.walk_checkpoint",
+            from,
+            to,
+            slotMs: (ctx.quick ? 6 : 1) * HOUR,
+            lanes,
+            page: STREAMED.page,
+            window: STREAMED.window,
+          });
+        } finally {
+          await walkDb.close();
+        }
+        const [walked] = await sql<{ n: number }[]>`select count(*)::int as n from bench_copy.walk_events`;
+        if (walked!.n !== total) throw new Error(`the windows by hand copied ${walked!.n} of ${total} rows`);
+        log(`windows by hand: ${seconds.toFixed(1)} s`);
+        return seconds;
+      };
+      // Drover on one cluster, run after run: rows streamed from the source database, and the copy
+      // of the same rows that the run finds in its own database and copies inside it. The destination
+      // is emptied before each, and each run's automatic verification is let finish, so no run
+      // shares the machine with another's work.
       const droverRun = async (
         tenantId: string,
         connection: string,
@@ -309,14 +328,54 @@ export const tableCopyScenario: Scenario = {
         };
         return { seconds, path: path?.value, diagnostics };
       };
-      log("Drover, streamed from the source database");
-      const streamed = await droverRun("bench-streamed", source.url, total);
-      if (streamed.path !== "streamed") throw new Error(`the streamed run went ${streamed.path}`);
-      log(`Drover streamed: ${streamed.seconds.toFixed(1)} s`);
-      log("Drover, in-database copy (the source table in the product database)");
-      const inDatabase = await droverRun("bench-drover", bench.testDb.url, total);
-      if (inDatabase.path !== "in-database") throw new Error(`the in-database run went ${inDatabase.path}`);
-      log(`Drover in-database: ${inDatabase.seconds.toFixed(1)} s`);
+      const pipeSeconds: number[] = [await pipeRound(0)];
+      // The in-database contenders' source, in the source's order and as long-lived as it: the
+      // first pipe's rows, copied untimed.
+      await sql`insert into bench_source.room_events (id, room_id, data) select id, room_id, data from bench_copy.pipe_events`;
+      await sql`vacuum (analyze) bench_source.room_events`;
+      const walkSeconds: number[] = [await walkRound()];
+
+      const streamedRound = async (round: number) => {
+        log("Drover, streamed from the source database");
+        const run = await droverRun(`bench-streamed-${round + 1}`, source!.url, total);
+        if (run.path !== "streamed") throw new Error(`the streamed run went ${run.path}`);
+        log(`Drover streamed: ${run.seconds.toFixed(1)} s`);
+        return run;
+      };
+      const streamedRuns = [await streamedRound(0)];
+      for (let round = 1; round < rounds; round++) {
+        pipeSeconds.push(await pipeRound(round));
+        walkSeconds.push(await walkRound());
+        streamedRuns.push(await streamedRound(round));
+      }
+      await sql`drop table bench_copy.pipe_events, bench_copy.walk_events`;
+
+      // The in-database contenders, in rounds too: Drover copying inside the database, then one
+      // INSERT … SELECT … ON CONFLICT, the server copying its own table (the cluster idle meanwhile).
+      const inDatabaseRuns: Awaited<ReturnType<typeof droverRun>>[] = [];
+      const ceilingSeconds: number[] = [];
+      for (let round = 0; round < rounds; round++) {
+        log(`round ${round + 1}: Drover, in-database copy (the source table in the product database)`);
+        const run = await droverRun(`bench-drover-${round + 1}`, bench.testDb.url, total);
+        if (run.path !== "in-database") throw new Error(`the in-database run went ${run.path}`);
+        log(`Drover in-database: ${run.seconds.toFixed(1)} s`);
+        inDatabaseRuns.push(run);
+        log("INSERT … SELECT … ON CONFLICT");
+        await sql`truncate bench_copy.ceiling_events`;
+        await sql`checkpoint`;
+        const c0 = performance.now();
+        const [ceilingRows] = await sql<{ n: number }[]>`
+          with copied as (
+            insert into bench_copy.ceiling_events (tenant_id, id, room_id, data)
+            select 'bench-ceiling', id, room_id, data from bench_source.room_events
+            on conflict (tenant_id, id) do update set room_id = excluded.room_id, data = excluded.data
+            returning 1)
+          select count(*)::int as n from copied`;
+        if (ceilingRows!.n !== total)
+          throw new Error(`INSERT … SELECT copied ${ceilingRows!.n} of ${total} rows`);
+        ceilingSeconds.push((performance.now() - c0) / 1000);
+        log(`INSERT … SELECT: ${ceilingSeconds[round]!.toFixed(1)} s`);
+      }
 
       // Memory: a fresh worker alone (its VmHWM is its whole life's peak), the others stopped, the
       // source table grown to rssRows, all of it streamed.
@@ -345,10 +404,10 @@ export const tableCopyScenario: Scenario = {
       // The resident set every 2 s through the copy: flat or growing, which the peak alone cannot
       // say. The figure is the peak as the run finishes, before the worker verifies it (the leader
       // asks at once, so a few ms of verification at most are in it); the peak after is kept too.
-      const samples: number[] = [];
+      const residentSamples: number[] = [];
       const sampler = setInterval(() => {
         try {
-          samples.push(Math.round(residentMb(alone.pid)));
+          residentSamples.push(Math.round(residentMb(alone.pid)));
         } catch {
           // the worker is gone: the run will fail and say so
         }
@@ -373,24 +432,18 @@ export const tableCopyScenario: Scenario = {
       log(`naive: ${naive.seconds.toFixed(1)} s`);
       await sql`checkpoint`;
 
-      log("INSERT … SELECT … ON CONFLICT");
-      const c0 = performance.now();
-      const [ceilingRows] = await sql<{ n: number }[]>`
-        with copied as (
-          insert into bench_copy.ceiling_events (tenant_id, id, room_id, data)
-          select 'bench-ceiling', id, room_id, data from bench_source.room_events
-          on conflict (tenant_id, id) do update set room_id = excluded.room_id, data = excluded.data
-          returning 1)
-        select count(*)::int as n from copied`;
-      const ceilingSeconds = (performance.now() - c0) / 1000;
-      log(`INSERT … SELECT: ${ceilingSeconds.toFixed(1)} s`);
-
+      // Each contender's fastest round (tableRounds).
+      const fastest = <T>(runs: readonly T[], seconds: (r: T) => number): T =>
+        runs.reduce((best, r) => (seconds(r) < seconds(best) ? r : best));
+      const inDatabase = fastest(inDatabaseRuns, (r) => r.seconds);
+      const streamed = fastest(streamedRuns, (r) => r.seconds);
+      const pipe = { rows: total, seconds: Math.min(...pipeSeconds) };
       const drover = total / inDatabase.seconds;
       const streamedRate = total / streamed.seconds;
-      const pipeRate = pipe.rows / pipe.seconds;
-      const walkRate = total / walkSeconds;
+      const pipeRate = total / pipe.seconds;
+      const walkRate = total / Math.min(...walkSeconds);
       const naiveRate = naive.rows / naive.seconds;
-      const ceiling = ceilingRows!.n / ceilingSeconds;
+      const ceiling = total / Math.min(...ceilingSeconds);
       return {
         figures: {
           table_rows_per_s: drover,
@@ -418,11 +471,19 @@ export const tableCopyScenario: Scenario = {
           sourceBytes: sourceTable!.bytes,
         },
         details: {
-          pipe: { ...pipe, rowsPerSecond: pipeRate },
-          windowsByHand: { rows: total, seconds: walkSeconds, rowsPerSecond: walkRate, lanes },
+          rounds,
+          pipe: { ...pipe, rowsPerSecond: pipeRate, roundSeconds: pipeSeconds },
+          windowsByHand: {
+            rows: total,
+            seconds: Math.min(...walkSeconds),
+            rowsPerSecond: walkRate,
+            lanes,
+            roundSeconds: walkSeconds,
+          },
           drover: {
             rows: total,
             seconds: inDatabase.seconds,
+            roundSeconds: inDatabaseRuns.map((r) => r.seconds),
             rowsPerSecond: drover,
             diagnostics: inDatabase.diagnostics,
             logs: bench.cluster.logDir,
@@ -431,6 +492,7 @@ export const tableCopyScenario: Scenario = {
             rows: total,
             seconds: streamed.seconds,
             rowsPerSecond: streamedRate,
+            roundSeconds: streamedRuns.map((r) => r.seconds),
             diagnostics: streamed.diagnostics,
           },
           memory: {
@@ -439,11 +501,16 @@ export const tableCopyScenario: Scenario = {
             diagnostics: memory.diagnostics,
             workerPeakRssMb: rssMb,
             startedPeakRssMb: idleMb,
-            residentMbEvery2s: samples,
+            residentMbEvery2s: residentSamples,
             peakAfterVerificationMb: verifiedMb,
           },
           naive: { ...naive, rowsPerSecond: naiveRate },
-          insertSelect: { rows: ceilingRows!.n, seconds: ceilingSeconds, rowsPerSecond: ceiling },
+          insertSelect: {
+            rows: total,
+            seconds: Math.min(...ceilingSeconds),
+            rowsPerSecond: ceiling,
+            roundSeconds: ceilingSeconds,
+          },
         },
       };
     } finally {
