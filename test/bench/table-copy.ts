@@ -56,12 +56,15 @@ const HOUR = 3_600_000;
 const SPAN_HOURS = 48;
 /**
  * Hourly slots, as seed 003's. Under --quick, 6-hour slots: 20,000 rows in 48 hourly slots would be
- * ~400 a slot, never a second page, and the run's time would be per-task overhead; 8 slots of
- * ~2,500 rows still walk 3 pages and 5 windows each.
+ * ~400 a slot, and the run's time would be per-task overhead; 8 slots of ~2,500 rows still walk
+ * more than one window each.
  */
 const slotWidth = (ctx: ScenarioContext) => (ctx.quick ? "6h" : "1h");
-/** The streamed path's default page and window (pg-table config.ts), which the runs here use. */
-const STREAMED = { page: 1_000, window: 500 } as const;
+/**
+ * The streamed path's page and window for these rows as Drover sizes them (pg-table copy-sizes.ts):
+ * ~1,409 bytes a row as they travel, two lanes sharing the worker's 16 MiB.
+ */
+const STREAMED = { page: 2_380, window: 1_190 } as const;
 const NAIVE_PAGE = 1_000;
 const NAIVE_BATCH = 25;
 const SHAPE = "(id text primary key, room_id uuid not null, data jsonb not null)";

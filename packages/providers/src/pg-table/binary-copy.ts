@@ -69,14 +69,14 @@ export async function sourceColumns(
 }
 
 /** A binary COPY out of the source, whole: a page is small (pageSize rows), and its windows slice it. */
-export async function copyOut(source: Sql, query: string): Promise<Buffer> {
+export async function copyOut(source: Sql, query: string): Promise<Buffer[]> {
   const stream = await source.unsafe(`copy (${query}) to stdout (format binary)`).readable();
   // Every row is a chunk of its own (a CopyData message): taken as it is pushed, not through the
-  // stream's buffer and an async iterator's promise per row.
+  // stream's buffer and an async iterator's promise per row, and kept as it came (splitTuples).
   const chunks: Buffer[] = [];
   stream.on("data", (chunk: Buffer) => chunks.push(chunk));
   await finished(stream);
-  return Buffer.concat(chunks);
+  return chunks;
 }
 
 /** One row as COPY's binary format carries it, with the key and time (both selected as text) read out. */
@@ -89,40 +89,102 @@ export interface CopyTuple {
 }
 
 /**
- * Cuts a binary COPY stream into its tuples without decoding the values. A stream that ends mid-row
- * or lacks its trailer was cut on the way (the read is retried); a tuple of another width is a bug.
+ * The tuple of `fields` fields at `pos` of `data`, with where it ends; "short" when `data` ends
+ * before it does, "end" at the stream's trailer.
  */
-export function splitTuples(data: Buffer, fields: number): CopyTuple[] {
-  if (data.length < HEADER.length || !data.subarray(0, SIGNATURE.length).equals(SIGNATURE))
-    throw new TransientError("the source's COPY stream does not start with the binary signature");
-  let pos = HEADER.length + data.readInt32BE(SIGNATURE.length + 4);
-  const tuples: CopyTuple[] = [];
-  const cut = () => new TransientError("the source's COPY stream ended mid-row");
-  for (;;) {
-    if (pos + 2 > data.length) throw cut();
-    const count = data.readInt16BE(pos);
-    if (count === -1) break;
-    if (count !== fields)
-      throw new PermanentError(`a COPY tuple has ${count} fields where ${fields} were selected`);
-    const start = pos;
-    pos += 2;
-    let key: string | null = null;
-    let time: string | null = null;
-    let valuesAt = 0;
-    for (let f = 0; f < count; f++) {
-      if (f === 2) valuesAt = pos - start;
-      if (pos + 4 > data.length) throw cut();
-      const length = data.readInt32BE(pos);
-      pos += 4;
-      if (length < 0) continue;
-      if (pos + length > data.length) throw cut();
-      if (f === 0) key = data.toString("utf8", pos, pos + length);
-      else if (f === 1) time = data.toString("utf8", pos, pos + length);
-      pos += length;
-    }
-    if (key === null) throw new PermanentError("a source row has no key (null in the key column)");
-    tuples.push({ bytes: data.subarray(start, pos), key, time, valuesAt: valuesAt || pos - start });
+function tupleAt(
+  data: Buffer,
+  pos: number,
+  fields: number,
+): { tuple: CopyTuple; end: number } | "short" | "end" {
+  if (pos + 2 > data.length) return "short";
+  const count = data.readInt16BE(pos);
+  if (count === -1) return "end";
+  if (count !== fields)
+    throw new PermanentError(`a COPY tuple has ${count} fields where ${fields} were selected`);
+  let at = pos + 2;
+  let valuesAt = 0;
+  // The key's and the time's [start, end), decoded once the whole tuple is known to be here.
+  const text: [number, number][] = [];
+  for (let f = 0; f < count; f++) {
+    if (f === 2) valuesAt = at - pos;
+    if (at + 4 > data.length) return "short";
+    const length = data.readInt32BE(at);
+    at += 4;
+    if (length < 0) continue;
+    if (at + length > data.length) return "short";
+    if (f < 2) text[f] = [at, at + length];
+    at += length;
   }
+  if (!text[0]) throw new PermanentError("a source row has no key (null in the key column)");
+  const decode = (span: [number, number] | undefined) =>
+    span ? data.toString("utf8", span[0], span[1]) : null;
+  return {
+    tuple: {
+      bytes: data.subarray(pos, at),
+      key: decode(text[0])!,
+      time: decode(text[1]),
+      valuesAt: valuesAt || at - pos,
+    },
+    end: at,
+  };
+}
+
+/**
+ * Cuts a binary COPY stream, as the chunks it arrived in, into its tuples without decoding the
+ * values or copying them: a tuple inside one chunk is a view of it (the server sends a row per
+ * CopyData message, so in practice every tuple is), one that spans chunks is copied out of them.
+ * (A page copied into one buffer first cost the worker a second copy of every page: ~40 MB more at
+ * four lanes.) A stream that ends mid-row or lacks its trailer was cut on the way (the read is
+ * retried); a tuple of another width is a bug.
+ */
+export function splitTuples(stream: Buffer | readonly Buffer[], fields: number): CopyTuple[] {
+  const chunks = Buffer.isBuffer(stream) ? [stream] : stream;
+  const tuples: CopyTuple[] = [];
+  let carry: Buffer | undefined;
+  let started = false;
+  let ended = false;
+  for (const chunk of chunks) {
+    if (ended) {
+      if (chunk.length > 0) throw new TransientError("the source's COPY stream goes on after its trailer");
+      continue;
+    }
+    const data: Buffer = carry ? Buffer.concat([carry, chunk]) : chunk;
+    carry = undefined;
+    let pos = 0;
+    if (!started) {
+      if (data.length < HEADER.length) {
+        carry = data;
+        continue;
+      }
+      if (!data.subarray(0, SIGNATURE.length).equals(SIGNATURE))
+        throw new TransientError("the source's COPY stream does not start with the binary signature");
+      const extension = data.readInt32BE(SIGNATURE.length + 4);
+      if (data.length < HEADER.length + extension) {
+        carry = data;
+        continue;
+      }
+      pos = HEADER.length + extension;
+      started = true;
+    }
+    for (;;) {
+      const next = tupleAt(data, pos, fields);
+      if (next === "short") {
+        if (pos < data.length) carry = data.subarray(pos);
+        break;
+      }
+      if (next === "end") {
+        ended = true;
+        if (pos + 2 < data.length)
+          throw new TransientError("the source's COPY stream goes on after its trailer");
+        break;
+      }
+      tuples.push(next.tuple);
+      pos = next.end;
+    }
+  }
+  if (!started) throw new TransientError("the source's COPY stream does not start with the binary signature");
+  if (!ended) throw new TransientError("the source's COPY stream ended mid-row");
   return tuples;
 }
 

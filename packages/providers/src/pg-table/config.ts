@@ -21,9 +21,9 @@ export interface PgTableConfig {
   mapping: ReadonlyMap<string, string>;
   /** Destination column that receives the run's tenant id and is part of the destination's key. */
   tenantColumn: string | undefined;
-  /** Rows read per keyset page; the copy path's own default (copySizes) when unset. */
+  /** Rows read per keyset page, at most; the copy path's own default (copy-sizes.ts) when unset. */
   pageSize: number | undefined;
-  /** Rows per write transaction (one multi-row upsert); the copy path's own default when unset. */
+  /** Rows per write transaction, at most; the copy path's own default (copy-sizes.ts) when unset. */
   windowSize: number | undefined;
   /** Rows per slot compared field by field by verification; the verification's own size when unset. */
   sampleSize: number | undefined;
@@ -54,28 +54,6 @@ export function quoteQualified(q: QualifiedName): string {
   return `${quoteIdent(q.schema)}.${quoteIdent(q.name)}`;
 }
 
-/**
- * Default page and window per copy path. Streamed, a page and the next one read meanwhile are in
- * the worker's memory: pages of 1,000 and windows of 500 keep a worker streaming alone under 300 MB
- * (2,000 and 1,000 went past it for no gain the bench could see with 8 lanes). In the database a
- * window is one INSERT … SELECT whose cost beyond its rows is per transaction (the commit, the
- * checkpoint): 2,000 rows a window copied ~1.5× faster than 500 (100,000 room events, one
- * connection), near the single statement's rate.
- */
-const COPY_SIZES = {
-  streamed: { page: 1_000, window: 500 },
-  "in-database": { page: 4_000, window: 2_000 },
-} as const;
-
-export function copySizes(
-  config: Pick<PgTableConfig, "pageSize" | "windowSize">,
-  path: keyof typeof COPY_SIZES,
-): { page: number; window: number } {
-  return {
-    page: config.pageSize ?? COPY_SIZES[path].page,
-    window: config.windowSize ?? COPY_SIZES[path].window,
-  };
-}
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 function qualified(setting: string, value: string | undefined): QualifiedName | string {

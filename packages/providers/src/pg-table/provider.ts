@@ -8,7 +8,15 @@ import {
   type TaskResult,
 } from "@drover/provider-sdk";
 import { copyRow, copyWindow, type SourceColumns, sourceColumns } from "./binary-copy.js";
-import { connectionProblem, copySizes, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
+import { connectionProblem, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
+import {
+  copySizes,
+  knownRowBytes,
+  learnRowBytes,
+  rowBytesOf,
+  streamedSizes,
+  streamingTask,
+} from "./copy-sizes.js";
 import { type DestinationShape, destinationShape } from "./destination-table.js";
 import {
   copyInDatabase,
@@ -25,6 +33,7 @@ import {
   type SlotCursor,
   type SourceRecord,
   sourceDatabase,
+  sourceKey,
 } from "./source-table.js";
 import { pgTableVerifier } from "./verifier.js";
 
@@ -115,38 +124,63 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
 
   let pathShown = false;
   const start = ctx.task.cursor as unknown as SlotCursor;
+  // Streamed pages and windows are sized by the width of the rows (copy-sizes.ts): the last page's,
+  // or for the first one what this process last read of the table.
+  const table = `${sourceKey(connection)}|${quoteQualified(config.table)}`;
+  let rowBytes = knownRowBytes(table);
+  const sizesNow = () => {
+    const most = copySizes(config, inDatabase ? "in-database" : "streamed");
+    return inDatabase ? most : streamedSizes(most, rowBytes);
+  };
   // Until the path is known, a page carries the rows (the first window may well need them) and has
   // the streamed path's size.
   const readAfter = async (cursor: SlotCursor) => {
-    const sizes = copySizes(config, inDatabase ? "in-database" : "streamed");
+    const limit = sizesNow().page;
     if (!inDatabase) columns ??= await sourceColumns(source, config, quoteQualified(config.table));
-    const page = await readPage(source, config, cursor, sizes.page, inDatabase ? undefined : columns);
-    return { page, full: page.length === sizes.page };
+    const page = await readPage(source, config, cursor, limit, inDatabase ? undefined : columns);
+    return { page, full: page.length === limit };
   };
-  let next = readAfter(start);
-  for (;;) {
-    ctx.signal.throwIfAborted();
-    const { page, full } = await next;
-    if (page.length === 0) break;
-    if (full) {
-      const last = page[page.length - 1]!;
-      next = readAfter({ ...slot, lastId: last.id, ...(last.time !== null ? { lastTime: last.time } : {}) });
-      // Awaited on the next turn; until then a failure must not count as unhandled.
-      next.catch(() => {});
+  // Counted among the worker's streamed copies, which share its bytes, until it is known to copy
+  // inside the database (its rows never reach the worker) or ends.
+  const leave = streamingTask();
+  try {
+    let next = readAfter(start);
+    for (;;) {
+      ctx.signal.throwIfAborted();
+      const { page, full } = await next;
+      if (inDatabase) leave();
+      if (page.length === 0) break;
+      const width = rowBytesOf(page);
+      if (width !== undefined) {
+        rowBytes = width;
+        learnRowBytes(table, width);
+      }
+      if (full) {
+        const last = page[page.length - 1]!;
+        next = readAfter({
+          ...slot,
+          lastId: last.id,
+          ...(last.time !== null ? { lastTime: last.time } : {}),
+        });
+        // Awaited on the next turn; until then a failure must not count as unhandled.
+        next.catch(() => {});
+      }
+      // The window's size is the path's, once the path is known (the first window settles it).
+      await ctx.writeBatches(
+        page.map((r) => ({ sourceId: r.id, data: r })),
+        writer,
+        { windowSize: sizesNow().window, cursorAfter },
+      );
+      if (!pathShown && inDatabase !== undefined) {
+        // For operators (GetRun's facts): which way this run's rows travel. The first task to know says.
+        await ctx.settleRunFact(COPY_PATH_FACT, inDatabase ? "in-database" : "streamed");
+        pathShown = true;
+      }
+      ctx.working();
+      if (!full) break;
     }
-    // The window's size is the path's, once the path is known (the first window settles it).
-    await ctx.writeBatches(
-      page.map((r) => ({ sourceId: r.id, data: r })),
-      writer,
-      { windowSize: copySizes(config, inDatabase ? "in-database" : "streamed").window, cursorAfter },
-    );
-    if (!pathShown && inDatabase !== undefined) {
-      // For operators (GetRun's facts): which way this run's rows travel. The first task to know says.
-      await ctx.settleRunFact(COPY_PATH_FACT, inDatabase ? "in-database" : "streamed");
-      pathShown = true;
-    }
-    ctx.working();
-    if (!full) break;
+  } finally {
+    leave();
   }
   return {};
 }

@@ -8,7 +8,15 @@ import {
   type TaskSeed,
 } from "@drover/provider-sdk";
 import { copyRow, copyWindow, sourceColumns } from "./binary-copy.js";
-import { copySizes, quoteQualified, runConfig } from "./config.js";
+import { quoteQualified, runConfig } from "./config.js";
+import {
+  copySizes,
+  knownRowBytes,
+  learnRowBytes,
+  rowBytesOf,
+  streamedSizes,
+  streamingTask,
+} from "./copy-sizes.js";
 import { type DestinationShape, destinationShape } from "./destination-table.js";
 import { PG_TABLE_KIND } from "./slots.js";
 import {
@@ -17,6 +25,7 @@ import {
   type SlotCursor,
   type SourceRecord,
   sourceDatabase,
+  sourceKey,
 } from "./source-table.js";
 
 /**
@@ -94,7 +103,9 @@ export async function redriveSlot(ctx: TaskContext): Promise<TaskResult> {
   const wanted = start.redrive;
   const want = new Set(wanted);
   const tenantId = ctx.run.tenantId;
-  const sizes = copySizes(config, "streamed");
+  const most = copySizes(config, "streamed");
+  // Pages and windows sized by the rows' width, as a copy's are (copy-sizes.ts).
+  const table = `${sourceKey(connection)}|${quoteQualified(config.table)}`;
   const columns = await sourceColumns(source, config, quoteQualified(config.table));
   let shape: DestinationShape | undefined;
   const writer: BatchWriter<SourceRecord> = {
@@ -114,30 +125,38 @@ export async function redriveSlot(ctx: TaskContext): Promise<TaskResult> {
     ...(config.timeColumn && record.time !== null ? { lastTime: record.time } : {}),
   });
 
-  let cursor: SlotCursor = start;
-  for (;;) {
-    ctx.signal.throwIfAborted();
-    let startAt: string | undefined;
-    if (!config.timeColumn) {
-      startAt = wanted.find((k) => cursor.lastId === undefined || k > cursor.lastId);
-      if (startAt === undefined) break;
+  // A re-drive holds rows as a copy does: it shares the worker's bytes with the copies.
+  const leave = streamingTask();
+  try {
+    let cursor: SlotCursor = start;
+    for (;;) {
+      ctx.signal.throwIfAborted();
+      let startAt: string | undefined;
+      if (!config.timeColumn) {
+        startAt = wanted.find((k) => cursor.lastId === undefined || k > cursor.lastId);
+        if (startAt === undefined) break;
+      }
+      const sizes = streamedSizes(most, knownRowBytes(table));
+      const page = await readPage(source, config, cursor, sizes.page, columns, startAt);
+      const full = page.length === sizes.page;
+      learnRowBytes(table, rowBytesOf(page));
+      const rows: SourceRow<SourceRecord>[] = page
+        .filter((r) => want.has(r.id))
+        .map((r) => ({ sourceId: r.id, data: r }));
+      const last = page.at(-1);
+      await ctx.writeBatches(rows, writer, {
+        windowSize: streamedSizes(most, knownRowBytes(table)).window,
+        settlesNotes: true,
+        cursorAfter: (row) => ({ ...at(row.data as SourceRecord) }),
+        // A full page's walk goes on after its last row, written or not.
+        ...(full && last ? { nextCursor: { ...at(last) } } : {}),
+      });
+      ctx.working();
+      if (!full || !last) break;
+      cursor = at(last);
     }
-    const page = await readPage(source, config, cursor, sizes.page, columns, startAt);
-    const full = page.length === sizes.page;
-    const rows: SourceRow<SourceRecord>[] = page
-      .filter((r) => want.has(r.id))
-      .map((r) => ({ sourceId: r.id, data: r }));
-    const last = page.at(-1);
-    await ctx.writeBatches(rows, writer, {
-      windowSize: sizes.window,
-      settlesNotes: true,
-      cursorAfter: (row) => ({ ...at(row.data as SourceRecord) }),
-      // A full page's walk goes on after its last row, written or not.
-      ...(full && last ? { nextCursor: { ...at(last) } } : {}),
-    });
-    ctx.working();
-    if (!full || !last) break;
-    cursor = at(last);
+  } finally {
+    leave();
   }
   return {};
 }

@@ -1,0 +1,103 @@
+import type { PgTableConfig } from "./config.js";
+import type { SourceRecord } from "./source-table.js";
+
+/**
+ * How many rows a keyset page and a write window take, per copy path.
+ *
+ * In the database a window is one INSERT … SELECT whose cost beyond its rows is per transaction
+ * (the commit, the checkpoint): 2,000 rows a window copied ~1.5× faster than 500.
+ *
+ * Streamed, the same holds for a window's binary COPY: on 1,000,000 room events (~1.4 KB a row, two
+ * lanes, by hand with no engine) windows of 500 rows took 24–30 s, of 2,000 19 s and of 5,000
+ * 15–19 s, where the plain pipe took 19–21 s. But a streamed page, the next one read meanwhile and
+ * the window being written are in the worker's memory, and a row can be any width: 4,000 rows of
+ * 50 KB would be 200 MB a page. So streamed pages and windows are bounded by bytes as well as rows:
+ * the streamed copies a worker runs at once share STREAMED_BYTES_PER_WORKER, two pages and a window
+ * each, sized from the width of the rows the slot's last page held (or, for a task's first page,
+ * the last one this process read of the same table), never more rows than the path's (or the
+ * run's pageSize / windowSize). A worker's copies then hold about as much whatever its lane width
+ * and the table: one lane copying room events takes the row limits, four lanes ~570-row windows.
+ * (Per lane instead, 4 and 2 MiB took a worker of four lanes to 285–302 MB, against 256–266 with
+ * 1,000-row pages; the goal is 300.)
+ */
+const COPY_SIZES = {
+  streamed: { page: 4_000, window: 2_000 },
+  "in-database": { page: 4_000, window: 2_000 },
+} as const;
+
+export type CopyPath = keyof typeof COPY_SIZES;
+
+const MiB = 1024 * 1024;
+/** Bytes the streamed pages and windows of one worker's copies share. */
+export const STREAMED_BYTES_PER_WORKER = 16 * MiB;
+/** A first page of a table whose row width this process does not know yet. */
+const FIRST_PAGE_ROWS = 250;
+
+/** Streamed copies (and re-drives) this process is running now: they share the bytes. */
+let streaming = 0;
+
+/** Counts a streamed task in until the returned function is called (once). */
+export function streamingTask(): () => void {
+  streaming++;
+  let done = false;
+  return () => {
+    if (!done) streaming--;
+    done = true;
+  };
+}
+
+/** The most rows a page and a window take on `path`: the run's own sizes, else the path's. */
+export function copySizes(
+  config: Pick<PgTableConfig, "pageSize" | "windowSize">,
+  path: CopyPath,
+): { page: number; window: number } {
+  return {
+    page: config.pageSize ?? COPY_SIZES[path].page,
+    window: config.windowSize ?? COPY_SIZES[path].window,
+  };
+}
+
+/** The average bytes of a page's rows as they travel (their binary COPY tuples), if it carried them. */
+export function rowBytesOf(page: readonly SourceRecord[]): number | undefined {
+  let bytes = 0;
+  for (const r of page) {
+    if (!r.tuple) return undefined;
+    bytes += r.tuple.bytes.length;
+  }
+  return page.length > 0 ? bytes / page.length : undefined;
+}
+
+/**
+ * Streamed rows per page and per window for rows of `rowBytes` (unknown: a small first page) when
+ * `tasks` streamed copies share the worker's bytes: a page 2/5 of a task's share and a window 1/5
+ * (a page, the next one and a window at once), at most the path's (or the run's) rows, at least one.
+ */
+export function streamedSizes(
+  most: { page: number; window: number },
+  rowBytes: number | undefined,
+  tasks = streaming,
+): { page: number; window: number } {
+  if (rowBytes === undefined)
+    return { page: Math.min(most.page, FIRST_PAGE_ROWS), window: Math.min(most.window, FIRST_PAGE_ROWS) };
+  const share = STREAMED_BYTES_PER_WORKER / Math.max(1, tasks);
+  const fit = (bytes: number, rows: number) => Math.max(1, Math.min(rows, Math.floor(bytes / rowBytes)));
+  return { page: fit(share * 0.4, most.page), window: fit(share * 0.2, most.window) };
+}
+
+/**
+ * The row width this process last saw per source table (sourceKey + table), so a task's first page
+ * is as large as its others.
+ */
+const widths = new Map<string, number>();
+
+export function knownRowBytes(table: string): number | undefined {
+  return widths.get(table);
+}
+
+export function learnRowBytes(table: string, rowBytes: number | undefined): void {
+  if (rowBytes === undefined) return;
+  widths.delete(table);
+  widths.set(table, rowBytes);
+  // A worker reads few tables; the oldest goes first should one copy thousands.
+  if (widths.size > 1_000) widths.delete(widths.keys().next().value!);
+}
