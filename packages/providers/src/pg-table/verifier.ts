@@ -160,7 +160,16 @@ async function compareSlotSample(
     : sql``;
   const compared = await db.execute<Record<string, string | boolean | null>>(sql`
     select s.c${sql.raw(String(keyIndex))} as k, (d.ctid is null) as missing,
-           ${sql.raw(cols.map((c, i) => `(d.${quoteIdent(c.name)} is not distinct from s.c${i}::${c.type}) as e${i}, d.${quoteIdent(c.name)}::text as d${i}`).join(", "))}
+           ${sql.raw(
+             cols
+               .map((c, i) => {
+                 const same = `(d.${quoteIdent(c.name)} is not distinct from s.c${i}::${c.type})`;
+                 // The destination's value comes back only where it differs: it is quoted in the
+                 // mismatch, and a sample of kilobyte JSON rows is otherwise read back whole.
+                 return `${same} as e${i}, case when ${same} then null else d.${quoteIdent(c.name)}::text end as d${i}`;
+               })
+               .join(", "),
+           )}
       from unnest(${unnest}) as s(${sql.raw(cols.map((_, i) => `c${i}`).join(", "))})
       left join ${sql.raw(quoteQualified(config.destination))} d
         on d.${sql.raw(quoteIdent(keyColumn))} = s.c${sql.raw(String(keyIndex))}::${sql.raw(cols[keyIndex]!.type)}${tenant}`);
