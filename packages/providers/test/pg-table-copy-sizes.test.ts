@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import {
   copySizes,
   knownRowBytes,
-  learnRowBytes,
   rowBytesOf,
   STREAMED_BYTES_PER_WORKER,
+  StreamedSizing,
   streamedSizes,
   streamingTask,
 } from "../src/pg-table/copy-sizes.js";
@@ -71,11 +71,17 @@ describe("pg-table copy sizes", () => {
     expect(rowBytesOf([{ id: "k", time: null, tuple: undefined }])).toBeUndefined();
   });
 
-  it("remembers the last width seen per table for the next task's first page", () => {
+  it("sizes a task's pages from its last page, and its first from what the process last read of the table", () => {
     const table = `test|${Math.random()}`;
     expect(knownRowBytes(table)).toBeUndefined();
-    learnRowBytes(table, 1_234);
-    learnRowBytes(table, undefined);
-    expect(knownRowBytes(table)).toBe(1_234);
+    const first = new StreamedSizing(table, MOST);
+    expect(first.sizes().page).toBe(250);
+    first.learn([{ id: "k", time: null, tuple: undefined }]);
+    expect(first.sizes().page).toBe(250);
+    first.learn([record(1_000), record(1_000)]);
+    expect(knownRowBytes(table)).toBe(1_000);
+    expect(first.sizes()).toEqual(streamedSizes(MOST, 1_000));
+    const next = new StreamedSizing(table, MOST);
+    expect(next.sizes()).toEqual(first.sizes());
   });
 });

@@ -85,8 +85,8 @@ export function streamedSizes(
 }
 
 /**
- * The row width this process last saw per source table (sourceKey + table), so a task's first page
- * is as large as its others.
+ * The row width this process last saw per source table, so a task's first page is as large as its
+ * others.
  */
 const widths = new Map<string, number>();
 
@@ -94,10 +94,38 @@ export function knownRowBytes(table: string): number | undefined {
   return widths.get(table);
 }
 
-export function learnRowBytes(table: string, rowBytes: number | undefined): void {
-  if (rowBytes === undefined) return;
+function remember(table: string, rowBytes: number): void {
   widths.delete(table);
   widths.set(table, rowBytes);
   // A worker reads few tables; the oldest goes first should one copy thousands.
   if (widths.size > 1_000) widths.delete(widths.keys().next().value!);
+}
+
+/**
+ * One task's streamed pages and windows: sized from the width of the rows its last page held, or,
+ * before its first, what this process last read of `table` (a key naming the source database and
+ * table).
+ */
+export class StreamedSizing {
+  private rowBytes: number | undefined;
+
+  constructor(
+    private readonly table: string,
+    private readonly most: { page: number; window: number },
+  ) {
+    this.rowBytes = knownRowBytes(table);
+  }
+
+  /** Rows for the next page and for the windows of the last page read. */
+  sizes(): { page: number; window: number } {
+    return streamedSizes(this.most, this.rowBytes);
+  }
+
+  /** Takes the width of a page's rows (nothing from a page that did not carry them). */
+  learn(page: readonly SourceRecord[]): void {
+    const width = rowBytesOf(page);
+    if (width === undefined) return;
+    this.rowBytes = width;
+    remember(this.table, width);
+  }
 }

@@ -9,14 +9,7 @@ import {
 } from "@drover/provider-sdk";
 import { copyRow, copyWindow, type SourceColumns, sourceColumns } from "./binary-copy.js";
 import { connectionProblem, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
-import {
-  copySizes,
-  knownRowBytes,
-  learnRowBytes,
-  rowBytesOf,
-  streamedSizes,
-  streamingTask,
-} from "./copy-sizes.js";
+import { copySizes, StreamedSizing, streamingTask } from "./copy-sizes.js";
 import { type DestinationShape, destinationShape } from "./destination-table.js";
 import {
   copyInDatabase,
@@ -124,14 +117,12 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
 
   let pathShown = false;
   const start = ctx.task.cursor as unknown as SlotCursor;
-  // Streamed pages and windows are sized by the width of the rows (copy-sizes.ts): the last page's,
-  // or for the first one what this process last read of the table.
-  const table = `${sourceKey(connection)}|${quoteQualified(config.table)}`;
-  let rowBytes = knownRowBytes(table);
-  const sizesNow = () => {
-    const most = copySizes(config, inDatabase ? "in-database" : "streamed");
-    return inDatabase ? most : streamedSizes(most, rowBytes);
-  };
+  // Streamed pages and windows are sized by the width of the rows (copy-sizes.ts).
+  const streamed = new StreamedSizing(
+    `${sourceKey(connection)}|${quoteQualified(config.table)}`,
+    copySizes(config, "streamed"),
+  );
+  const sizesNow = () => (inDatabase ? copySizes(config, "in-database") : streamed.sizes());
   // Until the path is known, a page carries the rows (the first window may well need them) and has
   // the streamed path's size.
   const readAfter = async (cursor: SlotCursor) => {
@@ -150,11 +141,7 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
       const { page, full } = await next;
       if (inDatabase) leave();
       if (page.length === 0) break;
-      const width = rowBytesOf(page);
-      if (width !== undefined) {
-        rowBytes = width;
-        learnRowBytes(table, width);
-      }
+      streamed.learn(page);
       if (full) {
         const last = page[page.length - 1]!;
         next = readAfter({

@@ -9,14 +9,7 @@ import {
 } from "@drover/provider-sdk";
 import { copyRow, copyWindow, sourceColumns } from "./binary-copy.js";
 import { quoteQualified, runConfig } from "./config.js";
-import {
-  copySizes,
-  knownRowBytes,
-  learnRowBytes,
-  rowBytesOf,
-  streamedSizes,
-  streamingTask,
-} from "./copy-sizes.js";
+import { copySizes, StreamedSizing, streamingTask } from "./copy-sizes.js";
 import { type DestinationShape, destinationShape } from "./destination-table.js";
 import { PG_TABLE_KIND } from "./slots.js";
 import {
@@ -103,9 +96,11 @@ export async function redriveSlot(ctx: TaskContext): Promise<TaskResult> {
   const wanted = start.redrive;
   const want = new Set(wanted);
   const tenantId = ctx.run.tenantId;
-  const most = copySizes(config, "streamed");
   // Pages and windows sized by the rows' width, as a copy's are (copy-sizes.ts).
-  const table = `${sourceKey(connection)}|${quoteQualified(config.table)}`;
+  const sizing = new StreamedSizing(
+    `${sourceKey(connection)}|${quoteQualified(config.table)}`,
+    copySizes(config, "streamed"),
+  );
   const columns = await sourceColumns(source, config, quoteQualified(config.table));
   let shape: DestinationShape | undefined;
   const writer: BatchWriter<SourceRecord> = {
@@ -136,16 +131,16 @@ export async function redriveSlot(ctx: TaskContext): Promise<TaskResult> {
         startAt = wanted.find((k) => cursor.lastId === undefined || k > cursor.lastId);
         if (startAt === undefined) break;
       }
-      const sizes = streamedSizes(most, knownRowBytes(table));
+      const sizes = sizing.sizes();
       const page = await readPage(source, config, cursor, sizes.page, columns, startAt);
       const full = page.length === sizes.page;
-      learnRowBytes(table, rowBytesOf(page));
+      sizing.learn(page);
       const rows: SourceRow<SourceRecord>[] = page
         .filter((r) => want.has(r.id))
         .map((r) => ({ sourceId: r.id, data: r }));
       const last = page.at(-1);
       await ctx.writeBatches(rows, writer, {
-        windowSize: streamedSizes(most, knownRowBytes(table)).window,
+        windowSize: sizing.sizes().window,
         settlesNotes: true,
         cursorAfter: (row) => ({ ...at(row.data as SourceRecord) }),
         // A full page's walk goes on after its last row, written or not.
