@@ -62,9 +62,9 @@ const SPAN_HOURS = 48;
 const slotWidth = (ctx: ScenarioContext) => (ctx.quick ? "6h" : "1h");
 /**
  * The streamed path's page and window for these rows as Drover sizes them (pg-table copy-sizes.ts):
- * ~1,409 bytes a row as they travel, two lanes sharing the worker's 16 MiB.
+ * ~1,409 bytes a row as they travel, two lanes sharing the worker's 16 MiB, a page (4 MiB) one window.
  */
-const STREAMED = { page: 2_380, window: 1_190 } as const;
+const STREAMED = { page: 2_976, window: 2_976 } as const;
 const NAIVE_PAGE = 1_000;
 const NAIVE_BATCH = 25;
 const SHAPE = "(id text primary key, room_id uuid not null, data jsonb not null)";

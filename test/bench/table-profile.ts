@@ -29,9 +29,9 @@ const ROWS = Number(process.env.PROFILE_ROWS ?? 100_000);
 /** The server's log file (e.g. /var/log/postgresql/postgresql-15-main.log): statements are counted from it. */
 const LOG = process.env.PROFILE_SERVER_LOG || undefined;
 const HOUR = 3_600_000;
-/** The streamed path's defaults (pg-table config.ts), unless PROFILE_PAGE / PROFILE_WINDOW say otherwise. */
-const PAGE = Number(process.env.PROFILE_PAGE ?? 4_000);
-const WINDOW = Number(process.env.PROFILE_WINDOW ?? 2_000);
+/** The streamed path's most rows (pg-table copy-sizes.ts), unless PROFILE_PAGE / PROFILE_WINDOW say otherwise. */
+const PAGE = Number(process.env.PROFILE_PAGE ?? 5_000);
+const WINDOW = Number(process.env.PROFILE_WINDOW ?? 5_000);
 /** `perf record` of the whole machine into `file` until the returned stop is called; nothing without PROFILE_PERF. */
 function recordPerf(file: string | undefined): () => Promise<void> {
   if (!file) return async () => {};

@@ -15,7 +15,7 @@ const record = (bytes: number): SourceRecord => ({
   time: null,
   tuple: { bytes: Buffer.alloc(bytes), valuesAt: 0, key: "k", time: null },
 });
-const MOST = { page: 4_000, window: 2_000 };
+const MOST = { page: 5_000, window: 5_000 };
 
 describe("pg-table copy sizes", () => {
   it("takes the run's own page and window over the path's", () => {
@@ -27,11 +27,12 @@ describe("pg-table copy sizes", () => {
     expect(streamedSizes(MOST, 1_000, 1)).toEqual(MOST);
   });
 
-  it("splits the worker's bytes between the copies it runs at once: two pages and a window each", () => {
+  it("splits the worker's bytes between the copies it runs at once: two pages each, a page one window", () => {
     const rowBytes = 1_400;
     for (const tasks of [2, 4, 8]) {
       const sizes = streamedSizes(MOST, rowBytes, tasks);
-      const held = tasks * (2 * sizes.page + sizes.window) * rowBytes;
+      expect(sizes.window).toBe(sizes.page);
+      const held = tasks * 2 * sizes.page * rowBytes;
       expect(held).toBeLessThanOrEqual(STREAMED_BYTES_PER_WORKER);
       expect(held).toBeGreaterThan(STREAMED_BYTES_PER_WORKER * 0.9);
     }
@@ -41,8 +42,8 @@ describe("pg-table copy sizes", () => {
   it("bounds a page and a window of wide rows by bytes, so memory does not grow with the row", () => {
     const wide = 50 * 1024;
     const sizes = streamedSizes(MOST, wide, 1);
-    expect(sizes.page * wide).toBeLessThanOrEqual(STREAMED_BYTES_PER_WORKER * 0.4);
-    expect(sizes.window * wide).toBeLessThanOrEqual(STREAMED_BYTES_PER_WORKER * 0.2);
+    expect(sizes.page * wide).toBeLessThanOrEqual(STREAMED_BYTES_PER_WORKER * 0.5);
+    expect(sizes.window).toBe(sizes.page);
     // A row wider than a whole share still moves, one a window.
     expect(streamedSizes(MOST, 64 * 1024 * 1024, 1)).toEqual({ page: 1, window: 1 });
   });
@@ -50,6 +51,10 @@ describe("pg-table copy sizes", () => {
   it("reads a small first page while the rows' width is unknown", () => {
     expect(streamedSizes(MOST, undefined, 1)).toEqual({ page: 250, window: 250 });
     expect(streamedSizes({ page: 70, window: 30 }, undefined, 1)).toEqual({ page: 70, window: 30 });
+  });
+
+  it("keeps a run's smaller window inside the page", () => {
+    expect(streamedSizes({ page: 5_000, window: 300 }, 1_400, 2)).toEqual({ page: 2_995, window: 300 });
   });
 
   it("counts a streamed task until it leaves, once however often it says so", () => {

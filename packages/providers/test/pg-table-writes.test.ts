@@ -4,7 +4,15 @@ import { claimTask, readRunFact, settleRunFact, toRunInfo, writeBatches } from "
 import { type TaskContext, TransientError, type WriteSummary } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { copyOut, copyRow, copyWindow, sourceColumns, splitTuples } from "../src/pg-table/binary-copy.js";
+import {
+  COPY_CHUNK_BYTES,
+  copyChunks,
+  copyOut,
+  copyRow,
+  copyWindow,
+  sourceColumns,
+  splitTuples,
+} from "../src/pg-table/binary-copy.js";
 import { parsePgTableSettings } from "../src/pg-table/config.js";
 import { destinationShape } from "../src/pg-table/destination-table.js";
 import {
@@ -186,6 +194,28 @@ describe("pg-table windows", () => {
         const cut = splitTuples(pieces, 4).map((t) => [t.key, t.time, t.valuesAt, t.bytes.toString("hex")]);
         expect(cut).toEqual(whole);
       }
+    } finally {
+      await db.close();
+    }
+  });
+
+  it("a window goes to the server in pieces of bounded size that together are the stream, byte for byte", async () => {
+    const db = openDatabase(other.url, { max: 1 });
+    try {
+      // ~1.2 MB of rows, one of them wider than a piece.
+      const stream = Buffer.concat(
+        await copyOut(
+          db.sql,
+          `select g::text, null::text, repeat('y', case when g = 7 then 300000 else 2000 end)
+             from generate_series(1, 450) g`,
+        ),
+      );
+      const tuples = splitTuples(stream, 3);
+      const pieces = [...copyChunks(tuples, (t) => ({ count: 3, bytes: t.bytes, from: 2 }))];
+      expect(Buffer.concat(pieces).equals(stream)).toBe(true);
+      expect(pieces.length).toBeGreaterThan(4);
+      // Only the piece carrying the one wide row is larger than a piece's size.
+      expect(pieces.filter((p) => p.length > COPY_CHUNK_BYTES)).toHaveLength(1);
     } finally {
       await db.close();
     }

@@ -204,7 +204,7 @@ function stageOf(columns: SourceColumns): { name: string; create: string } {
 async function stage(q: Queryable, columns: SourceColumns, tuples: readonly CopyTuple[]): Promise<string> {
   const { name, create } = stageOf(columns);
   await driverOf(q).unsafe(create);
-  await copyIn(q, `pg_temp.${name}`, Buffer.concat([HEADER, ...tuples.map((t) => t.bytes), TRAILER]));
+  await copyIn(q, `pg_temp.${name}`, copyChunks(tuples, (t) => ({ count: t.bytes.readInt16BE(0), bytes: t.bytes, from: 2 })));
   return name;
 }
 
@@ -242,34 +242,87 @@ function direct(columns: SourceColumns, shape: DestinationShape): boolean {
   return shape.columns.every((c, i) => columns.stageTypes[i] === c.type);
 }
 
+/** Bytes of a COPY FROM's data message: a window goes to the server in pieces of this size. */
+export const COPY_CHUNK_BYTES = 256 * 1024;
+
+/** A tuple as a COPY FROM takes it: its field count, then `lead` (if any), then `bytes` from `from`. */
+interface OutTuple {
+  count: number;
+  bytes: Buffer;
+  from: number;
+}
+
+/**
+ * A binary COPY stream of `tuples` in pieces of about COPY_CHUNK_BYTES, each filled in place, made
+ * as the COPY takes them. A window's rows are thus never in memory twice: one buffer of the whole
+ * window, which the driver then copied again into its message, held each row three times at once
+ * (the page, the buffer, the message), and windows could be only half as large in the same bytes.
+ */
+export function* copyChunks<T>(tuples: readonly T[], out: (t: T) => OutTuple, lead?: Buffer): Generator<Buffer> {
+  const extra = lead?.length ?? 0;
+  let chunk = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
+  let at = HEADER.copy(chunk, 0);
+  for (const t of tuples) {
+    const { count, bytes, from } = out(t);
+    const size = 2 + extra + bytes.length - from;
+    if (at + size > chunk.length) {
+      if (at > 0) yield chunk.subarray(0, at);
+      chunk = Buffer.allocUnsafe(Math.max(COPY_CHUNK_BYTES, size));
+      at = 0;
+    }
+    at = chunk.writeInt16BE(count, at);
+    if (lead) at += lead.copy(chunk, at);
+    at += bytes.copy(chunk, at, from);
+  }
+  if (at + TRAILER.length > chunk.length) {
+    yield chunk.subarray(0, at);
+    chunk = Buffer.allocUnsafe(TRAILER.length);
+    at = 0;
+  }
+  at += TRAILER.copy(chunk, at);
+  yield chunk.subarray(0, at);
+}
+
 /**
  * The window's tuples as the destination's rows: the run's tenant (when the destination has a
  * tenant column) then the mapped columns, as read; the key and time fields of the walk left out.
  */
-function destinationTuples(config: PgTableConfig, tenantId: string, tuples: readonly CopyTuple[]): Buffer {
-  const tenant = config.tenantColumn ? Buffer.from(tenantId, "utf8") : undefined;
-  const head = tenant ? 6 + tenant.length : 2;
-  // One buffer, sized first and filled in place: a small head buffer per row and the concat of
-  // 2 parts a row were a third of the worker's garbage in a streamed copy.
-  let size = HEADER.length + TRAILER.length;
-  for (const t of tuples) size += head + t.bytes.length - t.valuesAt;
-  const out = Buffer.allocUnsafe(size);
-  let at = HEADER.copy(out, 0);
-  for (const t of tuples) {
-    at = out.writeInt16BE(t.bytes.readInt16BE(0) - 2 + (tenant ? 1 : 0), at);
-    if (tenant) {
-      at = out.writeInt32BE(tenant.length, at);
-      at += tenant.copy(out, at);
-    }
-    at += t.bytes.copy(out, at, t.valuesAt);
+function destinationChunks(config: PgTableConfig, tenantId: string, tuples: readonly CopyTuple[]) {
+  let lead: Buffer | undefined;
+  if (config.tenantColumn) {
+    const tenant = Buffer.from(tenantId, "utf8");
+    lead = Buffer.allocUnsafe(4 + tenant.length);
+    lead.writeInt32BE(tenant.length, 0);
+    tenant.copy(lead, 4);
   }
-  TRAILER.copy(out, at);
-  return out;
+  const added = lead ? 1 : 0;
+  return copyChunks(
+    tuples,
+    (t) => ({ count: t.bytes.readInt16BE(0) - 2 + added, bytes: t.bytes, from: t.valuesAt }),
+    lead,
+  );
 }
 
-async function copyIn(q: Queryable, target: string, data: Buffer): Promise<void> {
+/** Writes a COPY FROM's data as it is made, a piece at a time, waiting while the socket is full. */
+async function copyIn(q: Queryable, target: string, data: Iterable<Buffer>): Promise<void> {
   const stream = await driverOf(q).unsafe(`copy ${target} from stdin (format binary)`).writable();
-  stream.end(data);
+  // A COPY the server refuses destroys the stream (with its error, which `finished` then throws):
+  // the wait ends on that as on a drain.
+  const room = () =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        stream.off("drain", done);
+        stream.off("close", done);
+        resolve();
+      };
+      stream.on("drain", done);
+      stream.on("close", done);
+    });
+  for (const piece of data) {
+    if (stream.destroyed) break;
+    if (!stream.write(piece)) await room();
+  }
+  if (!stream.destroyed) stream.end();
   await finished(stream);
 }
 
@@ -309,7 +362,7 @@ export async function copyWindow(
     ];
     const into = `${quoteQualified(config.destination)} (${target.map(quoteIdent).join(", ")})`;
     try {
-      await q.transaction((sp) => copyIn(sp, into, destinationTuples(config, tenantId, tuples)));
+      await q.transaction((sp) => copyIn(sp, into, destinationChunks(config, tenantId, tuples)));
       return rows.map(() => ({ action: "upserted", replaced: false }));
     } catch (err) {
       if (pgErrorCode(err) !== UNIQUE_VIOLATION) throw err;

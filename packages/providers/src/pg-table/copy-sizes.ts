@@ -9,19 +9,20 @@ import type { SourceRecord } from "./source-table.js";
  *
  * Streamed, the same holds for a window's binary COPY: on 1,000,000 room events (~1.4 KB a row, two
  * lanes, by hand with no engine) windows of 500 rows took 24–30 s, of 2,000 19 s and of 5,000
- * 15–19 s, where the plain pipe took 19–21 s. But a streamed page, the next one read meanwhile and
- * the window being written are in the worker's memory, and a row can be any width: 4,000 rows of
- * 50 KB would be 200 MB a page. So streamed pages and windows are bounded by bytes as well as rows:
- * the streamed copies a worker runs at once share STREAMED_BYTES_PER_WORKER, two pages and a window
- * each, sized from the width of the rows the slot's last page held (or, for a task's first page,
- * the last one this process read of the same table), never more rows than the path's (or the
- * run's pageSize / windowSize). A worker's copies then hold about as much whatever its lane width
- * and the table: one lane copying room events takes the row limits, four lanes ~570-row windows.
- * (Per lane instead, 4 and 2 MiB took a worker of four lanes to 285–302 MB, against 256–266 with
- * 1,000-row pages; the goal is 300.)
+ * 15–19 s, where the plain pipe took 19–21 s. But a streamed page and the next one, read meanwhile,
+ * are in the worker's memory, and a row can be any width: 5,000 rows of 50 KB would be 250 MB a
+ * page. So streamed pages are bounded by bytes as well as rows: the streamed copies a worker runs at
+ * once share STREAMED_BYTES_PER_WORKER, two pages each, sized from the width of the rows the slot's
+ * last page held (or, for a task's first page, the last one this process read of the same table),
+ * never more rows than the path's (or the run's pageSize). A page is written as one window (unless
+ * the run's windowSize says less): the window goes to the server in pieces as it is made
+ * (binary-copy.ts), so it takes no memory of its own. A worker's copies then hold about as much
+ * whatever its lane width and the table: two lanes copying room events take ~3,000-row windows,
+ * four ~1,500. (Per lane instead, pages of 4 MiB and windows of 2 MiB, the window built whole, took
+ * a worker of four lanes to 285–302 MB, against 256–266 with 1,000-row pages; the goal is 300.)
  */
 const COPY_SIZES = {
-  streamed: { page: 4_000, window: 2_000 },
+  streamed: { page: 5_000, window: 5_000 },
   "in-database": { page: 4_000, window: 2_000 },
 } as const;
 
@@ -69,8 +70,8 @@ export function rowBytesOf(page: readonly SourceRecord[]): number | undefined {
 
 /**
  * Streamed rows per page and per window for rows of `rowBytes` (unknown: a small first page) when
- * `tasks` streamed copies share the worker's bytes: a page 2/5 of a task's share and a window 1/5
- * (a page, the next one and a window at once), at most the path's (or the run's) rows, at least one.
+ * `tasks` streamed copies share the worker's bytes: a page half of a task's share (it and the next
+ * one at once) and written as one window, at most the path's (or the run's) rows, at least one.
  */
 export function streamedSizes(
   most: { page: number; window: number },
@@ -80,8 +81,8 @@ export function streamedSizes(
   if (rowBytes === undefined)
     return { page: Math.min(most.page, FIRST_PAGE_ROWS), window: Math.min(most.window, FIRST_PAGE_ROWS) };
   const share = STREAMED_BYTES_PER_WORKER / Math.max(1, tasks);
-  const fit = (bytes: number, rows: number) => Math.max(1, Math.min(rows, Math.floor(bytes / rowBytes)));
-  return { page: fit(share * 0.4, most.page), window: fit(share * 0.2, most.window) };
+  const page = Math.max(1, Math.min(most.page, Math.floor((share * 0.5) / rowBytes)));
+  return { page, window: Math.min(page, most.window) };
 }
 
 /**
