@@ -204,7 +204,11 @@ function stageOf(columns: SourceColumns): { name: string; create: string } {
 async function stage(q: Queryable, columns: SourceColumns, tuples: readonly CopyTuple[]): Promise<string> {
   const { name, create } = stageOf(columns);
   await driverOf(q).unsafe(create);
-  await copyIn(q, `pg_temp.${name}`, copyChunks(tuples, (t) => ({ count: t.bytes.readInt16BE(0), bytes: t.bytes, from: 2 })));
+  await copyIn(
+    q,
+    `pg_temp.${name}`,
+    copyChunks(tuples, (t) => ({ count: t.bytes.readInt16BE(0), bytes: t.bytes, from: 2 })),
+  );
   return name;
 }
 
@@ -258,7 +262,11 @@ interface OutTuple {
  * window, which the driver then copied again into its message, held each row three times at once
  * (the page, the buffer, the message), and windows could be only half as large in the same bytes.
  */
-export function* copyChunks<T>(tuples: readonly T[], out: (t: T) => OutTuple, lead?: Buffer): Generator<Buffer> {
+export function* copyChunks<T>(
+  tuples: readonly T[],
+  out: (t: T) => OutTuple,
+  lead?: Buffer,
+): Generator<Buffer> {
   const extra = lead?.length ?? 0;
   let chunk = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
   let at = HEADER.copy(chunk, 0);
