@@ -395,7 +395,10 @@ describe("pg-table windows", () => {
     });
     statements.length = 0;
     await pgTableProvider.runTask(ctx);
-    expect(statements.some((s) => s.includes('from "src"."timed" s') && s.includes("::bigint[]"))).toBe(true);
+    // Each window by its span of (time, id), ties at its edges included: none fell back to its keys.
+    const ofTimed = statements.filter((s) => s.includes('from "src"."timed" s'));
+    expect(ofTimed.filter((s) => s.includes("hashtextextended")).length).toBeGreaterThan(30);
+    expect(ofTimed.filter((s) => s.includes("::bigint[]"))).toEqual([]);
     expect(summary).toMatchObject({ attempted: 900, failed: 0, alreadyHere: 0 });
     const [diff] = await database.db.execute<{ n: number; copied: number }>(sql`
       select (select count(*)::int from (select * from src.timed except select * from app.timed_copy) d) as n,
@@ -514,6 +517,53 @@ describe("pg-table windows", () => {
       { action: "upserted", replaced: true },
       { action: "skipped", reason: "no longer in the source table when its window was copied" },
     ]);
+  });
+
+  it("an in-database window is copied by its span, and by key when the span no longer holds exactly its page's keys", async () => {
+    const ids = await sourceEvents(testDb.url, "events_span", 6);
+    const cfg = config({ table: "src.events_span" });
+    const span = (keys: string[]) => ({
+      first: { id: keys[0]!, time: null },
+      last: { id: keys[keys.length - 1]!, time: null },
+    });
+    const copy = (tenant: string, keys: string[]) =>
+      database.db.transaction(async (tx) => {
+        const shape = await destinationShape(tx, cfg);
+        const plan = await inDatabasePlan(tx, cfg, shape);
+        return copyInDatabase(tx, cfg, shape, plan, tenant, keys, span(keys));
+      });
+    const ofTable = (q: string) => q.includes('"src"."events_span" s');
+    const bySpan = () => statements.filter((q) => ofTable(q) && q.includes("hashtextextended")).length;
+    const byKey = () => statements.filter((q) => ofTable(q) && q.includes("= any(")).length;
+
+    // The page as read: written by its span alone, no statement by key.
+    statements.length = 0;
+    const page = ids.slice(0, 4);
+    expect(await copy("t-span", page)).toEqual(page.map(() => ({ action: "upserted", replaced: false })));
+    expect([bySpan(), byKey()]).toEqual([1, 0]);
+    expect((await landed("t-span", ids)).map((r) => r.id)).toEqual(page);
+
+    // A row added inside the span after the page was read: the window is the page's keys, by key,
+    // and the newcomer is not written (the next read of the slot will count it).
+    const between = makeUlid(FROM + 1_500);
+    await database.sql.unsafe(
+      `insert into src.events_span select $1, room_id, data from src.events_span where id = $2`,
+      [between, ids[1]!],
+    );
+    statements.length = 0;
+    expect(await copy("t-added", page)).toEqual(page.map(() => ({ action: "upserted", replaced: false })));
+    expect(byKey()).toBe(1);
+    expect((await landed("t-added", [...ids, between])).map((r) => r.id)).toEqual(page);
+
+    // A row gone from inside the span: by key again, and it is skipped with its reason.
+    await database.sql.unsafe(`delete from src.events_span where id = $1`, [ids[2]!]);
+    statements.length = 0;
+    const results = await copy("t-gone-span", page);
+    expect(results[2]).toEqual({
+      action: "skipped",
+      reason: "no longer in the source table when its window was copied",
+    });
+    expect(byKey()).toBe(1);
   });
 
   it("an in-database window whose keys do not add up to the rows written and missing fails instead of miscounting", async () => {

@@ -23,7 +23,7 @@ import type { SourceRecord } from "./source-table.js";
  */
 const COPY_SIZES = {
   streamed: { page: 5_000, window: 5_000 },
-  "in-database": { page: 4_000, window: 2_000 },
+  "in-database": { page: 10_000, window: 5_000 },
 } as const;
 
 export type CopyPath = keyof typeof COPY_SIZES;

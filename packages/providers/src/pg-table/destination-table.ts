@@ -56,7 +56,7 @@ export async function destinationShape(q: Queryable, config: PgTableConfig): Pro
  * which is what makes a rewritten window idempotent. It returns each row's key as text and whether
  * the row is new (`xmax = 0` tells a fresh insert from an overwrite).
  */
-function upsertReturning(
+export function upsertReturning(
   config: PgTableConfig,
   shape: DestinationShape,
   tenantId: string,

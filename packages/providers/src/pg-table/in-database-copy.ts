@@ -3,7 +3,7 @@ import { type Database, pgErrorCode, type Queryable } from "@drover/db";
 import { PermanentError, type RowResult } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
-import { type DestinationShape, upsertWindowCounted } from "./destination-table.js";
+import { type DestinationShape, upsertReturning, upsertWindowCounted } from "./destination-table.js";
 import { sourceKey } from "./source-table.js";
 
 type Sql = Database["sql"];
@@ -121,10 +121,20 @@ export async function inDatabasePlan(
   return { keyType: key.type, expressions };
 }
 
+/** A window's first and last row in the walk's order: its key and, in time mode, its time as text. */
+export interface WindowSpan {
+  first: { id: string; time: string | null };
+  last: { id: string; time: string | null };
+}
+
 /**
  * The window's upsert, done by the server: the source rows with the window's keys, inserted or
  * overwritten by key as the client-side upsert does. A key the source no longer holds (deleted
  * after the page was read) is skipped with a reason: there is nothing left to copy.
+ *
+ * Given the window's span, it first tries the span itself (copyInDatabaseSpan): the rows between
+ * its first and last key, one index range scan in the walk's order, where looking each key up cost
+ * the server ~10 % more. Only when the source changed under the page is the window copied by key.
  */
 export async function copyInDatabase(
   tx: Queryable,
@@ -133,11 +143,17 @@ export async function copyInDatabase(
   plan: InDatabasePlan,
   tenantId: string,
   keys: readonly string[],
+  span?: WindowSpan,
 ): Promise<RowResult[]> {
-  const from = sql`${sql.raw(quoteQualified(config.table))} s
-     where s.${sql.raw(quoteIdent(config.idColumn))} = any(${sql.param([...keys])}::text[]::${sql.raw(plan.keyType)}[])`;
-  const select = plan.expressions.map((e) => sql.raw(e));
-  const counted = await upsertWindowCounted(tx, config, shape, tenantId, select, from, keys);
+  let counted: { written: number; created: number; missing: ReadonlySet<string> } | undefined;
+  if (span && keys.length > 1)
+    counted = await copyInDatabaseSpan(tx, config, shape, plan, tenantId, keys, span);
+  if (!counted) {
+    const from = sql`${sql.raw(quoteQualified(config.table))} s
+       where s.${sql.raw(quoteIdent(config.idColumn))} = any(${sql.param([...keys])}::text[]::${sql.raw(plan.keyType)}[])`;
+    const select = plan.expressions.map((e) => sql.raw(e));
+    counted = await upsertWindowCounted(tx, config, shape, tenantId, select, from, keys);
+  }
   // Every key is written or missing, once: anything else (a key listed twice) would count rows that
   // were not written, and the slot's counts are what verification checks.
   if (counted.written + counted.missing.size !== keys.length)
@@ -153,4 +169,48 @@ export async function copyInDatabase(
       return { action: "skipped", reason: "no longer in the source table when its window was copied" };
     return { action: "upserted", replaced: created-- <= 0 };
   });
+}
+
+/**
+ * The window by its span, in one statement that writes only if the span still holds exactly the
+ * page's keys: the keys in the span (an index-only scan) are counted and their hashes summed, as
+ * are the page's, and the upsert's rows pass only when both agree. The statement's one snapshot
+ * makes the check and the write see the same rows, so a row added inside the span since the page
+ * was read (it would be written but not counted) or one gone (counted but not there) makes it write
+ * nothing; the window is then copied by key (undefined).
+ */
+async function copyInDatabaseSpan(
+  tx: Queryable,
+  config: PgTableConfig,
+  shape: DestinationShape,
+  plan: InDatabasePlan,
+  tenantId: string,
+  keys: readonly string[],
+  span: WindowSpan,
+): Promise<{ written: number; created: number; missing: ReadonlySet<string> } | undefined> {
+  const id = `s.${quoteIdent(config.idColumn)}`;
+  const keyType = sql.raw(plan.keyType);
+  const time = config.timeColumn ? `s.${quoteIdent(config.timeColumn)}` : undefined;
+  const { first, last } = span;
+  const inSpan =
+    time && first.time !== null && last.time !== null
+      ? sql`(${sql.raw(time)}, ${sql.raw(id)}) >= (${first.time}::timestamptz, ${first.id}::text::${keyType})
+        and (${sql.raw(time)}, ${sql.raw(id)}) <= (${last.time}::timestamptz, ${last.id}::text::${keyType})`
+      : sql`${sql.raw(id)} >= ${first.id}::text::${keyType} and ${sql.raw(id)} <= ${last.id}::text::${keyType}`;
+  const table = sql.raw(quoteQualified(config.table));
+  const select = plan.expressions.map((e) => sql.raw(e));
+  const from = sql`${table} s where ${inSpan} and (select same from page)`;
+  const [row] = await tx.execute<{ same: boolean; written: number; created: number }>(sql`
+    with page as (
+      select count(*) = ${keys.length}::int
+             and coalesce(sum(hashtextextended(${sql.raw(id)}::text, 0)::numeric), 0)
+               = (select coalesce(sum(hashtextextended(x, 0)::numeric), 0) from unnest(${sql.param([...keys])}::text[]) as x)
+             as same
+        from ${table} s where ${inSpan}),
+    up as (${upsertReturning(config, shape, tenantId, select, from)})
+    select (select same from page) as same, count(*)::int as written,
+           (count(*) filter (where up.inserted))::int as created
+      from up`);
+  if (!row?.same) return undefined;
+  return { written: row.written, created: row.created, missing: new Set() };
 }

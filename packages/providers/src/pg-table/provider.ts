@@ -96,7 +96,9 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
       const path = await settle(tx);
       if (!path.plan) return copyWindow(tx, config, path.shape, columns!, tenantId, rows);
       const keys = rows.map((r) => r.sourceId);
-      return copyInDatabase(tx, config, path.shape, path.plan, tenantId, keys);
+      // The rows are in the walk's order: the window spans its first row to its last.
+      const [first, last] = [rows[0]!.data, rows[rows.length - 1]!.data];
+      return copyInDatabase(tx, config, path.shape, path.plan, tenantId, keys, { first, last });
     },
     // The row-by-row rewrite of a window that failed: the same path, one row per savepoint.
     async writeRow(tx, row, sourceId) {
