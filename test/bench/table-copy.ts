@@ -469,7 +469,7 @@ export const tableCopyScenario: Scenario = {
           slotWidth: slotWidth(ctx),
           workers: WORKERS,
           laneWidth: LANE_WIDTH,
-          pgTable: { streamed: STREAMED, inDatabase: { page: 4000, window: 2000 } },
+          pgTable: { streamed: STREAMED, inDatabase: { page: 10_000, window: 5_000 } },
           naive: { page: NAIVE_PAGE, batch: NAIVE_BATCH },
           sourceBytes: sourceTable!.bytes,
         },

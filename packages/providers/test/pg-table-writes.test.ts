@@ -216,6 +216,13 @@ describe("pg-table windows", () => {
       expect(pieces.length).toBeGreaterThan(4);
       // Only the piece carrying the one wide row is larger than a piece's size.
       expect(pieces.filter((p) => p.length > COPY_CHUNK_BYTES)).toHaveLength(1);
+      // A row written alone (the fallback rewrites a failed window row by row) takes its own size.
+      const [alone, ...more] = [
+        ...copyChunks(tuples.slice(0, 1), (t) => ({ count: 3, bytes: t.bytes, from: 2 })),
+      ];
+      expect(more).toEqual([]);
+      expect(alone!.length).toBe(19 + tuples[0]!.bytes.length + 2);
+      expect(alone!.buffer.byteLength).toBeLessThan(COPY_CHUNK_BYTES);
     } finally {
       await db.close();
     }

@@ -268,19 +268,25 @@ export function* copyChunks<T>(
   lead?: Buffer,
 ): Generator<Buffer> {
   const extra = lead?.length ?? 0;
-  let chunk = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
+  const sizeOf = ({ bytes, from }: OutTuple) => 2 + extra + bytes.length - from;
+  // What is left to send: a piece is never larger than that (a row rewritten alone takes a few
+  // hundred bytes, not a whole piece).
+  let left = HEADER.length + TRAILER.length;
+  for (const t of tuples) left += sizeOf(out(t));
+  let chunk = Buffer.allocUnsafe(Math.min(COPY_CHUNK_BYTES, left));
   let at = HEADER.copy(chunk, 0);
   for (const t of tuples) {
-    const { count, bytes, from } = out(t);
-    const size = 2 + extra + bytes.length - from;
+    const tuple = out(t);
+    const size = sizeOf(tuple);
     if (at + size > chunk.length) {
       if (at > 0) yield chunk.subarray(0, at);
-      chunk = Buffer.allocUnsafe(Math.max(COPY_CHUNK_BYTES, size));
+      chunk = Buffer.allocUnsafe(Math.max(Math.min(COPY_CHUNK_BYTES, left), size));
       at = 0;
     }
-    at = chunk.writeInt16BE(count, at);
+    at = chunk.writeInt16BE(tuple.count, at);
     if (lead) at += lead.copy(chunk, at);
-    at += bytes.copy(chunk, at, from);
+    at += tuple.bytes.copy(chunk, at, tuple.from);
+    left -= size;
   }
   if (at + TRAILER.length > chunk.length) {
     yield chunk.subarray(0, at);
