@@ -84,11 +84,16 @@ async function sourceEvents(url: string, table: string, rows: number, roomType =
   }
 }
 
-/** A claimed pg-table task of a run whose secret is `connection`, and a TaskContext for it. */
-async function slotTask(connection: string, extra: Record<string, string>) {
+/**
+ * A claimed pg-table task of a run whose secret is `connection` (a new run, or `runId`'s), and a
+ * TaskContext for it.
+ */
+async function slotTask(connection: string, extra: Record<string, string>, runId?: string) {
   const db = database.db;
   const settings = { ...SETTINGS, ...extra };
-  const [run] = await db.execute<{ id: string }>(sql`
+  const [run] = runId
+    ? [{ id: runId }]
+    : await db.execute<{ id: string }>(sql`
     insert into drover.runs (tenant_id, source, source_account, kinds, plan, source_config, status, started_at)
     values ('t-writes', 'pg-table', ${`acct-${Math.random()}`}, ${sql.param([PG_TABLE_KIND])}::text[],
             ${JSON.stringify([[PG_TABLE_KIND]])}::jsonb, ${JSON.stringify({ settings })}::jsonb, 'running', now())
@@ -571,6 +576,34 @@ describe("pg-table windows", () => {
       reason: "no longer in the source table when its window was copied",
     });
     expect(byKey()).toBe(1);
+  });
+
+  it("a run's later tasks in the process read the destination's catalog no more, until one of them fails", async () => {
+    await sourceEvents(testDb.url, "events_known", 30);
+    const settings = { table: "src.events_known" };
+    const first = await slotTask(testDb.url, settings);
+    const catalogReads = () => statements.filter((q) => q.includes("information_schema.columns")).length;
+    statements.length = 0;
+    await pgTableProvider.runTask(first.ctx);
+    expect(catalogReads()).toBe(1);
+    // Another task of the same run (the same slot again: every row is already here).
+    const second = await slotTask(testDb.url, settings, first.runId);
+    statements.length = 0;
+    await pgTableProvider.runTask(second.ctx);
+    expect(catalogReads()).toBe(0);
+    expect([first.summary, second.summary]).toMatchObject([
+      { attempted: 30, created: 30, failed: 0 },
+      { attempted: 30, alreadyHere: 30, failed: 0 },
+    ]);
+    // A task that fails (here stopped before its first page) forgets them: the retry reads again.
+    const third = await slotTask(testDb.url, settings, first.runId);
+    const stopped = new AbortController();
+    stopped.abort();
+    await expect(pgTableProvider.runTask({ ...third.ctx, signal: stopped.signal })).rejects.toThrow();
+    statements.length = 0;
+    await pgTableProvider.runTask(third.ctx);
+    expect(catalogReads()).toBe(1);
+    expect(third.summary).toMatchObject({ attempted: 30, alreadyHere: 30, failed: 0 });
   });
 
   it("an in-database window whose keys do not add up to the rows written and missing fails instead of miscounting", async () => {
