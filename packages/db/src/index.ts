@@ -11,5 +11,6 @@ export { ensureDatabase } from "./ensure-database.js";
 export { COORDINATOR_LEADERSHIP, leaderAddress } from "./leadership.js";
 export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
 export { isConnectionError, pgErrorCode } from "./pg-error.js";
+export { executePrepared } from "./prepared.js";
 export * from "./schema/index.js";
 export * from "./statuses.js";

@@ -1,4 +1,4 @@
-import type { Db, Queryable, TaskRow } from "@drover/db";
+import { type Db, executePrepared, type Queryable, type TaskRow } from "@drover/db";
 import type { TaskSeed } from "@drover/provider-sdk";
 import { type SQL, sql } from "drizzle-orm";
 import { toTaskRow } from "./task-row.js";
@@ -297,9 +297,13 @@ export async function writeCheckpoint(
   claimToken: string,
   c: Checkpoint,
 ): Promise<void> {
-  const rows = await q.execute(sql`
+  // Prepared: every window runs it (db prepared.ts).
+  const rows = await executePrepared(
+    q,
+    sql`
     with ${checkpointMoves(taskId, claimToken, c)}
-    select id from moved`);
+    select id from moved`,
+  );
   if (rows.length !== 1) throw new LostClaimError(taskId);
 }
 

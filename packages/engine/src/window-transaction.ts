@@ -1,4 +1,4 @@
-import { type Db, pgErrorCode, type Tx } from "@drover/db";
+import { type Db, executePrepared, pgErrorCode, type Tx } from "@drover/db";
 import { TransientError } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 
@@ -85,10 +85,13 @@ export async function windowTransaction<R>(
   const limit = `${deadlineMs + END_BACKEND_WAIT_MS}ms`;
   const idleLimit = `${Math.min(deadlineMs + END_BACKEND_WAIT_MS, idleMs)}ms`;
   const work = db.transaction(async (tx) => {
-    const [b] = await tx.execute<{ pid: number; xact_start: string }>(sql`
+    const [b] = await executePrepared<{ pid: number; xact_start: string }>(
+      tx,
+      sql`
       select pg_backend_pid() as pid, now()::text as xact_start,
              set_config('statement_timeout', ${limit}, true),
-             set_config('idle_in_transaction_session_timeout', ${idleLimit}, true)`);
+             set_config('idle_in_transaction_session_timeout', ${idleLimit}, true)`,
+    );
     if (b) backend = { pid: b.pid, xactStart: b.xact_start };
     return fn(tx);
   });

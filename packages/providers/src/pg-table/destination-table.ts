@@ -1,4 +1,4 @@
-import type { Queryable } from "@drover/db";
+import { executePrepared, type Queryable } from "@drover/db";
 import { PermanentError } from "@drover/provider-sdk";
 import { type SQL, sql } from "drizzle-orm";
 import { keyDestination, type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
@@ -90,7 +90,8 @@ export async function upsertWindow(
   select: readonly SQL[],
   from: SQL,
 ): Promise<Map<string, boolean>> {
-  const returned = await q.execute<{ k: string; inserted: boolean }>(
+  const returned = await executePrepared<{ k: string; inserted: boolean }>(
+    q,
     upsertReturning(config, shape, tenantId, select, from),
   );
   return new Map(returned.map((r) => [r.k, r.inserted]));
@@ -111,13 +112,16 @@ export async function upsertWindowCounted(
   from: SQL,
   keys: readonly string[],
 ): Promise<{ written: number; created: number; missing: ReadonlySet<string> }> {
-  const [row] = await q.execute<{ written: number; created: number; missing: string[] | null }>(sql`
+  const [row] = await executePrepared<{ written: number; created: number; missing: string[] | null }>(
+    q,
+    sql`
     with up as (${upsertReturning(config, shape, tenantId, select, from)})
     select count(*)::int as written, (count(*) filter (where up.inserted))::int as created,
            case when count(*) < ${keys.length}::int then
              (select coalesce(array_agg(x.k), '{}') from unnest(${sql.param([...keys])}::text[]) as x(k)
                where not exists (select 1 from up u where u.k = x.k))
            end as missing
-      from up`);
+      from up`,
+  );
   return { written: row?.written ?? 0, created: row?.created ?? 0, missing: new Set(row?.missing ?? []) };
 }
