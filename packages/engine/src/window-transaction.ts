@@ -85,21 +85,15 @@ export async function windowTransaction<R>(
   const limit = `${deadlineMs + END_BACKEND_WAIT_MS}ms`;
   const idleLimit = `${Math.min(deadlineMs + END_BACKEND_WAIT_MS, idleMs)}ms`;
   const work = db.transaction(async (tx) => {
-    // Not awaited before the window starts: the connection pipelines the window's first statement
-    // right behind it, so the limits cost no round trip of their own (a window has few: 5–40 ms of
-    // a streamed window's ~60 were spent between its statements on two busy cores), and the server
-    // still runs them first. Should they fail, that is the error the window reports.
-    const limits = executePrepared<{ pid: number; xact_start: string }>(
+    const [b] = await executePrepared<{ pid: number; xact_start: string }>(
       tx,
       sql`
       select pg_backend_pid() as pid, now()::text as xact_start,
              set_config('statement_timeout', ${limit}, true),
              set_config('idle_in_transaction_session_timeout', ${idleLimit}, true)`,
-    ).then(([b]) => {
-      if (b) backend = { pid: b.pid, xactStart: b.xact_start };
-    });
-    const [, result] = await Promise.all([limits, fn(tx)]);
-    return result;
+    );
+    if (b) backend = { pid: b.pid, xactStart: b.xact_start };
+    return fn(tx);
   });
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<typeof EXPIRED>((resolve) => {
