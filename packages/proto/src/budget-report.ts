@@ -21,6 +21,8 @@ export interface BudgetReport {
   dailyLimit?: number | undefined;
   /** Token units of granted slots that went unused (late, or taken back by a wall): an increment. */
   unused?: number | undefined;
+  /** With unused: the earliest of those slots' instants (a slot of a day already over is not given back). */
+  unusedFrom?: Date | undefined;
   /** A refusal: nothing may be sent to the account before this. */
   blockedUntil?: Date | undefined;
   spent: number;
@@ -56,6 +58,7 @@ export function budgetReportRequest(
       : {}),
     ...(report.dailyLimit !== undefined ? { dailyLimit: BigInt(report.dailyLimit) } : {}),
     ...(report.unused ? { unused: BigInt(report.unused) } : {}),
+    ...(report.unused && report.unusedFrom ? { unusedFrom: timestampFromDate(report.unusedFrom) } : {}),
     ...(report.blockedUntil ? { blockedUntil: timestampFromDate(report.blockedUntil) } : {}),
   };
 }
@@ -83,5 +86,6 @@ export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { pro
     blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,
     ...(req.dailyLimit !== undefined ? { dailyLimit: Number(req.dailyLimit) } : {}),
     ...(req.unused > 0n ? { unused: Number(req.unused) } : {}),
+    ...(req.unused > 0n && req.unusedFrom ? { unusedFrom: timestampDate(req.unusedFrom) } : {}),
   };
 }

@@ -27,8 +27,11 @@ export interface BudgetPacer {
    * slot it holds. 0 when there is none.
    */
   wallUntil?(): number;
-  /** Slots handed out that will never be used (a wall took them back, or they came too late), of calls costing `cost`. */
-  release?(count: number, cost?: number): void;
+  /**
+   * Slots handed out that will never be used (a wall took them back, or they came too late), of
+   * calls costing `cost`, the earliest at `earliestSlot`: a slot's tokens go back to its own day only.
+   */
+  release?(count: number, cost?: number, earliestSlot?: number): void;
 }
 
 /** Stays under the burst window by what the answers say is left in it and when it ends. */

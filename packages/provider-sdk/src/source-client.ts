@@ -74,13 +74,13 @@ export class SourceClient {
       const wait = at - Date.now();
       if (wait > 0) await sleep(wait, signal);
       if (at < (this.pacer.wallUntil?.() ?? 0)) {
-        this.pacer.release?.(1, cost);
+        this.pacer.release?.(1, cost, at);
         at = (await this.pacer.acquire(cost, signal, 1))[0]!;
         continue;
       }
       if (Date.now() - at <= this.pacer.graceMs) return;
       // Too late to use: the pacer hears that it went unused, and a fresh one is taken.
-      this.pacer.release?.(1, cost);
+      this.pacer.release?.(1, cost, at);
       at = (await this.pacer.acquire(cost, signal, 1))[0]!;
     }
   }

@@ -41,8 +41,13 @@ export interface BudgetOptions {
   probeAnswerMs: number;
 }
 
-/** How long a call may take to reach the source after its slot's grace, for a share's day end. */
-const SHARE_DAY_TRANSIT_MS = 50;
+/**
+ * How long a call may take to reach the source after its slot's grace, for a share's day end: a busy
+ * worker's event loop (a page parsed, a window built) can hold a call between its slot and the
+ * socket for a good part of this. 50 ms let a call sent in time land in the next day in CI. A share
+ * loses at most this much of its day's end; a real day is 24 hours.
+ */
+const SHARE_DAY_TRANSIT_MS = 250;
 
 export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
   graceMs: 40,
@@ -80,6 +85,8 @@ interface AccountState {
   /** Tokens granted to each run with a daily share on the day that ends at shareDayEndsAt. */
   runGranted: Map<string, number>;
   shareDayEndsAt: number;
+  /** When that day began: the previous day's end (0 while no day has ended under this leader). */
+  shareDayStartedAt: number;
   spentDelta: number;
   dirty: boolean;
   dailyMoved: boolean;
@@ -284,9 +291,14 @@ export class BudgetKeeper {
     }
     if (r.unused !== undefined && r.unused > 0) {
       // Granted slots that went unused: counted off the day at the grant, they are the day's again
-      // (and the run's share's); the source's next count still caps what the keeper believes.
-      if (a.dailyRemaining !== null && a.spentUntil <= now) a.dailyRemaining += r.unused;
-      if (runId && a.runGranted.has(runId))
+      // (and the run's share's); the source's next count still caps what the keeper believes. Only
+      // the day they were granted in gets them back: slots a worker found late after the reset
+      // (a parked task holds its slots across it) once lowered the new day's count of the run's
+      // share, and the run spent that much over its share of the new day.
+      this.rollShareDay(a, now);
+      const ofThisDay = (r.unusedFrom?.getTime() ?? 0) >= a.shareDayStartedAt;
+      if (ofThisDay && a.dailyRemaining !== null && a.spentUntil <= now) a.dailyRemaining += r.unused;
+      if (ofThisDay && runId && a.runGranted.has(runId))
         a.runGranted.set(runId, Math.max(0, a.runGranted.get(runId)! - r.unused));
     }
   }
@@ -354,6 +366,7 @@ export class BudgetKeeper {
   private rollShareDay(a: AccountState, now: number): void {
     if (a.shareDayEndsAt > 0 && now >= a.shareDayEndsAt) {
       a.runGranted.clear();
+      a.shareDayStartedAt = a.shareDayEndsAt;
       a.shareDayEndsAt = 0;
     }
     if (a.shareDayEndsAt === 0 && a.dailyResetAt !== null && a.dailyResetAt > now)
@@ -405,6 +418,7 @@ export class BudgetKeeper {
       probedBy: new Map(),
       runGranted: new Map(),
       shareDayEndsAt: 0,
+      shareDayStartedAt: 0,
       spentDelta: 0,
       dirty: false,
       dailyMoved: false,

@@ -268,4 +268,37 @@ describe("budget keeper", () => {
     await keeper.report("crm", "d4", { spent: 40, unused: 60 }, run);
     expect(await keeper.lease("crm", "d4", 10, 20, 0, run, "w1")).toMatchObject({ granted: 3 });
   });
+
+  it("gives the new day and the run's share nothing back for slots of the day before that a worker reports unused after the reset", async () => {
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    clock += DEFAULT_BUDGET_OPTIONS.horizonMs + 500;
+    const reset = new Date(clock + 60_000);
+    const run = await runWithShareOfDay(keeper, "d6", 0.1, reset);
+    // Yesterday: five list calls granted, the run's whole share of it.
+    const yesterday = await keeper.lease("crm", "d6", 5, 20, 0, run, "w1");
+    expect(yesterday).toMatchObject({ kind: "granted", granted: 5 });
+    if (yesterday.kind !== "granted") return;
+    // The next day, the run spends its new share whole...
+    clock = reset.getTime() + 1;
+    await keeper.report("crm", "d6", {
+      daily: { remaining: 1_000, resetAt: new Date(clock + 86_400_000) },
+      spent: 0,
+    });
+    expect(await keeper.lease("crm", "d6", 10, 20, 0, run, "w1")).toMatchObject({ granted: 5 });
+    // ...then its worker finds three of yesterday's slots late (its task was parked across the
+    // reset): their tokens were yesterday's, and give today's share nothing more.
+    await keeper.report(
+      "crm",
+      "d6",
+      { spent: 0, unused: 60, unusedFrom: new Date(yesterday.firstSlotAt) },
+      run,
+    );
+    expect(await keeper.lease("crm", "d6", 1, 20, 0, run, "w1")).toMatchObject({
+      kind: "exhausted",
+      share: true,
+    });
+    // Today's own slots reported unused still come back to today's share.
+    await keeper.report("crm", "d6", { spent: 0, unused: 40, unusedFrom: new Date(clock + 5) }, run);
+    expect(await keeper.lease("crm", "d6", 10, 20, 0, run, "w1")).toMatchObject({ granted: 2 });
+  });
 });

@@ -86,12 +86,13 @@ export class LeasedBudgetPacer implements BudgetPacer {
         signal?.throwIfAborted();
         // A slot granted before a wall went up is never handed out: nothing may go out before it.
         const usableFrom = Math.max(Date.now() - this.graceMs + 5, this.blockedUntil);
+        const earliest = pool.slots[0];
         let late = 0;
         while (pool.slots.length > 0 && pool.slots[0]! < usableFrom) {
           pool.slots.shift();
           late++;
         }
-        this.giveBack(late, cost);
+        if (late > 0) this.giveBack(late, cost, earliest!);
         if (pool.slots.length > 0) {
           out.push(pool.slots.shift()!);
           pool.demand--;
@@ -160,25 +161,33 @@ export class LeasedBudgetPacer implements BudgetPacer {
     return this.blockedUntil;
   }
 
-  /** Slots handed out that will never be used (late, or before a wall): their tokens go back. */
-  release(count: number, cost = 0): void {
-    this.giveBack(count, cost);
+  /**
+   * Slots handed out that will never be used (late, or before a wall): their tokens go back. Without
+   * the earliest slot's instant, they go back only to a day that has not ended since this process
+   * started (the keeper takes 0 for a slot of a day long over).
+   */
+  release(count: number, cost = 0, earliestSlot = 0): void {
+    this.giveBack(count, cost, earliestSlot);
   }
 
   /**
    * Counts unused slots at the cost they were leased for, for the next report: the keeper counted
-   * them off the day (and the run's share) when it granted them.
+   * them off the day (and the run's share) when it granted them, and gives them back to that day
+   * only, which is why the report says the earliest slot's instant.
    */
-  private giveBack(count: number, cost: number): void {
+  private giveBack(count: number, cost: number, earliestSlot: number): void {
     if (count <= 0 || cost <= 0) return;
     this.pending.unused = (this.pending.unused ?? 0) + count * cost;
+    const from = this.pending.unusedFrom?.getTime();
+    if (from === undefined || earliestSlot < from) this.pending.unusedFrom = new Date(earliestSlot);
   }
 
   /** Takes back every held slot before `until`, giving its tokens back. */
   private dropBefore(until: number): void {
     for (const [cost, pool] of this.pools) {
       const kept = pool.slots.filter((t) => t >= until);
-      this.giveBack(pool.slots.length - kept.length, cost);
+      if (kept.length < pool.slots.length)
+        this.giveBack(pool.slots.length - kept.length, cost, pool.slots[0]!);
       pool.slots = kept;
     }
   }
@@ -239,6 +248,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
       daily: this.pending.daily ?? p.daily,
       dailyLimit: this.pending.dailyLimit ?? p.dailyLimit,
       unused: (this.pending.unused ?? 0) + (p.unused ?? 0),
+      unusedFrom: earlier(this.pending.unusedFrom, p.unusedFrom),
       blockedUntil: this.pending.blockedUntil ?? p.blockedUntil,
       spent: this.pending.spent + p.spent,
     };
@@ -392,4 +402,9 @@ export class BudgetLeases {
   async flush(): Promise<void> {
     await Promise.allSettled([...this.pacers.values()].map((p) => p.report()));
   }
+}
+
+function earlier(a: Date | undefined, b: Date | undefined): Date | undefined {
+  if (!a || !b) return a ?? b;
+  return a.getTime() <= b.getTime() ? a : b;
 }

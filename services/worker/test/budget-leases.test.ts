@@ -217,6 +217,35 @@ describe("a spent day", () => {
     await pacer.report();
     expect(reports).toMatchObject([{ unused: 80n, runId: "run-a" }]);
   });
+
+  it("says the earliest instant of the unused slots it gives back, so only their own day gets them back", async () => {
+    const reports: { unusedFrom?: { seconds: bigint; nanos: number } }[] = [];
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...coordinator(40, 4, 200, 30),
+        reportBudget: async (req) => {
+          reports.push(req as never);
+          return {} as never;
+        },
+      },
+      account,
+      "run-a",
+    );
+    const before = Date.now();
+    const [used] = await pacer.acquire(20);
+    // The three held slots, the earliest 200 ms after the one used, are taken back by a wall.
+    pacer.wall(Date.now() + 60_000);
+    await pacer.report();
+    const from = reports[0]!.unusedFrom!;
+    const fromMs = Number(from.seconds) * 1_000 + Math.floor(from.nanos / 1e6);
+    expect(fromMs).toBe(used! + 200);
+    expect(fromMs).toBeGreaterThan(before);
+    // A slot the source client found too late says its own, earlier instant.
+    pacer.release(1, 20, used!);
+    await pacer.report();
+    const again = reports[1]!.unusedFrom!;
+    expect(Number(again.seconds) * 1_000 + Math.floor(again.nanos / 1e6)).toBe(used!);
+  });
 });
 
 describe("readings not reported yet", () => {
