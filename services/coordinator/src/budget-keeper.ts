@@ -85,8 +85,13 @@ interface AccountState {
   /** Tokens granted to each run with a daily share on the day that ends at shareDayEndsAt. */
   runGranted: Map<string, number>;
   shareDayEndsAt: number;
-  /** When that day began: the previous day's end (0 while no day has ended under this leader). */
+  /**
+   * From when unused slots are given back to that day: its start once a day ended under this leader,
+   * else when this leader loaded the account (what an earlier leader granted stays spent).
+   */
   shareDayStartedAt: number;
+  /** runGranted changed since the last write: written at the next pass, for a leader taking over. */
+  sharesMoved: boolean;
   spentDelta: number;
   dirty: boolean;
   dailyMoved: boolean;
@@ -206,7 +211,11 @@ export class BudgetKeeper {
       granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
       a.dailyRemaining -= granted * tokensPerSlot;
     }
-    if (share !== null) a.runGranted.set(runId, (a.runGranted.get(runId) ?? 0) + granted * tokensPerSlot);
+    if (share !== null) {
+      a.runGranted.set(runId, (a.runGranted.get(runId) ?? 0) + granted * tokensPerSlot);
+      a.sharesMoved = true;
+      a.dirty = true;
+    }
     a.nextSlotAt = start + granted * interval;
     grantedCounter.inc({ account }, granted);
     return {
@@ -298,26 +307,38 @@ export class BudgetKeeper {
       this.rollShareDay(a, now);
       const ofThisDay = (r.unusedFrom?.getTime() ?? 0) >= a.shareDayStartedAt;
       if (ofThisDay && a.dailyRemaining !== null && a.spentUntil <= now) a.dailyRemaining += r.unused;
-      if (ofThisDay && runId && a.runGranted.has(runId))
+      if (ofThisDay && runId && a.runGranted.has(runId)) {
         a.runGranted.set(runId, Math.max(0, a.runGranted.get(runId)! - r.unused));
+        a.sharesMoved = true;
+        a.dirty = true;
+      }
     }
   }
 
   /**
    * Writes the accounts whose state changed, at most once per persistEveryMs each, or at once
-   * when the daily counter moved (another coordinator taking over must not believe in tokens that
-   * are gone). Only this process writes the row while it leads.
+   * when the daily counter or a run's share moved (another coordinator taking over must not believe
+   * in tokens that are gone). Only this process writes the row while it leads. What was granted
+   * after the last write is lost with a leader that dies (not one that stops: it writes on its way
+   * out): at most one reaper interval of grants.
    */
   async persist(force = false): Promise<number> {
     let written = 0;
     for (const pending of this.accounts.values()) {
       const a = await pending.catch(() => undefined);
       if (!a?.dirty) continue;
-      if (!force && !a.dailyMoved && this.now() - a.persistedAt < this.options.persistEveryMs) continue;
+      if (
+        !force &&
+        !a.dailyMoved &&
+        !a.sharesMoved &&
+        this.now() - a.persistedAt < this.options.persistEveryMs
+      )
+        continue;
       const delta = a.spentDelta;
       a.spentDelta = 0;
       a.dirty = false;
       a.dailyMoved = false;
+      a.sharesMoved = false;
       a.persistedAt = this.now();
       await this.db
         .update(budgets)
@@ -331,6 +352,8 @@ export class BudgetKeeper {
               ? new Date()
               : null,
           spent: sql`${budgets.spent} + ${delta}`,
+          shareDayEndsAt: a.shareDayEndsAt > 0 ? new Date(a.shareDayEndsAt) : null,
+          shareGranted: Object.fromEntries(a.runGranted),
           updatedAt: new Date(),
         })
         .where(eq(budgets.id, a.id));
@@ -401,6 +424,9 @@ export class BudgetKeeper {
     }
     const now = this.now();
     const blocked = row!.burstResetAt?.getTime() ?? 0;
+    // The day the last leader counted shares for, if it is still today: its grants stand.
+    const shareDayEndsAt = row!.shareDayEndsAt?.getTime() ?? 0;
+    const sharesToday = shareDayEndsAt > now;
     return {
       id: row!.id,
       capacity: row!.burstCapacity,
@@ -416,9 +442,10 @@ export class BudgetKeeper {
         row!.exhaustedAt && (row!.dailyResetAt?.getTime() ?? 0) > now ? row!.dailyResetAt!.getTime() : 0,
       probeDelayMs: null,
       probedBy: new Map(),
-      runGranted: new Map(),
-      shareDayEndsAt: 0,
-      shareDayStartedAt: 0,
+      runGranted: new Map(sharesToday ? Object.entries(row!.shareGranted) : []),
+      shareDayEndsAt: sharesToday ? shareDayEndsAt : 0,
+      shareDayStartedAt: now,
+      sharesMoved: false,
       spentDelta: 0,
       dirty: false,
       dailyMoved: false,

@@ -262,11 +262,40 @@ describe("budget keeper", () => {
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
     const run = await runWithShareOfDay(keeper, "d4", 0.1, new Date(clock + 3_600_000), 200);
     clock += 1_000;
-    expect(await keeper.lease("crm", "d4", 10, 20, 0, run, "w1")).toMatchObject({ granted: 5 });
+    const granted = await keeper.lease("crm", "d4", 10, 20, 0, run, "w1");
+    expect(granted).toMatchObject({ granted: 5 });
     expect((await keeper.lease("crm", "d4", 1, 20, 0, run, "w1")).kind).toBe("exhausted");
     // Three of the five came too late to be used.
-    await keeper.report("crm", "d4", { spent: 40, unused: 60 }, run);
+    const unusedFrom = new Date((granted as { firstSlotAt: number }).firstSlotAt);
+    await keeper.report("crm", "d4", { spent: 40, unused: 60, unusedFrom }, run);
     expect(await keeper.lease("crm", "d4", 10, 20, 0, run, "w1")).toMatchObject({ granted: 3 });
+  });
+
+  it("hands a run's share of the day on to the next leader: what the last one granted stays spent", async () => {
+    const first = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    clock += DEFAULT_BUDGET_OPTIONS.horizonMs + 500;
+    const reset = new Date(clock + 3_600_000);
+    const run = await runWithShareOfDay(first, "d7", 0.1, reset);
+    expect(await first.lease("crm", "d7", 3, 20, 0, run, "w1")).toMatchObject({ granted: 3 });
+    // A share that moved is written at the next pass, without waiting for persistEveryMs.
+    expect(await first.persist()).toBe(1);
+    // The leader is gone; the next one reads the account's row.
+    clock += 5_000;
+    const next = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, now);
+    await next.report("crm", "d7", { dailyLimit: 1_000, spent: 0 });
+    clock += DEFAULT_BUDGET_OPTIONS.horizonMs + 500;
+    expect(await next.lease("crm", "d7", 10, 20, 0, run, "w1")).toMatchObject({ granted: 2 });
+    expect(await next.lease("crm", "d7", 1, 20, 0, run, "w1")).toMatchObject({
+      kind: "exhausted",
+      share: true,
+    });
+    // The day after, the share is whole again.
+    clock = reset.getTime() + 1;
+    await next.report("crm", "d7", {
+      daily: { remaining: 1_000, resetAt: new Date(clock + 86_400_000) },
+      spent: 0,
+    });
+    expect(await next.lease("crm", "d7", 10, 20, 0, run, "w1")).toMatchObject({ granted: 5 });
   });
 
   it("gives the new day and the run's share nothing back for slots of the day before that a worker reports unused after the reset", async () => {

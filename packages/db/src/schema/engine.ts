@@ -294,6 +294,12 @@ export const budgets = drover.table(
     dailyResetAt: timestamp("daily_reset_at", { withTimezone: true }),
     exhaustedAt: timestamp("exhausted_at", { withTimezone: true }),
     spent: bigint("spent", { mode: "number" }).notNull().default(0),
+    /**
+     * The day the runs' daily shares are counted for, and the tokens granted to each run (by id) on
+     * it: a leader that takes over mid-day goes on from them instead of granting every share afresh.
+     */
+    shareDayEndsAt: timestamp("share_day_ends_at", { withTimezone: true }),
+    shareGranted: jsonb("share_granted").$type<Record<string, number>>().notNull().default({}),
     ...timestamps,
   },
   (t) => [uniqueIndex("budgets_account").on(t.source, t.sourceAccount)],

@@ -1,0 +1,2 @@
+ALTER TABLE "drover"."budgets" ADD COLUMN "share_day_ends_at" timestamp with time zone;--> statement-breakpoint
+ALTER TABLE "drover"."budgets" ADD COLUMN "share_granted" jsonb DEFAULT '{}'::jsonb NOT NULL;
