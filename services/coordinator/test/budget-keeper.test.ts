@@ -42,6 +42,14 @@ async function runWithShareOfDay(
   return run!.id;
 }
 
+/** The source's first reading of a new day, at `clock`: the whole allowance, until a day later. */
+function newDay(keeper: BudgetKeeper, account: string): Promise<void> {
+  return keeper.report("crm", account, {
+    daily: { remaining: 1_000, resetAt: new Date(clock + 86_400_000) },
+    spent: 0,
+  });
+}
+
 function maxInAnyWindow(times: number[], windowMs: number): number {
   const sorted = [...times].sort((a, b) => a - b);
   let max = 0;
@@ -263,10 +271,11 @@ describe("budget keeper", () => {
     const run = await runWithShareOfDay(keeper, "d4", 0.1, new Date(clock + 3_600_000), 200);
     clock += 1_000;
     const granted = await keeper.lease("crm", "d4", 10, 20, 0, run, "w1");
-    expect(granted).toMatchObject({ granted: 5 });
+    expect(granted).toMatchObject({ kind: "granted", granted: 5 });
+    if (granted.kind !== "granted") return;
     expect((await keeper.lease("crm", "d4", 1, 20, 0, run, "w1")).kind).toBe("exhausted");
     // Three of the five came too late to be used.
-    const unusedFrom = new Date((granted as { firstSlotAt: number }).firstSlotAt);
+    const unusedFrom = new Date(granted.firstSlotAt);
     await keeper.report("crm", "d4", { spent: 40, unused: 60, unusedFrom }, run);
     expect(await keeper.lease("crm", "d4", 10, 20, 0, run, "w1")).toMatchObject({ granted: 3 });
   });
@@ -291,10 +300,7 @@ describe("budget keeper", () => {
     });
     // The day after, the share is whole again.
     clock = reset.getTime() + 1;
-    await next.report("crm", "d7", {
-      daily: { remaining: 1_000, resetAt: new Date(clock + 86_400_000) },
-      spent: 0,
-    });
+    await newDay(next, "d7");
     expect(await next.lease("crm", "d7", 10, 20, 0, run, "w1")).toMatchObject({ granted: 5 });
   });
 
@@ -309,10 +315,7 @@ describe("budget keeper", () => {
     if (yesterday.kind !== "granted") return;
     // The next day, the run spends its new share whole...
     clock = reset.getTime() + 1;
-    await keeper.report("crm", "d6", {
-      daily: { remaining: 1_000, resetAt: new Date(clock + 86_400_000) },
-      spent: 0,
-    });
+    await newDay(keeper, "d6");
     expect(await keeper.lease("crm", "d6", 10, 20, 0, run, "w1")).toMatchObject({ granted: 5 });
     // ...then its worker finds three of yesterday's slots late (its task was parked across the
     // reset): their tokens were yesterday's, and give today's share nothing more.

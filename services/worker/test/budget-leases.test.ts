@@ -1,6 +1,15 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Client, Code, RpcError, timestampFromDate, type WorkerService } from "@drover/proto";
+import {
+  type Client,
+  Code,
+  create,
+  ReportBudgetRequestSchema,
+  RpcError,
+  readBudgetReport,
+  timestampFromDate,
+  type WorkerService,
+} from "@drover/proto";
 import { RateLimitedError, type SourceAdapter, SourceClient, TransientError } from "@drover/provider-sdk";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { BudgetLeases, LeasedBudgetPacer } from "../src/budget-leases.js";
@@ -197,19 +206,25 @@ describe("a spent day", () => {
     expect(asked).toMatchObject([{ runId: "run-a", workerId: "w" }]);
   });
 
-  it("gives back the tokens of slots a wall took back or that came too late, with the next report", async () => {
-    const reports: Record<string, unknown>[] = [];
+  /** A run's pacer leased four slots 200 ms apart, and the reports it sends. */
+  function reportingPacer() {
+    const reports: Parameters<Leases["reportBudget"]>[0][] = [];
     const pacer = new LeasedBudgetPacer(
       {
         ...coordinator(40, 4, 200, 30),
         reportBudget: async (req) => {
-          reports.push(req as never);
+          reports.push(req);
           return {} as never;
         },
       },
       account,
       "run-a",
     );
+    return { pacer, reports };
+  }
+
+  it("gives back the tokens of slots a wall took back or that came too late, with the next report", async () => {
+    const { pacer, reports } = reportingPacer();
     await pacer.acquire(20);
     // Three slots are still held: a wall takes them back.
     pacer.wall(Date.now() + 60_000);
@@ -219,32 +234,19 @@ describe("a spent day", () => {
   });
 
   it("says the earliest instant of the unused slots it gives back, so only their own day gets them back", async () => {
-    const reports: { unusedFrom?: { seconds: bigint; nanos: number } }[] = [];
-    const pacer = new LeasedBudgetPacer(
-      {
-        ...coordinator(40, 4, 200, 30),
-        reportBudget: async (req) => {
-          reports.push(req as never);
-          return {} as never;
-        },
-      },
-      account,
-      "run-a",
-    );
+    const { pacer, reports } = reportingPacer();
     const before = Date.now();
     const [used] = await pacer.acquire(20);
     // The three held slots, the earliest 200 ms after the one used, are taken back by a wall.
     pacer.wall(Date.now() + 60_000);
     await pacer.report();
-    const from = reports[0]!.unusedFrom!;
-    const fromMs = Number(from.seconds) * 1_000 + Math.floor(from.nanos / 1e6);
-    expect(fromMs).toBe(used! + 200);
-    expect(fromMs).toBeGreaterThan(before);
+    const reported = (i: number) => readBudgetReport(create(ReportBudgetRequestSchema, reports[i]!));
+    expect(reported(0)).toMatchObject({ unused: 60, unusedFrom: new Date(used! + 200) });
+    expect(used! + 200).toBeGreaterThan(before);
     // A slot the source client found too late says its own, earlier instant.
     pacer.release(1, 20, used!);
     await pacer.report();
-    const again = reports[1]!.unusedFrom!;
-    expect(Number(again.seconds) * 1_000 + Math.floor(again.nanos / 1e6)).toBe(used!);
+    expect(reported(1)).toMatchObject({ unused: 20, unusedFrom: new Date(used!) });
   });
 });
 

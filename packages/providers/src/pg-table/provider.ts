@@ -65,9 +65,9 @@ export const pgTableProvider: Provider = {
 
 /**
  * What a run's tasks read of the destination (its shape, and the in-database plan), and whether
- * the run's copy path was said (COPY_PATH_FACT), kept by the first of its tasks this process runs: the catalog queries were ~15 ms of every task, ~3 % of an
- * in-database copy of hour-long slots. A task that fails forgets them, so a destination altered
- * under a run is read again by the retry.
+ * the run's copy path was said (COPY_PATH_FACT), kept by the first of its tasks this process runs:
+ * the catalog queries were ~15 ms of every task, ~3 % of an in-database copy of hour-long slots. A
+ * task that fails forgets them, so a destination altered under a run is read again by the retry.
  */
 const runPaths = new Map<string, { shape?: DestinationShape; plan?: InDatabasePlan; pathShown?: boolean }>();
 
