@@ -182,6 +182,18 @@ export class LeasedBudgetPacer implements BudgetPacer {
     if (from === undefined || earliestSlot < from) this.pending.unusedFrom = new Date(earliestSlot);
   }
 
+  /**
+   * Gives back every slot still held: the pacer is let go (its run idle for an hour) or its process
+   * stops after its tasks drained, so none will be used. Left in the pool, the keeper would count
+   * them spent for the rest of their day and grant the account (and the run's share) that much less.
+   */
+  returnHeld(): void {
+    for (const [cost, pool] of this.pools) {
+      if (pool.slots.length > 0) this.giveBack(pool.slots.length, cost, pool.slots[0]!);
+      pool.slots = [];
+    }
+  }
+
   /** Takes back every held slot before `until`, giving its tokens back. */
   private dropBefore(until: number): void {
     for (const [cost, pool] of this.pools) {
@@ -394,13 +406,19 @@ export class BudgetLeases {
     for (const [key, pacer] of this.pacers) {
       if (now - pacer.usedAt < IDLE_PACER_MS) continue;
       this.pacers.delete(key);
+      pacer.returnHeld();
       void pacer.report();
     }
   }
 
-  /** Flushes every account's unreported readings (graceful shutdown). */
+  /** Flushes every account's unreported readings and unused slots (graceful shutdown, tasks drained). */
   async flush(): Promise<void> {
-    await Promise.allSettled([...this.pacers.values()].map((p) => p.report()));
+    await Promise.allSettled(
+      [...this.pacers.values()].map((p) => {
+        p.returnHeld();
+        return p.report();
+      }),
+    );
   }
 }
 

@@ -363,6 +363,43 @@ describe("the pacers of a worker", () => {
     vi.useRealTimers();
   });
 
+  /** Leases whose reports are kept, four slots 200 ms apart per lease. */
+  function reportingLeases() {
+    const reports: Parameters<Leases["reportBudget"]>[0][] = [];
+    const leases = new BudgetLeases(
+      {
+        ...coordinator(40, 4, 200, 30),
+        reportBudget: async (req) => {
+          reports.push(req);
+          return {} as never;
+        },
+      },
+      "w",
+    );
+    const reported = () => reports.map((r) => readBudgetReport(create(ReportBudgetRequestSchema, r)));
+    return { leases, reported };
+  }
+
+  it("give back the slots they still hold when the worker stops, so the day and the run's share get them again", async () => {
+    const { leases, reported } = reportingLeases();
+    const [used] = await leases.for("crm", "acct", "run-a").acquire(20);
+    await leases.flush();
+    expect(reported()).toMatchObject([{ unused: 60, unusedFrom: new Date(used! + 200) }]);
+    // Given back once: a second flush has nothing to say.
+    await leases.flush();
+    expect(reported()).toHaveLength(1);
+  });
+
+  it("give back the slots an idle run's pacer still holds when they let it go", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const { leases, reported } = reportingLeases();
+    const [used] = await leases.for("crm", "acct", "run-done").acquire(20);
+    vi.setSystemTime(Date.now() + 70 * 60_000);
+    leases.for("crm", "acct", "run-other");
+    await vi.waitFor(() => expect(reported()).toHaveLength(1));
+    expect(reported()[0]).toMatchObject({ unused: 60, unusedFrom: new Date(used! + 200) });
+  });
+
   it("let go of a run's pacer nobody used for an hour, and keep the busy ones", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const leases = new BudgetLeases(coordinator(40), "w");
