@@ -32,6 +32,19 @@ function coordinator(graceMs: number, granted = 2, intervalMs = 10, fromMs = 30)
 
 const account = { source: "crm", sourceAccount: "acct", workerId: "w" };
 
+/** A coordinator that grants four slots 200 ms apart per lease and keeps the reports it receives. */
+function reportingCoordinator() {
+  const reports: Parameters<Leases["reportBudget"]>[0][] = [];
+  const client: Leases = {
+    ...coordinator(40, 4, 200, 30),
+    reportBudget: async (req) => {
+      reports.push(req);
+      return {} as never;
+    },
+  };
+  return { client, reports };
+}
+
 describe("a leased budget's grace", () => {
   it("is the one the coordinator's lease carries", async () => {
     const pacer = new LeasedBudgetPacer(coordinator(250), account);
@@ -208,19 +221,8 @@ describe("a spent day", () => {
 
   /** A run's pacer leased four slots 200 ms apart, and the reports it sends. */
   function reportingPacer() {
-    const reports: Parameters<Leases["reportBudget"]>[0][] = [];
-    const pacer = new LeasedBudgetPacer(
-      {
-        ...coordinator(40, 4, 200, 30),
-        reportBudget: async (req) => {
-          reports.push(req);
-          return {} as never;
-        },
-      },
-      account,
-      "run-a",
-    );
-    return { pacer, reports };
+    const { client, reports } = reportingCoordinator();
+    return { pacer: new LeasedBudgetPacer(client, account, "run-a"), reports };
   }
 
   it("gives back the tokens of slots a wall took back or that came too late, with the next report", async () => {
@@ -363,21 +365,11 @@ describe("the pacers of a worker", () => {
     vi.useRealTimers();
   });
 
-  /** Leases whose reports are kept, four slots 200 ms apart per lease. */
+  /** A worker's pacers, leased four slots 200 ms apart each time, and the reports they send, read. */
   function reportingLeases() {
-    const reports: Parameters<Leases["reportBudget"]>[0][] = [];
-    const leases = new BudgetLeases(
-      {
-        ...coordinator(40, 4, 200, 30),
-        reportBudget: async (req) => {
-          reports.push(req);
-          return {} as never;
-        },
-      },
-      "w",
-    );
+    const { client, reports } = reportingCoordinator();
     const reported = () => reports.map((r) => readBudgetReport(create(ReportBudgetRequestSchema, r)));
-    return { leases, reported };
+    return { leases: new BudgetLeases(client, "w"), reported };
   }
 
   it("give back the slots they still hold when the worker stops, so the day and the run's share get them again", async () => {
