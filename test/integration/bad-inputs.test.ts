@@ -225,6 +225,30 @@ const INVALID_CALLS: Case[] = [
     code: Code.INVALID_ARGUMENT,
     message: /dailyReset must be an IANA time zone \(e\.g\. Europe\/Berlin\) or "probe", got "Mars\/Olympus"/,
   },
+  {
+    name: "StartRun, a pg-table run into a destination table that does not exist",
+    call: (client) =>
+      client.startRun({
+        tenantId: tenant("bad"),
+        source: "pg-table",
+        sourceAccount: "tables",
+        kinds: [],
+        sourceConfig: {
+          baseUrl: "",
+          apiToken: c.testDb.url,
+          settings: {
+            table: "public.room_events",
+            destination: "app.no_such_table",
+            tenantColumn: "tenant_id",
+            mapping: "id=id,data=data",
+            from: "2024-01-01T00:00:00Z",
+            to: "2024-01-02T00:00:00Z",
+          },
+        },
+      }),
+    code: Code.INVALID_ARGUMENT,
+    message: /^source_config: destination table app\.no_such_table does not exist/,
+  },
   // Run ids: malformed, and well-formed but unknown, on every RPC that takes one.
   ...(["getRun", "stopRun", "resumeRun", "retryRun", "verifyRun", "listNotes"] as const).flatMap(
     (rpc): Case[] => [

@@ -1,7 +1,7 @@
 import { type Db, LIVE_RUN_STATUSES, pgErrorCode, type RunRow, runs } from "@drover/db";
 import { admitRun, type NewRun } from "@drover/engine";
 import { Code, RpcError } from "@drover/proto";
-import type { Provider } from "@drover/provider-sdk";
+import { PermanentError, type Provider } from "@drover/provider-sdk";
 import { and, eq, inArray } from "drizzle-orm";
 
 /**
@@ -9,13 +9,19 @@ import { and, eq, inArray } from "drizzle-orm";
  * tenant and source account is enforced by a partial unique index, so two coordinators admitting
  * at the same instant cannot both win; the loser answers ALREADY_EXISTS naming the run that holds
  * the slot. A dry run writes nothing and is left out of the index: it never holds the slot, and a
- * real run of the same tenant and source starts beside it.
+ * real run of the same tenant and source starts beside it. A run its provider cannot seed as
+ * configured answers INVALID_ARGUMENT with the provider's reason.
  */
 export async function admit(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
   try {
     return await admitRun(db, provider, input);
   } catch (err) {
     if (pgErrorCode(err) === "23505") throw await conflict(db, input);
+    // The provider's seeding refused the run as configured (a destination table that does not
+    // exist, or lacks a mapped column or its unique key): the caller's to fix, and nothing was
+    // written (one transaction). Left to the default mapping it reached the caller as INTERNAL.
+    if (err instanceof PermanentError)
+      throw new RpcError(Code.INVALID_ARGUMENT, `source_config: ${err.message}`);
     throw err;
   }
 }
