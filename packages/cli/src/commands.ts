@@ -48,7 +48,8 @@ export class UsageError extends Error {}
 
 export const USAGE = `usage: drover <command> [options]            (global: --address host:port, --token T, --json)
 
-  start    --tenant T --source crm --account A --base-url URL [--api-token T] [--kinds a,b] [--setting k=v ...]
+  start    --tenant T --source crm --account A [--api-token T] [--kinds a,b] [--setting k=v ...]
+           [--base-url URL]    the source's API address (crm: required; pg-table: none, the token is its connection)
            [--daily-share F]   the share of the account's daily budget the run may spend per day (0 < F <= 1)
            [--follow [--follow-interval S]]   after the import, a catch-up pass every S seconds (300) until complete
            [--dry-run]         walk the source and write nothing; \`status\` then says what a real run would do and cost
@@ -170,7 +171,8 @@ export async function runCommand(
         sourceAccount: need(flags, "account"),
         kinds: typeof flags.kinds === "string" ? flags.kinds.split(",").filter(Boolean) : [],
         sourceConfig: {
-          baseUrl: need(flags, "base-url"),
+          // Only some sources have an API address (crm does, pg-table does not): the source says.
+          baseUrl: (flags["base-url"] as string | undefined) ?? "",
           apiToken: (flags["api-token"] as string | undefined) ?? env.DROVER_SOURCE_TOKEN ?? "",
           settings,
         },

@@ -304,11 +304,15 @@ export function followLines(run: Run): string[] {
 
 /**
  * The run's verification as `status` shows it: the result and its table once there is one; for a
- * finished run without one yet, that it is coming; nothing while the run goes.
+ * finished run without one yet, that it is coming (never for a dry run or a revert, which are not
+ * verified); nothing while the run goes.
  */
 export function verificationSummary(run: Run, options: { width?: number } = {}): string[] {
   const v = run.verification;
   if (!v) {
+    // Neither wrote what verification compares: a dry run wrote nothing, a revert removed rows.
+    if (run.dryRun) return ["", "verification: none (a dry run writes nothing to verify)"];
+    if (run.revert?.reverts) return ["", "verification: none (a revert run is not verified)"];
     if (run.status === RunStatus.STOPPED)
       return ["", "verification: none (a stopped run is verified on demand: drover verify RUN_ID)"];
     return isTerminal(run.status)

@@ -339,6 +339,18 @@ describe("cli rendering", () => {
     expect(runSummary(run)).not.toContain("verification");
   });
 
+  it("never promises a verification to a finished dry run or revert run, which are not verified", () => {
+    const dry = create(RunSchema, { ...base, status: RunStatus.SUCCEEDED, dryRun: true });
+    expect(runSummary(dry)).toContain("verification: none (a dry run writes nothing to verify)");
+    const revert = create(RunSchema, {
+      ...base,
+      status: RunStatus.SUCCEEDED,
+      revert: { reverts: "00000000-0000-4000-8000-000000000001" },
+    });
+    expect(runSummary(revert)).toContain("verification: none (a revert run is not verified)");
+    expect(runSummary(revert)).not.toContain("not done yet");
+  });
+
   it("formats durations for people", () => {
     expect([formatDuration(42), formatDuration(125), formatDuration(7_300)]).toEqual([
       "42s",

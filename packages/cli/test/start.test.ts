@@ -43,6 +43,15 @@ describe("drover start --daily-share", () => {
   });
 });
 
+describe("drover start --base-url", () => {
+  it("is not asked of a source without an API address, such as pg-table", async () => {
+    const { asked, client } = recordingClient();
+    const table = ["--tenant", "acme", "--source", "pg-table", "--account", "src-db", "--setting", "table=t"];
+    expect(await runCommand("start", table, client, io, {})).toBe(0);
+    expect(asked).toMatchObject([{ source: "pg-table", sourceConfig: { baseUrl: "" } }]);
+  });
+});
+
 describe("drover start --follow", () => {
   it("asks for a run that follows the source, with its interval", async () => {
     const { asked, client } = recordingClient();
