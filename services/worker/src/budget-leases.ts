@@ -188,10 +188,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
    * them spent for the rest of their day and grant the account (and the run's share) that much less.
    */
   returnHeld(): void {
-    for (const [cost, pool] of this.pools) {
-      if (pool.slots.length > 0) this.giveBack(pool.slots.length, cost, pool.slots[0]!);
-      pool.slots = [];
-    }
+    this.dropBefore(Number.POSITIVE_INFINITY);
   }
 
   /** Takes back every held slot before `until`, giving its tokens back. */
