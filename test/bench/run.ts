@@ -13,6 +13,7 @@ import { ledgerGrowthScenario } from "./ledger-growth.js";
 import { parallelFetchScenario } from "./parallel-fetch.js";
 import { rerunScenario } from "./rerun.js";
 import { rework5xxScenario } from "./rework-5xx.js";
+import { spreadOf } from "./rounds.js";
 import { QUICK_SCALE, type Scenario, type ScenarioResult, scenarioContext } from "./scenario.js";
 import { smallRunScenario } from "./small-run.js";
 import { tableCopyScenario } from "./table-copy.js";
@@ -342,7 +343,11 @@ async function main(): Promise<number> {
   }
 
   const figures: Record<string, number> = {};
-  for (const r of results.values()) Object.assign(figures, r.figures);
+  const rounds: Record<string, readonly number[]> = {};
+  for (const r of results.values()) {
+    Object.assign(figures, r.figures);
+    Object.assign(rounds, r.rounds);
+  }
   const budgetRuns = [...results.entries()].filter(([n]) => n.startsWith("budget_w")).map(([, r]) => r);
   Object.assign(figures, budgetAggregates(budgetRuns));
 
@@ -362,7 +367,9 @@ async function main(): Promise<number> {
       : REPORT_ONLY.has(name)
         ? "  # report-only"
         : "  # neither a goal nor report-only: declare it in run.ts";
-    process.stdout.write(`${name}: ${format(name, figures[name]!)}${note}\n`);
+    process.stdout.write(
+      `${name}: ${format(name, figures[name]!)}${spreadOf(rounds[name], (v) => format(name, v))}${note}\n`,
+    );
   }
   // A goal whose scenario crashed is said to be unmeasured rather than left out of the list.
   const unmeasured = GOALS.filter(
@@ -399,6 +406,7 @@ async function main(): Promise<number> {
     scale: ctx.scale,
     machine: { cpus: availableParallelism(), node: process.version, platform: process.platform },
     figures,
+    rounds,
     goals,
     unmeasured: unmeasured.map((g) => g.figure),
     problems,

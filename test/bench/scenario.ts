@@ -6,6 +6,11 @@ export interface ScenarioResult {
   settings: Record<string, unknown>;
   /** Raw measurements behind the figures. */
   details: Record<string, unknown>;
+  /**
+   * A figure measured in rounds: each round's value, the figure being their median. The runner
+   * prints their spread beside the figure, so a reader sees how far one round could be trusted.
+   */
+  rounds?: Record<string, readonly number[]>;
 }
 
 /**

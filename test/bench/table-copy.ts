@@ -9,6 +9,7 @@ import {
 } from "@drover/local-cluster";
 import { openBenchCluster, untilVerified } from "./harness.js";
 import { machineCpu, machineCpuSince, postgresCpu, TICK, ticks } from "./process-cpu.js";
+import { median, ratiosByRound, roundOrder } from "./rounds.js";
 import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 import { walkWindows } from "./window-walk.js";
 
@@ -99,15 +100,17 @@ function tableOrder(): "arrival" | "random" {
 }
 
 /**
- * Rounds of the timed contenders (BENCH_TABLE_ROUNDS; 2, or 1 under --quick): the pipe, the windows
- * by hand and Drover streamed take turns, then Drover in the database and INSERT … SELECT, and
- * each figure compares each contender's fastest round. On a shared VM one round of the same
- * contender took 12 s and the next 19 (steal time of 2–13 %, a checkpoint landing in one round and
- * not the other), so a single round compares a contender's luck with another's; the fastest of a
- * contender's rounds is its speed on a quiet machine. Every round's time is in the JSON.
+ * Rounds of the timed contenders (BENCH_TABLE_ROUNDS; 3, or 1 under --quick). On a shared VM one
+ * round of the same contender took 12 s and the next 19 (steal time of 2–13 %, a checkpoint landing
+ * in one round and not the other), so one round compares a contender's luck with another's, and so
+ * does each contender's fastest round (the figure until 2026-12-07): a lucky round of one side beside
+ * an ordinary round of the other. Each round runs every streamed contender once, in an order that
+ * turns by one each round (whoever ran first, warm caches or a checkpoint, runs last next time), and
+ * the in-database pair alternates the same way; each ratio is taken within a round, and the figure
+ * is the median of the rounds' ratios, their spread printed beside it (rounds.ts).
  */
 function tableRounds(ctx: ScenarioContext): number {
-  return rowsSetting("BENCH_TABLE_ROUNDS", ctx.quick ? 1 : 2);
+  return rowsSetting("BENCH_TABLE_ROUNDS", ctx.quick ? 1 : 3);
 }
 
 /** BENCH_TABLE_RSS_ROWS if set, else the table's own rows: the memory run streams what is there. */
@@ -231,9 +234,7 @@ export const tableCopyScenario: Scenario = {
       // One round of the streamed contenders: the pipe, the windows by hand, then Drover (defined
       // below, once the cluster's run helper is); its seconds each.
       const pipeRound = async (round: number) => {
-        log(
-          `round ${round + 1}: the pipe, binary COPY out of the source database into an empty table shaped as the destination`,
-        );
+        log("the pipe, binary COPY out of the source database into an empty table shaped as the destination");
         await sql`truncate bench_copy.pipe_events`;
         await sql`checkpoint`;
         const pipe = await copyPipe(source!.sql, sql, "bench_source.room_events", "bench_copy.pipe_events");
@@ -331,13 +332,6 @@ export const tableCopyScenario: Scenario = {
         };
         return { seconds, path: path?.value, diagnostics };
       };
-      const pipeSeconds: number[] = [await pipeRound(0)];
-      // The in-database contenders' source, in the source's order and as long-lived as it: the
-      // first pipe's rows, copied untimed.
-      await sql`insert into bench_source.room_events (id, room_id, data) select id, room_id, data from bench_copy.pipe_events`;
-      await sql`vacuum (analyze) bench_source.room_events`;
-      const walkSeconds: number[] = [await walkRound()];
-
       const streamedRound = async (round: number) => {
         log("Drover, streamed from the source database");
         const run = await droverRun(`bench-streamed-${round + 1}`, source!.url, total);
@@ -345,11 +339,29 @@ export const tableCopyScenario: Scenario = {
         log(`Drover streamed: ${run.seconds.toFixed(1)} s`);
         return run;
       };
-      const streamedRuns = [await streamedRound(0)];
-      for (let round = 1; round < rounds; round++) {
-        pipeSeconds.push(await pipeRound(round));
-        walkSeconds.push(await walkRound());
-        streamedRuns.push(await streamedRound(round));
+      const pipeSeconds: number[] = [];
+      const walkSeconds: number[] = [];
+      const streamedRuns: Awaited<ReturnType<typeof droverRun>>[] = [];
+      const contenders = {
+        pipe: async (round: number) => {
+          pipeSeconds.push(await pipeRound(round));
+          if (round > 0) return;
+          // The in-database contenders' source, in the source's order and as long-lived as it: the
+          // first pipe's rows, copied untimed.
+          await sql`insert into bench_source.room_events (id, room_id, data) select id, room_id, data from bench_copy.pipe_events`;
+          await sql`vacuum (analyze) bench_source.room_events`;
+        },
+        walk: async () => {
+          walkSeconds.push(await walkRound());
+        },
+        streamed: async (round: number) => {
+          streamedRuns.push(await streamedRound(round));
+        },
+      };
+      for (let round = 0; round < rounds; round++) {
+        const order = roundOrder(["pipe", "walk", "streamed"] as const, round);
+        log(`round ${round + 1} of ${rounds}: ${order.join(", ")}`);
+        for (const contender of order) await contenders[contender](round);
       }
       await sql`drop table bench_copy.pipe_events, bench_copy.walk_events`;
 
@@ -357,27 +369,36 @@ export const tableCopyScenario: Scenario = {
       // INSERT … SELECT … ON CONFLICT, the server copying its own table (the cluster idle meanwhile).
       const inDatabaseRuns: Awaited<ReturnType<typeof droverRun>>[] = [];
       const ceilingSeconds: number[] = [];
+      const inDatabase = {
+        drover: async (round: number) => {
+          log(`Drover, in-database copy (the source table in the product database)`);
+          const run = await droverRun(`bench-drover-${round + 1}`, bench.testDb.url, total);
+          if (run.path !== "in-database") throw new Error(`the in-database run went ${run.path}`);
+          log(`Drover in-database: ${run.seconds.toFixed(1)} s`);
+          inDatabaseRuns.push(run);
+        },
+        ceiling: async () => {
+          log("INSERT … SELECT … ON CONFLICT");
+          await sql`truncate bench_copy.ceiling_events`;
+          await sql`checkpoint`;
+          const c0 = performance.now();
+          const [ceilingRows] = await sql<{ n: number }[]>`
+            with copied as (
+              insert into bench_copy.ceiling_events (tenant_id, id, room_id, data)
+              select 'bench-ceiling', id, room_id, data from bench_source.room_events
+              on conflict (tenant_id, id) do update set room_id = excluded.room_id, data = excluded.data
+              returning 1)
+            select count(*)::int as n from copied`;
+          if (ceilingRows!.n !== total)
+            throw new Error(`INSERT … SELECT copied ${ceilingRows!.n} of ${total} rows`);
+          ceilingSeconds.push((performance.now() - c0) / 1000);
+          log(`INSERT … SELECT: ${ceilingSeconds.at(-1)!.toFixed(1)} s`);
+        },
+      };
       for (let round = 0; round < rounds; round++) {
-        log(`round ${round + 1}: Drover, in-database copy (the source table in the product database)`);
-        const run = await droverRun(`bench-drover-${round + 1}`, bench.testDb.url, total);
-        if (run.path !== "in-database") throw new Error(`the in-database run went ${run.path}`);
-        log(`Drover in-database: ${run.seconds.toFixed(1)} s`);
-        inDatabaseRuns.push(run);
-        log("INSERT … SELECT … ON CONFLICT");
-        await sql`truncate bench_copy.ceiling_events`;
-        await sql`checkpoint`;
-        const c0 = performance.now();
-        const [ceilingRows] = await sql<{ n: number }[]>`
-          with copied as (
-            insert into bench_copy.ceiling_events (tenant_id, id, room_id, data)
-            select 'bench-ceiling', id, room_id, data from bench_source.room_events
-            on conflict (tenant_id, id) do update set room_id = excluded.room_id, data = excluded.data
-            returning 1)
-          select count(*)::int as n from copied`;
-        if (ceilingRows!.n !== total)
-          throw new Error(`INSERT … SELECT copied ${ceilingRows!.n} of ${total} rows`);
-        ceilingSeconds.push((performance.now() - c0) / 1000);
-        log(`INSERT … SELECT: ${ceilingSeconds[round]!.toFixed(1)} s`);
+        const order = roundOrder(["drover", "ceiling"] as const, round);
+        log(`in-database round ${round + 1} of ${rounds}: ${order.join(", ")}`);
+        for (const contender of order) await inDatabase[contender](round);
       }
 
       // Memory: a fresh worker alone (its VmHWM is its whole life's peak), the others stopped, the
@@ -435,31 +456,43 @@ export const tableCopyScenario: Scenario = {
       log(`naive: ${naive.seconds.toFixed(1)} s`);
       await sql`checkpoint`;
 
-      // Each contender's fastest round (tableRounds).
-      const fastest = <T>(runs: readonly T[], seconds: (r: T) => number): T =>
-        runs.reduce((best, r) => (seconds(r) < seconds(best) ? r : best));
-      const inDatabase = fastest(inDatabaseRuns, (r) => r.seconds);
-      const streamed = fastest(streamedRuns, (r) => r.seconds);
-      const pipe = { rows: total, seconds: Math.min(...pipeSeconds) };
-      const drover = total / inDatabase.seconds;
-      const streamedRate = total / streamed.seconds;
+      // Rates from each contender's median round, ratios within each round, the figures the median
+      // of the rounds' ratios (tableRounds).
+      const streamedSeconds = streamedRuns.map((r) => r.seconds);
+      const inDatabaseSeconds = inDatabaseRuns.map((r) => r.seconds);
+      const ratios = {
+        table_vs_insert_select: ratiosByRound(inDatabaseSeconds, ceilingSeconds),
+        table_streamed_vs_copy_pipe: ratiosByRound(streamedSeconds, pipeSeconds),
+        table_windows_vs_copy_pipe: ratiosByRound(walkSeconds, pipeSeconds),
+        table_streamed_vs_windows: ratiosByRound(streamedSeconds, walkSeconds),
+      };
+      const medianRun = <T extends { seconds: number }>(runs: readonly T[]): T => {
+        const m = median(runs.map((r) => r.seconds));
+        return runs.reduce((best, r) => (Math.abs(r.seconds - m) < Math.abs(best.seconds - m) ? r : best));
+      };
+      const inDatabaseRun = medianRun(inDatabaseRuns);
+      const streamed = medianRun(streamedRuns);
+      const pipe = { rows: total, seconds: median(pipeSeconds) };
+      const drover = total / median(inDatabaseSeconds);
+      const streamedRate = total / median(streamedSeconds);
       const pipeRate = total / pipe.seconds;
-      const walkRate = total / Math.min(...walkSeconds);
+      const walkRate = total / median(walkSeconds);
       const naiveRate = naive.rows / naive.seconds;
-      const ceiling = total / Math.min(...ceilingSeconds);
+      const ceiling = total / median(ceilingSeconds);
       return {
         figures: {
           table_rows_per_s: drover,
           table_vs_naive: drover / naiveRate,
-          table_vs_insert_select: drover / ceiling,
+          table_vs_insert_select: median(ratios.table_vs_insert_select),
           table_streamed_rows_per_s: streamedRate,
           table_streamed_vs_naive: streamedRate / naiveRate,
           copy_pipe_rows_per_s: pipeRate,
-          table_streamed_vs_copy_pipe: streamedRate / pipeRate,
-          table_windows_vs_copy_pipe: walkRate / pipeRate,
-          table_streamed_vs_windows: streamedRate / walkRate,
+          table_streamed_vs_copy_pipe: median(ratios.table_streamed_vs_copy_pipe),
+          table_windows_vs_copy_pipe: median(ratios.table_windows_vs_copy_pipe),
+          table_streamed_vs_windows: median(ratios.table_streamed_vs_windows),
           table_worker_rss_mb: rssMb,
         },
+        rounds: ratios,
         settings: {
           rows,
           order: tableOrder(),
@@ -478,24 +511,24 @@ export const tableCopyScenario: Scenario = {
           pipe: { ...pipe, rowsPerSecond: pipeRate, roundSeconds: pipeSeconds },
           windowsByHand: {
             rows: total,
-            seconds: Math.min(...walkSeconds),
+            seconds: median(walkSeconds),
             rowsPerSecond: walkRate,
             lanes,
             roundSeconds: walkSeconds,
           },
           drover: {
             rows: total,
-            seconds: inDatabase.seconds,
-            roundSeconds: inDatabaseRuns.map((r) => r.seconds),
+            seconds: median(inDatabaseSeconds),
+            roundSeconds: inDatabaseSeconds,
             rowsPerSecond: drover,
-            diagnostics: inDatabase.diagnostics,
+            diagnostics: inDatabaseRun.diagnostics,
             logs: bench.cluster.logDir,
           },
           droverStreamed: {
             rows: total,
-            seconds: streamed.seconds,
+            seconds: median(streamedSeconds),
             rowsPerSecond: streamedRate,
-            roundSeconds: streamedRuns.map((r) => r.seconds),
+            roundSeconds: streamedSeconds,
             diagnostics: streamed.diagnostics,
           },
           memory: {
@@ -510,7 +543,7 @@ export const tableCopyScenario: Scenario = {
           naive: { ...naive, rowsPerSecond: naiveRate },
           insertSelect: {
             rows: total,
-            seconds: Math.min(...ceilingSeconds),
+            seconds: median(ceilingSeconds),
             rowsPerSecond: ceiling,
             roundSeconds: ceilingSeconds,
           },
