@@ -231,9 +231,9 @@ export const tableCopyScenario: Scenario = {
       await source.sql`select count(*), sum(length(data::text)) from bench_source.room_events`;
 
       const lanes = WORKERS * LANE_WIDTH;
-      // One round of the streamed contenders: the pipe, the windows by hand, then Drover (defined
-      // below, once the cluster's run helper is); its seconds each.
-      const pipeRound = async (round: number) => {
+      // The streamed contenders, each timed on its own: the pipe, the windows by hand, then Drover
+      // (defined below, once the cluster's run helper is); their seconds each.
+      const pipeRound = async () => {
         log("the pipe, binary COPY out of the source database into an empty table shaped as the destination");
         await sql`truncate bench_copy.pipe_events`;
         await sql`checkpoint`;
@@ -344,7 +344,7 @@ export const tableCopyScenario: Scenario = {
       const streamedRuns: Awaited<ReturnType<typeof droverRun>>[] = [];
       const contenders = {
         pipe: async (round: number) => {
-          pipeSeconds.push(await pipeRound(round));
+          pipeSeconds.push(await pipeRound());
           if (round > 0) return;
           // The in-database contenders' source, in the source's order and as long-lived as it: the
           // first pipe's rows, copied untimed.

@@ -115,6 +115,7 @@ export {
 export {
   addSummary,
   BATCH_WINDOW_SIZE,
+  DESTINATION_PROBE_MS,
   emptySummary,
   MAX_SAVEPOINTS_PER_TRANSACTION,
   SavepointLimitError,

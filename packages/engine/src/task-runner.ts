@@ -5,6 +5,7 @@ import { resolveParents } from "@drover/ledger";
 import {
   type BudgetPacer,
   classifyError,
+  DestinationSchemaError,
   describeError,
   FIRST_PROBE_MS,
   PermanentError,
@@ -22,6 +23,7 @@ import { Attr, withAttributes } from "@drover/telemetry";
 import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
+import { appendNoteOnce } from "./notes.js";
 import { runRevertTask } from "./revert.js";
 import { readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
@@ -65,6 +67,8 @@ export interface TaskRunnerDeps {
   stopPollMs?: number;
   /** How long one window's transaction may take before the attempt fails transiently (WINDOW_DEADLINE_MS). */
   windowDeadlineMs?: number;
+  /** How long a run waits after the destination's schema refused its rows (DESTINATION_PROBE_MS). */
+  destinationProbeMs?: number;
   /** Records a revert task removes per window (REVERT_WINDOW_SIZE). */
   revertWindowSize?: number;
   /** The source account's shared budget, when the worker leases one. */
@@ -229,6 +233,7 @@ export async function runAssignment(
     stopRequested: interrupted,
     ledger: provider.ledger ?? "per-row",
     windowDeadlineMs: deps.windowDeadlineMs,
+    destinationProbeMs: deps.destinationProbeMs,
   };
   const ctx: TaskContext = {
     run: runInfo,
@@ -381,7 +386,7 @@ export async function runAssignment(
 
 async function endFailedAttempt(
   deps: TaskRunnerDeps,
-  task: { id: number; attempts: number },
+  task: { id: number; attempts: number; kind: string },
   claimToken: string,
   err: unknown,
   shutdown: AbortSignal,
@@ -403,8 +408,16 @@ async function endFailedAttempt(
     const retryAt = err instanceof RateLimitedError ? err.retryAt : new Date(knownWall(deps, run));
     const parked = await parkTask(db, task.id, claimToken, retryAt, error);
     // The wall is the account's, not this task's: its pending siblings wait too instead of each
-    // hitting it (only the run's own, when it is the run's spent daily share).
+    // hitting it (only the run's own, when it is the run's spent daily share or its destination).
     await parkSiblings(db, run, retryAt, err instanceof RateLimitedError ? err.scope : "account");
+    // Said once for the run, not once per row or per parked attempt: the same words every time.
+    if (err instanceof DestinationSchemaError)
+      await appendNoteOnce(db, run.id, task.id, {
+        level: "warn",
+        kind: task.kind,
+        subjectId: null,
+        reason: error,
+      });
     return parked ? { status: "parked", error } : { status: "lost" };
   }
   if (cls === "transient" && task.attempts < deps.maxAttempts) {

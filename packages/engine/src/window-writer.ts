@@ -3,7 +3,9 @@ import { claimLedgerSlot, claimLedgerSlots, heldSlots, type LedgerSlotClaim } fr
 import {
   type BatchWriter,
   classifyError,
+  DestinationSchemaError,
   describeError,
+  destinationSchemaFault,
   type HeldSlot,
   isRowErrorInfo,
   type LedgerMode,
@@ -46,6 +48,13 @@ export const WINDOW_SIZE = 25;
 export const BATCH_WINDOW_SIZE = 500;
 /** Postgres's per-backend subtransaction cache (PGPROC_MAX_CACHED_SUBXIDS). Never go past it. */
 export const MAX_SAVEPOINTS_PER_TRANSACTION = 64;
+
+/**
+ * How long a run waits after the destination's schema refused a window before trying one again:
+ * long enough that a product's migration has time to finish, short enough that a fixed schema
+ * costs the run little (an operator's resume brings it forward).
+ */
+export const DESTINATION_PROBE_MS = 30_000;
 
 /** Thrown inside a row's savepoint to undo our own write when the ledger slot is already taken. */
 class AlreadyHere extends Error {}
@@ -104,6 +113,11 @@ export interface WindowWriterDeps {
   savepointLimit?: number;
   /** How long one window's transaction may take; WINDOW_DEADLINE_MS when absent (tests lower it). */
   windowDeadlineMs?: number;
+  /**
+   * How long the run waits before its parked task tries a window again after the destination's
+   * schema refused one (DestinationSchemaError); DESTINATION_PROBE_MS when absent.
+   */
+  destinationProbeMs?: number;
   /**
    * The source requests and tokens the task spent since the last call, added to its stats with the
    * next checkpoint (`source_requests`, `source_tokens`): what a dry run reports the run will cost.
@@ -721,6 +735,12 @@ async function writePerRowWindow<T>(
             if (err instanceof AlreadyHere) {
               tally.summary.alreadyHere++;
               continue;
+            }
+            // A schema that no longer takes the rows fails none of them: the run parks, and says so once.
+            const fault = destinationSchemaFault(err);
+            if (fault) {
+              const probeMs = deps.destinationProbeMs ?? DESTINATION_PROBE_MS;
+              throw new DestinationSchemaError(fault, new Date(Date.now() + probeMs), { cause: err });
             }
             if (classifyError(err) !== "row") throw err;
             noteRowError(tally, task.kind, row.sourceId, describeError(err));

@@ -52,6 +52,103 @@ export class RateLimitedError extends DroverError {
   }
 }
 
+/**
+ * The destination's schema no longer takes what the writer writes: a column it writes or its table
+ * is gone (renamed, dropped), or the table gained a NOT NULL column without a default that the
+ * statement does not set. Every row would fail the same way, so no row is failed for it: the run's
+ * tasks park until `retryAt` without spending an attempt, the run says why once (`describe`), and
+ * the parked task's next attempt is the probe: its first window that commits resumes the run by
+ * itself once the product's schema is right again.
+ * It is a wall like a rate limit's, the run's own: the destination, not the source, says "not yet".
+ */
+export class DestinationSchemaError extends RateLimitedError {
+  constructor(
+    readonly fault: DestinationSchemaFault,
+    retryAt: Date,
+    options?: { cause?: unknown },
+  ) {
+    super(describeSchemaFault(fault), retryAt, { ...options, scope: "run" });
+  }
+}
+
+export interface DestinationSchemaFault {
+  sqlstate: string;
+  /** As the server names it (schema-qualified when it says the schema); undefined when it does not say. */
+  table?: string | undefined;
+  column?: string | undefined;
+  /** The server's own words. */
+  message: string;
+}
+
+/** One line naming the table, the column and the SQLSTATE, and what to do. */
+export function describeSchemaFault(f: DestinationSchemaFault): string {
+  const where = [f.table && `table ${f.table}`, f.column && `column ${f.column}`].filter(Boolean).join(", ");
+  return `the destination's schema does not take the rows (${where ? `${where}: ` : ""}${f.message}, SQLSTATE ${f.sqlstate}); no row is failed for it: the run waits and tries again until a write succeeds`;
+}
+
+/**
+ * SQLSTATEs that say the statement no longer fits the table, whatever the row: undefined_table
+ * (renamed or dropped) and undefined_column (a column the writer writes was renamed or dropped).
+ */
+const SCHEMA_SQLSTATES = new Set(["42P01", "42703"]);
+
+/**
+ * A write's failure that is the destination's schema's fault rather than the row's, or undefined.
+ * A NOT NULL violation (23502) is usually a row's (a required value missing in the source), but not
+ * when the statement never names the column: then the table gained a NOT NULL column without a
+ * default, and every row fails alike. The statement's text travels on the driver's error.
+ */
+export function destinationSchemaFault(err: unknown): DestinationSchemaFault | undefined {
+  const code = pgErrorCode(err);
+  if (!code) return undefined;
+  const pg = pgFields(err);
+  if (SCHEMA_SQLSTATES.has(code)) return { sqlstate: code, ...pg };
+  if (code !== "23502" || !pg.column || pg.query === undefined) return undefined;
+  const named =
+    pg.query.includes(`"${pg.column}"`) || new RegExp(`\\b${escapeRegExp(pg.column)}\\b`).test(pg.query);
+  return named ? undefined : { sqlstate: code, table: pg.table, column: pg.column, message: pg.message };
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** The server's error fields on the driver's error, wherever drizzle wrapped it. */
+function pgFields(err: unknown): {
+  table?: string;
+  column?: string;
+  message: string;
+  query?: string;
+} {
+  let current: unknown = err;
+  for (let depth = 0; depth < 8 && current && typeof current === "object"; depth++) {
+    const e = current as {
+      code?: unknown;
+      message?: unknown;
+      schema_name?: unknown;
+      table_name?: unknown;
+      column_name?: unknown;
+      query?: unknown;
+    };
+    if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) {
+      const table =
+        typeof e.table_name === "string"
+          ? typeof e.schema_name === "string"
+            ? `${e.schema_name}.${e.table_name}`
+            : e.table_name
+          : undefined;
+      return {
+        ...(table ? { table } : {}),
+        ...(typeof e.column_name === "string" ? { column: e.column_name } : {}),
+        message: typeof e.message === "string" ? e.message : String(e.code),
+        ...(typeof e.query === "string" ? { query: e.query } : {}),
+      };
+    }
+    current = (current as { cause?: unknown }).cause;
+  }
+  return { message: "unknown" };
+}
+
 export class PermanentError extends DroverError {
   readonly class = "permanent" as const;
 }
@@ -123,6 +220,8 @@ export function classifyError(err: unknown): ErrorClass {
 
 /** A short, human reason for notes and task errors; never a stack. */
 export function describeError(err: unknown): string {
+  // Its own words already name the table, the column and the SQLSTATE, and say what happens next.
+  if (err instanceof DestinationSchemaError) return err.message;
   const code = pgErrorCode(err);
   let current: unknown = err;
   // Prefer the driver's message over drizzle's "Failed query: <sql>" wrapper.

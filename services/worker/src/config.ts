@@ -19,7 +19,7 @@ import {
   taskTouchMs,
   z,
 } from "@drover/config";
-import { REVERT_WINDOW_SIZE, WINDOW_DEADLINE_MS } from "@drover/engine";
+import { DESTINATION_PROBE_MS, REVERT_WINDOW_SIZE, WINDOW_DEADLINE_MS } from "@drover/engine";
 import type { Client, WorkerService } from "@drover/proto";
 
 const schema = z.object({
@@ -45,6 +45,8 @@ const schema = z.object({
     .refine((v) => v.length <= 100, { message: "must be at most 100 characters" }),
   /** How long one window's transaction may take before the task retries it (why 60 s: window-transaction.ts). */
   DROVER_WINDOW_DEADLINE_MS: intVar(1_000, 3_600_000, WINDOW_DEADLINE_MS),
+  /** How long a run waits after the destination's schema refused its rows before trying a window again. */
+  DROVER_DESTINATION_PROBE_MS: intVar(100, 3_600_000, DESTINATION_PROBE_MS),
   /** Records a revert run removes per window, each window one transaction with its checkpoint. */
   DROVER_REVERT_WINDOW_SIZE: intVar(1, 10_000, REVERT_WINDOW_SIZE),
   /** A query returning one numeric `value`: the destination database's pressure. */

@@ -162,6 +162,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     maxAttempts: config.DROVER_MAX_ATTEMPTS,
     notesCap: config.DROVER_NOTES_CAP,
     windowDeadlineMs: config.DROVER_WINDOW_DEADLINE_MS,
+    destinationProbeMs: config.DROVER_DESTINATION_PROBE_MS,
     revertWindowSize: config.DROVER_REVERT_WINDOW_SIZE,
     touchEveryMs: config.DROVER_TASK_TOUCH_MS,
     workerRecord: () => liveness.record,
