@@ -6,7 +6,8 @@ import { type ChaosOptions, chaosSeed, EXACT, runChaos } from "./scenario.js";
  * sandbox at 1 % malformed rows, 2 % transient 5xx and 15-35 ms latency, two coordinators and three
  * workers; a worker SIGKILLed every 5-9 s (and replaced), the leader coordinator killed (and
  * restarted), NATS restarted, the workers' database connections terminated twice, and a worker
- * SIGSTOPped for 35 s, past JetStream's 30 s ack_wait and the reaper's stale-task time.
+ * SIGSTOPped for 35 s, past JetStream's 30 s ack_wait and the reaper's stale-task time, and the
+ * run's own PostgreSQL server restarted (a fast shutdown or a crash, down 3 s).
  * Faults happen at points of the run's progress, so a seed replays the same faults on a slow
  * machine. The run is given up only when it stops moving for 90 s (or after 15 minutes whatever
  * happens); rows it did not reach then are reported as not reached, not as lost. VerifyRun must
@@ -54,7 +55,11 @@ const FULL: Omit<ChaosOptions, "seed"> = {
     ],
     pauseWorkerAt: [0.01, 0.04],
     pauseForMs: 35_000,
+    restartPostgresAt: [[0.75, 0.85]],
+    postgresDownMs: 3_000,
   },
+  // Its own PostgreSQL server, which restart-postgres restarts (a fast shutdown or a crash).
+  postgres: "private",
   stallTimeoutMs: 90_000,
   runDeadlineMs: 900_000,
   verifyDeadlineMs: 70_000,

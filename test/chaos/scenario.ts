@@ -16,6 +16,7 @@ import { sql } from "drizzle-orm";
 import { type Harness, openClusterHarness } from "../support/cluster-harness.js";
 import { type NatsCluster, natsServerList, startNatsCluster } from "../support/nats-cluster.js";
 import { type PrivateNats, startPrivateNats } from "./private-nats.js";
+import { startPrivatePostgres } from "./private-postgres.js";
 
 /**
  * A chaos run, in the manner of Jepsen: real processes (the CRM sandbox serving malformed rows,
@@ -39,7 +40,8 @@ export type FaultKind =
   | "terminate-db-connections"
   | "pause-worker"
   | "kill-nats-node"
-  | "restart-nats-node";
+  | "restart-nats-node"
+  | "restart-postgres";
 export const FAULT_KINDS: readonly FaultKind[] = [
   "kill-worker",
   "kill-leader",
@@ -48,6 +50,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   "pause-worker",
   "kill-nats-node",
   "restart-nats-node",
+  "restart-postgres",
 ];
 
 export interface ChaosOptions {
@@ -80,6 +83,12 @@ export interface ChaosOptions {
      */
     killNatsNodeAt?: [number, number][];
     restartNatsNodeAt?: [number, number][];
+    /**
+     * Restart the run's own PostgreSQL server (`postgres: "private"`), each time a fast shutdown or a
+     * crash (SIGKILL of the postmaster) as the seed draws, down for `postgresDownMs`.
+     */
+    restartPostgresAt?: [number, number][];
+    postgresDownMs?: number;
     /** How long the paused worker stays SIGSTOPped: longer than ack_wait (30 s) or DROVER_STALE_TASK_MS. */
     pauseForMs: number;
   };
@@ -97,6 +106,11 @@ export interface ChaosOptions {
    * the stream at three replicas (`kill-nats-node`, `restart-nats-node`).
    */
   nats?: "server" | "cluster";
+  /**
+   * The machine's shared PostgreSQL (default), or a server of the run's own, which
+   * `restart-postgres` restarts (other test files use the shared one meanwhile).
+   */
+  postgres?: "shared" | "private";
 }
 
 export interface InjectedFault {
@@ -114,6 +128,8 @@ export interface InjectedFault {
 export interface ChaosReport {
   seed: number;
   variant: string;
+  /** After a restart-postgres: from the server accepting connections again to the run's next move. */
+  resumedAfterPostgresMs?: number;
   replay: string;
   startedAt: string;
   finishedAt: string;
@@ -244,6 +260,7 @@ export function plan(options: ChaosOptions, random: () => number): PlannedFault[
   if (n.pauseWorkerAt) out.push({ at: within(n.pauseWorkerAt), kind: "pause-worker" });
   for (const w of n.killNatsNodeAt ?? []) out.push({ at: within(w), kind: "kill-nats-node" });
   for (const w of n.restartNatsNodeAt ?? []) out.push({ at: within(w), kind: "restart-nats-node" });
+  for (const w of n.restartPostgresAt ?? []) out.push({ at: within(w), kind: "restart-postgres" });
   return out.sort((a, b) => a.at - b.at);
 }
 
@@ -273,6 +290,7 @@ export async function runChaos(
   if (options.nats === "cluster") natsCluster = await startNatsCluster({ logDir, log });
   else nats = await startPrivateNats({ logDir });
   const natsUrl = (natsCluster ?? nats)!.url;
+  const pg = options.postgres === "private" ? await startPrivatePostgres({ logDir }) : undefined;
   /** Cluster nodes the nemesis killed, in order, and those still down. */
   const natsKilled: number[] = [];
   const natsDown: number[] = [];
@@ -288,9 +306,15 @@ export async function runChaos(
   };
   let runStarted = 0;
   let natsStoreKept = true;
+  /** When the restarted database server accepted connections again, and how long the run then took to move. */
+  let postgresBackAt = 0;
+  let resumedAfterPostgres: number | undefined;
+  /** GetRun answers, while the database was down, that did not say "waiting for the database". */
+  const postgresDownAnswers: string[] = [];
   try {
     h = await openClusterHarness({
       natsUrl,
+      ...(pg ? { databaseBaseUrl: pg.url } : {}),
       logDir,
       coordinators: options.coordinators,
       workers: options.workers,
@@ -307,6 +331,21 @@ export async function runChaos(
     const db = harness.database.db;
     const stream = `${harness.queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`;
     await waitFor("a leader coordinator", 30_000, async () => (await leaderIndex(harness)) !== undefined);
+    // The run's progress, read from whichever coordinator answers: the nemesis kills the one the
+    // harness's client talks to, and while it restarted (~3 s) a small run went from 49 % of its
+    // rows to its end unseen, past the next fault it was due to get.
+    const readers = harness.cluster.coordinatorAddresses.map((address) =>
+      createClient(RunService, address, { metadata: () => bearer(harness.cluster.adminToken) }),
+    );
+    const readRun = async (id: string): Promise<Run | undefined> => {
+      for (const reader of readers) {
+        const view = await reader
+          .getRun({ runId: id }, { deadline: new Date(Date.now() + 1_000) })
+          .catch(() => undefined);
+        if (view?.run) return view.run;
+      }
+      return undefined;
+    };
 
     const since = new Date();
     const { run } = await harness.client.startRun({
@@ -333,7 +372,12 @@ export async function runChaos(
       );
       const done = r.progress.reduce((n, p) => n + Number(p.tasksDone), 0);
       const next = Math.min(1, rows / Math.max(1, sourceRowCount));
-      if (next !== progress || done !== tasksDone) lastMoveAt = Date.now();
+      if (next !== progress || done !== tasksDone) {
+        lastMoveAt = Date.now();
+        // The first move after the database is back: how long the run took to notice by itself.
+        if (postgresBackAt > 0 && resumedAfterPostgres === undefined && (next > progress || done > tasksDone))
+          resumedAfterPostgres = lastMoveAt - postgresBackAt;
+      }
       progress = next;
       tasksDone = done;
     };
@@ -472,6 +516,36 @@ export async function runChaos(
           log(`    ${node.name} back as pid ${node.pid} and current`);
           return;
         }
+        case "restart-postgres": {
+          if (!pg) throw new Error('restart-postgres needs postgres: "private"');
+          const mode = random() < 0.5 ? "fast" : "crash";
+          const downMs = options.nemesis.postgresDownMs ?? 2_000;
+          record(kind, `postgres pid ${pg.pid}`, { mode, downMs });
+          return recover(async () => {
+            const downAt = Date.now();
+            await pg.halt(mode);
+            // What a caller is told meanwhile, by a coordinator that is up (the run page and
+            // `drover status` show it): one restarting after the nemesis killed it is not asked.
+            let answer = "no coordinator answered";
+            for (const reader of readers) {
+              const said = await reader.getRun({ runId }, { deadline: new Date(Date.now() + 3_000) }).then(
+                () => "OK",
+                (err: { code?: number; answered?: boolean; message?: string }) =>
+                  err.answered === false ? undefined : `${err.code} ${err.message}`,
+              );
+              if (said !== undefined) {
+                answer = said;
+                break;
+              }
+            }
+            if (!answer.includes("waiting for the database"))
+              postgresDownAnswers.push(`GetRun while the database was down answered "${answer}"`);
+            await new Promise((r) => setTimeout(r, Math.max(0, downMs - (Date.now() - downAt))));
+            await pg.start();
+            postgresBackAt = Date.now();
+            log(`    postgres back as pid ${pg.pid} (${mode}); GetRun meanwhile: ${answer}`);
+          });
+        }
         case "pause-worker": {
           const victim = await pickWorker();
           if (!victim) return;
@@ -504,21 +578,6 @@ export async function runChaos(
       }
     })();
 
-    // The run's progress, read from whichever coordinator answers: the nemesis kills the one the
-    // harness's client talks to, and while it restarted (~3 s) a small run went from 49 % of its
-    // rows to its end unseen, past the next fault it was due to get.
-    const readers = harness.cluster.coordinatorAddresses.map((address) =>
-      createClient(RunService, address, { metadata: () => bearer(harness.cluster.adminToken) }),
-    );
-    const readRun = async (id: string): Promise<Run | undefined> => {
-      for (const reader of readers) {
-        const view = await reader
-          .getRun({ runId: id }, { deadline: new Date(Date.now() + 1_000) })
-          .catch(() => undefined);
-        if (view?.run) return view.run;
-      }
-      return undefined;
-    };
     let lastSeen: Run | undefined;
     const problems: string[] = [];
     try {
@@ -540,13 +599,14 @@ export async function runChaos(
         return (await readRun(runId)) ?? lastSeen!;
       });
     } finally {
-      for (const reader of readers) reader.close();
       nemesisDone = true;
       await nemesis;
       await Promise.all(recoveries);
+      for (const reader of readers) reader.close();
       for (const w of paused) w.signal("SIGCONT");
       paused.clear();
       await (natsCluster ?? nats)!.ensureRunning();
+      await pg?.ensureRunning();
     }
     const runMs = Date.now() - runStarted;
     mark("runEnded");
@@ -621,6 +681,16 @@ export async function runChaos(
     ) as Record<FaultKind, number>;
     for (const k of new Set(planned.map((f) => f.kind)))
       if (faultCounts[k] === 0) problems.push(`the nemesis never injected ${k} during the run`);
+    // Once the database accepts connections again, the run goes on by itself: no operator, no resume.
+    problems.push(...postgresDownAnswers);
+    if (faultCounts["restart-postgres"] > 0 && runEnded) {
+      if (resumedAfterPostgres === undefined)
+        problems.push("the run never moved again after the database server restarted");
+      else if (resumedAfterPostgres > POSTGRES_RESUME_MS)
+        problems.push(
+          `the run moved again ${(resumedAfterPostgres / 1000).toFixed(1)} s after the database accepted connections (at most ${POSTGRES_RESUME_MS / 1000} s)`,
+        );
+    }
     // Every fault planned is due before LAST_FAULT_AT of the run's progress: one not injected means
     // the run outran the nemesis, and the run proved less than its seed promised.
     if (faults.length < planned.length)
@@ -651,6 +721,7 @@ export async function runChaos(
     const report: ChaosReport = {
       seed: options.seed,
       variant: options.variant,
+      ...(resumedAfterPostgres !== undefined ? { resumedAfterPostgresMs: resumedAfterPostgres } : {}),
       replay: `CHAOS_SEED=${options.seed}`,
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
@@ -715,13 +786,18 @@ export async function runChaos(
     for (const w of paused) w.signal("SIGCONT");
     // NATS must be up for the harness to delete its stream, and is stopped after, whatever happened.
     await (natsCluster ?? nats)!.ensureRunning().catch(() => {});
+    await pg?.ensureRunning().catch(() => {});
     await h?.close().catch((err) => log(`closing the cluster failed: ${(err as Error).message}`));
     await (natsCluster ?? nats)!.stop();
+    await pg?.stop();
     log(
       `chaos ${options.variant} seed ${options.seed}: done in ${((Date.now() - startedAt.getTime()) / 1000).toFixed(1)}s ${JSON.stringify(timings)}`,
     );
   }
 }
+
+/** How soon a run must move again, by itself, once its restarted database accepts connections. */
+const POSTGRES_RESUME_MS = 15_000;
 
 const TERMINAL: readonly RunStatus[] = [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED];
 

@@ -27,9 +27,11 @@ export async function openClusterHarness(
   > & {
     /** A NATS server of the test's own (the chaos suite restarts it); default NATS_URL. */
     natsUrl?: string;
+    /** A PostgreSQL server of the test's own (the chaos suite restarts it); default DATABASE_URL's. */
+    databaseBaseUrl?: string;
   },
 ): Promise<Harness> {
-  const testDb = await createTestDatabase();
+  const testDb = await createTestDatabase(options.databaseBaseUrl);
   const queuePrefix = `e2e-${randomBytes(4).toString("hex")}`;
   const cluster = await startCluster({ databaseUrl: testDb.url, natsUrl: NATS_URL, queuePrefix, ...options });
   const database = openDatabase(testDb.url, { max: 3 });

@@ -1,4 +1,5 @@
 import postgres from "postgres";
+import { isDatabaseUnavailable } from "./pg-error.js";
 
 /**
  * Creates the database named in `url` when it does not exist yet, so a first start on a fresh
@@ -23,5 +24,44 @@ export async function ensureDatabase(url: string): Promise<boolean> {
     return true;
   } finally {
     await sql.end({ timeout: 5 });
+  }
+}
+
+/**
+ * Resolves once the server of `url` answers a query, waiting (with a backoff up to 2 s) while it is
+ * unreachable or restarting: a process that starts during a database restart, or a task that met
+ * one, goes on when the server is back instead of exiting or counting it as a failure. Any other
+ * error (a wrong password, a refused role) is thrown at once: waiting cannot mend it. `onWait` hears
+ * the first failed try and then one every 5 s at most, with how long it has waited so far.
+ */
+export async function untilDatabaseAnswers(
+  url: string,
+  options: {
+    signal?: AbortSignal;
+    onWait?: (err: unknown, waitedMs: number) => void;
+    /** Ask this database of the server instead of url's (the server's `postgres`, before url's exists). */
+    database?: string;
+  } = {},
+): Promise<void> {
+  const target = new URL(url);
+  if (options.database) target.pathname = `/${options.database}`;
+  const started = Date.now();
+  let said = Number.NEGATIVE_INFINITY;
+  for (let delay = 250; ; delay = Math.min(2_000, delay * 2)) {
+    const sql = postgres(target.toString(), { max: 1, connect_timeout: 5, onnotice: () => {} });
+    try {
+      await sql`select 1`;
+      return;
+    } catch (err) {
+      if (!isDatabaseUnavailable(err)) throw err;
+      if (Date.now() - said >= 5_000) {
+        said = Date.now();
+        options.onWait?.(err, said - started);
+      }
+    } finally {
+      await sql.end({ timeout: 1 }).catch(() => {});
+    }
+    if (options.signal?.aborted) throw options.signal.reason;
+    await new Promise((r) => setTimeout(r, delay));
   }
 }

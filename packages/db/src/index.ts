@@ -7,10 +7,10 @@ export {
   type Queryable,
   type Tx,
 } from "./client.js";
-export { ensureDatabase } from "./ensure-database.js";
+export { ensureDatabase, untilDatabaseAnswers } from "./ensure-database.js";
 export { COORDINATOR_LEADERSHIP, leaderAddress } from "./leadership.js";
 export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
-export { isConnectionError, pgErrorCode } from "./pg-error.js";
+export { isConnectionError, isDatabaseUnavailable, pgErrorCode } from "./pg-error.js";
 export { executePrepared } from "./prepared.js";
 export * from "./schema/index.js";
 export * from "./statuses.js";

@@ -32,3 +32,20 @@ export function isConnectionError(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * SQLSTATEs of a server that is going away or not back yet: admin_shutdown (a fast shutdown, or
+ * pg_terminate_backend), crash_shutdown, cannot_connect_now (starting up, replaying its WAL), and
+ * class 08 (connection exceptions).
+ */
+const SERVER_AWAY_SQLSTATES = new Set(["57P01", "57P02", "57P03"]);
+
+/**
+ * The database server cannot be reached or is restarting: the failure is the server's absence,
+ * not the statement's. Callers wait for it to answer again rather than count it against the work.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (isConnectionError(err)) return true;
+  const code = pgErrorCode(err);
+  return code !== undefined && (SERVER_AWAY_SQLSTATES.has(code) || code.startsWith("08"));
+}

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
-import { type Db, runs, tasks } from "@drover/db";
+import { type Db, isDatabaseUnavailable, runs, tasks } from "@drover/db";
 import { resolveParents } from "@drover/ledger";
 import {
   type BudgetPacer,
@@ -20,7 +20,7 @@ import {
   type WriteSummary,
 } from "@drover/provider-sdk";
 import { Attr, withAttributes } from "@drover/telemetry";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
 import { appendNoteOnce } from "./notes.js";
@@ -384,6 +384,23 @@ export async function runAssignment(
   }
 }
 
+/**
+ * Waits until the database answers a query again, or the worker is stopping (false: the task is
+ * left to the reaper, which finds it once the server is back).
+ */
+async function untilDatabaseAnswers(db: Db, shutdown: AbortSignal): Promise<boolean> {
+  for (let delay = 100; !shutdown.aborted; delay = Math.min(1_000, delay * 2)) {
+    try {
+      await db.execute(sql`select 1`);
+      return true;
+    } catch (err) {
+      if (!isDatabaseUnavailable(err)) throw err;
+    }
+    await new Promise((r) => setTimeout(r, delay));
+  }
+  return false;
+}
+
 async function endFailedAttempt(
   deps: TaskRunnerDeps,
   task: { id: number; attempts: number; kind: string },
@@ -400,6 +417,12 @@ async function endFailedAttempt(
       : { status: "lost" };
   }
   if (err instanceof ShutdownHandBack || shutdown.aborted) {
+    return (await handBackTask(db, task.id, claimToken)) ? { status: "handed_back" } : { status: "lost" };
+  }
+  if (isDatabaseUnavailable(err)) {
+    // The database went away under the attempt (a restart, a failover): not the task's fault, so
+    // it spends no attempt. The task is handed back, as at a deploy, once the server answers again.
+    if (!(await untilDatabaseAnswers(db, shutdown))) return { status: "lost" };
     return (await handBackTask(db, task.id, claimToken)) ? { status: "handed_back" } : { status: "lost" };
   }
   const error = describeError(err);

@@ -205,6 +205,24 @@ describe("RunService over the bridge", () => {
     ]);
   });
 
+  it("answers UNAVAILABLE 'waiting for the database' while the database cannot be reached, without the driver's words", async () => {
+    harness = await serve(RunService, {
+      async getRun() {
+        // What postgres.js throws while the server restarts: refused, then "starting up" (57P03).
+        throw Object.assign(new Error("connect ECONNREFUSED 10.0.0.7:5432"), { code: "ECONNREFUSED" });
+      },
+      async listRuns() {
+        throw Object.assign(new Error("the database system is starting up"), { code: "57P03" });
+      },
+    });
+    for (const call of [harness.client.getRun({ runId: "r-6" }), harness.client.listRuns({})]) {
+      const err = await rejection(call);
+      expect(err.code).toBe(Code.UNAVAILABLE);
+      expect(err.message).toMatch(/^waiting for the database/);
+      expect(err.message).not.toContain("10.0.0.7");
+    }
+  });
+
   it("answers a malformed request body with INVALID_ARGUMENT", async () => {
     let called = false;
     harness = await serve(RunService, {

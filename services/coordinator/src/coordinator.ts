@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { ConfigError } from "@drover/config";
-import { ensureDatabase, migrateDatabase, openDatabase } from "@drover/db";
+import { ensureDatabase, migrateDatabase, openDatabase, untilDatabaseAnswers } from "@drover/db";
 import {
   addService,
   type CallContext,
@@ -68,6 +68,11 @@ export async function startCoordinator(
   options: CoordinatorOptions = {},
 ): Promise<Coordinator> {
   const logger = options.logger ?? createLogger("coordinator");
+  // Started while the database restarts (a deploy of both, a failover): wait for it, not exit.
+  await untilDatabaseAnswers(config.DATABASE_URL, {
+    database: "postgres",
+    onWait: (err, waitedMs) => logger.warn({ err, waited_ms: waitedMs }, "waiting for the database"),
+  });
   await ensureDatabase(config.DATABASE_URL);
   await migrateDatabase(config.DATABASE_URL);
   const database = openDatabase(config.DATABASE_URL, {

@@ -1,6 +1,6 @@
 import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
 import { ConfigError } from "@drover/config";
-import { openDatabase } from "@drover/db";
+import { openDatabase, untilDatabaseAnswers } from "@drover/db";
 import {
   type AssignmentOutcome,
   handOnSlot,
@@ -77,6 +77,10 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     keys: config.DROVER_SECRET_KEYS,
     file: config.DROVER_SECRET_KEYS_FILE,
     production: config.NODE_ENV === "production",
+  });
+  // Started while the database restarts: wait for it rather than exit (and be restarted in a loop).
+  await untilDatabaseAnswers(config.DATABASE_URL, {
+    onWait: (err, waitedMs) => logger.warn({ err, waited_ms: waitedMs }, "waiting for the database"),
   });
   // One connection per lane slot, plus room for lock refreshes and the stop polls between windows.
   const database = openDatabase(config.DATABASE_URL, {

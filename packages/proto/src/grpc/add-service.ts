@@ -8,6 +8,7 @@ import {
   type MessageShape,
 } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import { isDatabaseUnavailable } from "@drover/db/pg-error";
 import type {
   Server,
   ServerUnaryCall,
@@ -176,6 +177,12 @@ async function intercept<T>(
 
 function statusFor(err: unknown, ctx: CallContext, options: AddServiceOptions): WireStatus {
   if (isRpcError(err)) return toWireStatus(err);
+  // The database restarting is not the caller's fault nor a bug: it is worth a retry, and a status
+  // page says what is happening. Nothing of the driver's message (hosts, SQL) is passed on.
+  if (isDatabaseUnavailable(err))
+    return toWireStatus(
+      new RpcError(Code.UNAVAILABLE, "waiting for the database: it does not answer right now; retry shortly"),
+    );
   try {
     options.onUnexpectedError?.(err, ctx);
   } catch {
