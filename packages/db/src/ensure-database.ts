@@ -34,6 +34,9 @@ export async function ensureDatabase(url: string): Promise<boolean> {
  * error (a wrong password, a refused role) is thrown at once: waiting cannot mend it. `onWait` hears
  * the first failed try and then one every 5 s at most, with how long it has waited so far.
  */
+/** How long a starting coordinator or worker waits for its database before it gives up and says why. */
+export const DATABASE_START_WAIT_MS = 120_000;
+
 export async function untilDatabaseAnswers(
   url: string,
   options: {
@@ -41,6 +44,11 @@ export async function untilDatabaseAnswers(
     onWait?: (err: unknown, waitedMs: number) => void;
     /** Ask this database of the server instead of url's (the server's `postgres`, before url's exists). */
     database?: string;
+    /**
+     * Give up after this long with an error saying what to check: a server that never answers is
+     * more likely a wrong DATABASE_URL than a long restart. No limit when absent.
+     */
+    timeoutMs?: number;
   } = {},
 ): Promise<void> {
   const target = new URL(url);
@@ -54,6 +62,11 @@ export async function untilDatabaseAnswers(
       return;
     } catch (err) {
       if (!isDatabaseUnavailable(err)) throw err;
+      if (options.timeoutMs !== undefined && Date.now() - started >= options.timeoutMs)
+        throw new Error(
+          `no database server answered at ${target.host} within ${Math.round(options.timeoutMs / 1000)} s (${(err as Error).message}): is DATABASE_URL right, and is the server up?`,
+          { cause: err },
+        );
       if (Date.now() - said >= 5_000) {
         said = Date.now();
         options.onWait?.(err, said - started);

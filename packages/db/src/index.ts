@@ -7,7 +7,7 @@ export {
   type Queryable,
   type Tx,
 } from "./client.js";
-export { ensureDatabase, untilDatabaseAnswers } from "./ensure-database.js";
+export { DATABASE_START_WAIT_MS, ensureDatabase, untilDatabaseAnswers } from "./ensure-database.js";
 export { COORDINATOR_LEADERSHIP, leaderAddress } from "./leadership.js";
 export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
 export { isConnectionError, isDatabaseUnavailable, pgErrorCode } from "./pg-error.js";

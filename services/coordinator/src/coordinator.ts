@@ -1,6 +1,12 @@
 import { hostname } from "node:os";
 import { ConfigError } from "@drover/config";
-import { ensureDatabase, migrateDatabase, openDatabase, untilDatabaseAnswers } from "@drover/db";
+import {
+  DATABASE_START_WAIT_MS,
+  ensureDatabase,
+  migrateDatabase,
+  openDatabase,
+  untilDatabaseAnswers,
+} from "@drover/db";
 import {
   addService,
   type CallContext,
@@ -72,6 +78,7 @@ export async function startCoordinator(
   await untilDatabaseAnswers(config.DATABASE_URL, {
     database: "postgres",
     onWait: (err, waitedMs) => logger.warn({ err, waited_ms: waitedMs }, "waiting for the database"),
+    timeoutMs: DATABASE_START_WAIT_MS,
   });
   await ensureDatabase(config.DATABASE_URL);
   await migrateDatabase(config.DATABASE_URL);

@@ -1,6 +1,6 @@
 import { bearer, channelCredentials, loadSecretKeyring } from "@drover/auth";
 import { ConfigError } from "@drover/config";
-import { openDatabase, untilDatabaseAnswers } from "@drover/db";
+import { DATABASE_START_WAIT_MS, openDatabase, untilDatabaseAnswers } from "@drover/db";
 import {
   type AssignmentOutcome,
   handOnSlot,
@@ -81,6 +81,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   // Started while the database restarts: wait for it rather than exit (and be restarted in a loop).
   await untilDatabaseAnswers(config.DATABASE_URL, {
     onWait: (err, waitedMs) => logger.warn({ err, waited_ms: waitedMs }, "waiting for the database"),
+    timeoutMs: DATABASE_START_WAIT_MS,
   });
   // One connection per lane slot, plus room for lock refreshes and the stop polls between windows.
   const database = openDatabase(config.DATABASE_URL, {
