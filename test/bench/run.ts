@@ -4,6 +4,7 @@ import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { checkServices, REPO_ROOT, runFrom } from "@drover/local-cluster";
 import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
+import { controlPlaneScenario } from "./control-plane.js";
 import { crmEngineScenario } from "./crm-engine.js";
 import { dailyBudgetScenario } from "./daily-budget.js";
 import { dryRunCostScenario } from "./dry-run-cost.js";
@@ -43,6 +44,7 @@ const SCENARIOS: readonly Scenario[] = [
   crmEngineScenario,
   tableCopyScenario,
   ledgerGrowthScenario,
+  controlPlaneScenario,
   dailyBudgetScenario,
   fairnessScenario,
   smallRunScenario,
@@ -78,6 +80,9 @@ const FIGURE_ORDER = [
   "table_streamed_vs_naive",
   "ledger_claim_growth",
   "ledger_bytes_per_row",
+  "leader_tasks_per_s",
+  "dispatch_p99_ms",
+  "leader_cpu_ms_per_task",
   "copy_pipe_rows_per_s",
   "table_streamed_vs_copy_pipe",
   "table_windows_vs_copy_pipe",
@@ -121,6 +126,8 @@ const GOALS: readonly Goal[] = [
   { figure: "crm_vs_plain_upsert", op: ">=", target: 0.5 },
   { figure: "table_vs_naive", op: ">=", target: 3 },
   { figure: "ledger_claim_growth", op: "<=", target: 1.3 },
+  { figure: "leader_tasks_per_s", op: ">=", target: 370 },
+  { figure: "dispatch_p99_ms", op: "<=", target: 500 },
   { figure: "table_vs_insert_select", op: ">=", target: 0.85 },
   { figure: "table_streamed_vs_copy_pipe", op: ">=", target: 0.8 },
   { figure: "table_worker_rss_mb", op: "<=", target: 300 },
@@ -141,6 +148,7 @@ const REPORT_ONLY = new Set([
   "table_streamed_rows_per_s",
   "table_streamed_vs_naive",
   "ledger_bytes_per_row",
+  "leader_cpu_ms_per_task",
   "copy_pipe_rows_per_s",
   // Where the streamed gap lies: the windows' own design (by hand, no engine) and what Drover adds.
   "table_windows_vs_copy_pipe",
