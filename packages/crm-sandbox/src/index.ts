@@ -8,15 +8,14 @@ import { type PartialTruth, TRUTH_KINDS, type Truth, type TruthKind } from "./tr
 export { ROW_KINDS, type RowKind } from "./dataset.js";
 export {
   type CallType,
-  DEFAULT_TOKEN_COSTS,
   OptionsError,
   type ResolvedOptions,
   resolveOptions,
   type SandboxOptions,
-  type TokenCosts,
 } from "./options.js";
 export type { DayLog } from "./rate-limit.js";
 export type { Stats } from "./stats.js";
+export { ENDPOINT_COSTS, endpointCost } from "./token-costs.js";
 export {
   type ActivitiesTruth,
   type AttachedTruth,

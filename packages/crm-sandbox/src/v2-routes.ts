@@ -220,12 +220,14 @@ export function matchV2Route(
   segments: string[],
   query: URLSearchParams,
 ): ApiRoute {
-  const unknown: ApiRoute = { callType: null, run: () => notFound("Endpoint") };
+  const unknown: ApiRoute = { callType: null, endpoint: null, run: () => notFound("Endpoint") };
   const [first, second, ...rest] = segments;
   if (method !== "GET" || rest.length > 0 || !isV2Kind(first)) return unknown;
   const kind = first;
-  if (second === undefined) return { callType: "list", run: () => listV2(ds, kind, query, false) };
+  const list = `/api/v2/${kind}`;
+  if (second === undefined)
+    return { callType: "list", endpoint: list, run: () => listV2(ds, kind, query, false) };
   if (kind === "deals" && second === "archived")
-    return { callType: "list", run: () => listV2(ds, kind, query, true) };
-  return { callType: "get", run: () => getV2(ds, kind, second) };
+    return { callType: "list", endpoint: `${list}/archived`, run: () => listV2(ds, kind, query, true) };
+  return { callType: "get", endpoint: `${list}/{id}`, run: () => getV2(ds, kind, second) };
 }

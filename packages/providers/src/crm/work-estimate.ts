@@ -1,10 +1,19 @@
 import type { Queryable } from "@drover/db";
 import type { CallsLeft, RunInfo, WorkEstimate } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
-import { TOKEN_COSTS } from "./client.js";
 import { runSettings } from "./config.js";
 import { CATCH_UP, KIND_LISTS } from "./lists.js";
 import { BODY_SOURCE_FACT, type MailCursor } from "./mail.js";
+import { ENDPOINT_COSTS, tokenCost } from "./token-costs.js";
+
+const MAIL_LIST = ENDPOINT_COSTS["/v1/deals/{id}/mailMessages"]!;
+const MAIL_BODY = ENDPOINT_COSTS["/v1/mailbox/mailMessages/{id}"]!;
+
+/** A page of the kind's list number `list` (a v2 list 10 tokens, a v1 list 20, archived lists more). */
+function pageCost(kind: string, list: unknown): number {
+  const at = KIND_LISTS[kind]?.[typeof list === "number" ? list : 0];
+  return at ? tokenCost("list", at.path) : tokenCost("list", "");
+}
 
 /**
  * What a live crm run still needs from Pipedrive, from what it has learned:
@@ -14,7 +23,7 @@ import { BODY_SOURCE_FACT, type MailCursor } from "./mail.js";
  * - mail: per deal still to walk, one list call and, where bodies are fetched one by one (the run's
  *   fact), one get per message, at the messages per deal the run has met so far. Before the mail
  *   phase the deals are those the ledger holds;
- * each call at its token cost (list 20, get 2).
+ * each call at its endpoint's token cost (token-costs.ts).
  */
 export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkEstimate> {
   const { settings } = runSettings(run);
@@ -38,11 +47,15 @@ export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkE
       continue;
     }
     const open = tasks.filter((t) => t.kind === kind && t.status !== "succeeded");
-    const pages = seeded.has(kind) ? open.reduce((n, t) => n + t.n, 0) : (KIND_LISTS[kind]?.length ?? 1);
+    const lists = KIND_LISTS[kind] ?? [];
+    const pages = seeded.has(kind) ? open.reduce((n, t) => n + t.n, 0) : Math.max(1, lists.length);
+    const tokens = seeded.has(kind)
+      ? open.reduce((n, t) => n + t.n * pageCost(kind, t.cursor.list), 0)
+      : lists.reduce((n, _, i) => n + pageCost(kind, i), 0);
     kinds.push({
       kind,
       requests: pages,
-      tokens: pages * TOKEN_COSTS.list,
+      tokens,
       atLeast: !seeded.has(kind) || pages > 0,
     });
   }
@@ -81,7 +94,7 @@ async function mailLeft(
   return {
     kind: "mail",
     requests: dealsLeft + gets,
-    tokens: dealsLeft * TOKEN_COSTS.list + gets * TOKEN_COSTS.get,
+    tokens: dealsLeft * MAIL_LIST + gets * MAIL_BODY,
     // Until the deals phase is over, or the body source is known, more may come.
     atLeast: !seeded || bodies === null,
   };
