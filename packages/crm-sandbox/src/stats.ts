@@ -59,7 +59,8 @@ export class StatsRecorder {
     this.byStatus[status] = (this.byStatus[status] ?? 0) + 1;
     if (callType) this.byCallType[callType] = (this.byCallType[callType] ?? 0) + 1;
     if (endpoint) {
-      const seen = (this.byEndpoint[endpoint] ??= { requests: 0, tokens: 0 });
+      this.byEndpoint[endpoint] ??= { requests: 0, tokens: 0 };
+      const seen = this.byEndpoint[endpoint];
       seen.requests++;
       seen.tokens += tokens;
     }
