@@ -26,7 +26,7 @@ export const USAGE = `usage: crm-sandbox [--flag value ...]   (every flag also r
   --latency-ms 0 --latency-jitter-ms 0 --transient-error-rate 0 --malformed-rate 0
   --burst-limit 0 --burst-window-ms 2000 --daily-budget 0 --daily-reset-seconds 86400 --daily-reset-in-body 1
   --abuse-threshold 3
-  --archived-rate 0.05 --deleted-deal-rate 0.03 --list-include-body 1
+  --archived-rate 0.05 --deleted-deal-rate 0.03 --list-include-body 1 --deal-mail-counts 1
   --change-edits 0 --change-adds 0 --change-deletes 0 --changes-after-requests 0
                                 (mid-run changes; or POST /__sandbox/changes, ?again=1 for another round)
   --tokens tokenA,tokenB   (0 = unlimited for limits; each endpoint costs Pipedrive's published tokens)`;

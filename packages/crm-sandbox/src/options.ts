@@ -43,6 +43,12 @@ export interface SandboxOptions {
   deletedDealRate?: number;
   /** 1 when the account's per-deal mail list honours include_body (since 2026); 0 when only the per-message get does. */
   listIncludeBody?: number;
+  /**
+   * How the account's v2 deal lists answer `include_fields=email_messages_count`: 1 with the count
+   * on every deal (Pipedrive's documented answer), 0 ignoring the parameter (no such key), 2 refusing
+   * it with a 400: the two last for what an import must survive.
+   */
+  dealMailCounts?: number;
   /** Rows per kind edited by the mid-run change set (name or title changed, update_time = when it applies). */
   changeEdits?: number;
   /** Rows per kind added by the mid-run change set. */
@@ -80,6 +86,7 @@ export interface ResolvedOptions {
   archivedRate: number;
   deletedDealRate: number;
   listIncludeBody: number;
+  dealMailCounts: number;
   changeEdits: number;
   changeAdds: number;
   changeDeletes: number;
@@ -134,6 +141,7 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   archivedRate: fraction(0.05),
   deletedDealRate: fraction(0.03),
   listIncludeBody: int(0, 1, 1),
+  dealMailCounts: int(0, 2, 1),
   changeEdits: int(0, MAX_CHANGES, 0),
   changeAdds: int(0, MAX_CHANGES, 0),
   changeDeletes: int(0, 1000, 0),

@@ -59,3 +59,21 @@ export async function settleNotes(
      where kind = ${kind} and subject_id = any(${sql.param([...subjectIds])}::text[])
        and run_id = ${runId}::uuid and settled_at is null`);
 }
+
+/**
+ * One note, unless the run already has the same one (kind, subject and reason): what a provider
+ * says of the source (TaskContext.noteOnce), which a retried or resumed task would otherwise repeat.
+ */
+export async function appendNoteOnce(
+  q: Queryable,
+  runId: string,
+  taskId: number | null,
+  note: NoteInput,
+): Promise<void> {
+  await q.execute(sql`
+    insert into drover.notes (run_id, task_id, level, kind, subject_id, reason)
+    select ${runId}::uuid, ${taskId}, ${note.level}, ${note.kind}, ${note.subjectId}, ${note.reason}
+     where not exists (select 1 from drover.notes
+                        where run_id = ${runId}::uuid and kind = ${note.kind} and reason = ${note.reason}
+                          and subject_id is not distinct from ${note.subjectId})`);
+}

@@ -22,6 +22,7 @@ import { Attr, withAttributes } from "@drover/telemetry";
 import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
+import { appendNoteOnce } from "./notes.js";
 import { runRevertTask } from "./revert.js";
 import { readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
@@ -285,6 +286,7 @@ export async function runAssignment(
       resolveParents(db, runInfo, wanted, runInfo.dryRun ? { dryRunId: runInfo.id } : {}),
     runFact: (key) => readRunFact(db, run.id, key),
     settleRunFact: (key, value) => settleRunFact(db, run.id, key, value),
+    noteOnce: (note) => appendNoteOnce(db, run.id, info.id, note),
   };
 
   /** A revert run's task (revert.ts): no source call, only the product and the ledger. */

@@ -19,7 +19,14 @@ import { isSweepCursor, sweepDeletions, sweepSeeds } from "./deletion-sweep.js";
 import { sourceId, standInId } from "./fields.js";
 import { type ListPage, readListPage } from "./list-walker.js";
 import { CATCH_UP, KIND_LISTS, PARENT_ORDER, type SourceList } from "./lists.js";
-import { type MailCursor, walkMail } from "./mail.js";
+import { walkMail } from "./mail.js";
+import {
+  MAIL_COUNT_FIELD,
+  MAIL_COUNTS_REFUSED_FACT,
+  type MailDeals,
+  mailDealsOf,
+  mailSeeds,
+} from "./mail-counts.js";
 import { redriveMail } from "./mail-redrive.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
@@ -90,6 +97,10 @@ export interface ListCursor {
   split?: number;
   /** The update_time range this chain walks. */
   partition?: Partition;
+  /** false once the account refused the deal list's include_fields: its pages no longer ask. */
+  counts?: false;
+  /** The deals of the task's last page whose mail the mail phase lists (mail-counts.ts). */
+  mail?: MailDeals;
 }
 
 /** The crm writers' record types, their product tables, and every product column linking them (RevertRun). */
@@ -258,15 +269,16 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     });
   const { baseUrl, settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
-  // Deals the catch-up lists seed mail tasks, returned when the task ends: a page that seeds some
-  // ends its task, so that no committed page's seeds wait on a later page's success.
-  const seedsMail =
-    first.since !== undefined && ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail");
+  // A page of deals finds which of its deals have mail (mail-counts.ts): the catch-up's page seeds
+  // their mail tasks, the import's keeps them in its cursor for the mail phase. Either way a page
+  // with such deals ends its task, so that no committed page's deals wait on a later page's success.
+  const seedsMail = ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail");
 
   let cursor = first;
-  let reading = readPage(client, ctx, cursor);
+  let reading = readPage(client, ctx, cursor, seedsMail);
   for (let walked = 1; ; walked++) {
-    const { list, page } = await reading;
+    const { list, page, countsAsked } = await reading;
+    if (seedsMail && !countsAsked) cursor = { ...cursor, counts: false };
     const following = page.more
       ? {
           kind: ctx.task.kind,
@@ -283,11 +295,11 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
       following && following.kind === ctx.task.kind && walked < settings.pagesPerTask
         ? following.cursor
         : undefined;
-    if (onward && !seedsMail) reading = readPage(client, ctx, onward);
+    if (onward && !seedsMail) reading = readPage(client, ctx, onward, seedsMail);
 
     const rows = parsePage(ctx.task.kind, cursor, list, page.rows, kind);
-    const mail = seedsMail ? mailAfter(cursor, rows) : undefined;
-    const goOn = onward && !mail ? onward : undefined;
+    const mail = seedsMail ? await mailDealsOf(ctx, page.rows, countsAsked === true) : undefined;
+    const goOn = onward && !mail?.deals.length ? onward : undefined;
     // Parents are resolved, in one query, only when a window writes, and only for the rows it may
     // write: a page the ledger holds whole needs none, a re-run's page few.
     const writer = async (toWrite: readonly SourceRow<unknown>[]) =>
@@ -304,7 +316,7 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     ctx.working();
     if (goOn) {
       cursor = goOn;
-      if (seedsMail) reading = readPage(client, ctx, cursor);
+      if (seedsMail) reading = readPage(client, ctx, cursor, seedsMail);
       continue;
     }
     const successors: TaskSeed[] = [];
@@ -314,7 +326,11 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
         seedKey: pageKey(following.kind, following.cursor),
         cursor: { ...following.cursor },
       });
-    if (mail) successors.push(mail);
+    if (mail && cursor.since)
+      successors.push(
+        ...mailSeeds(mail, settings.dealsPerMailTask, `${pageKey(ctx.task.kind, cursor)}:`, cursor.since),
+      );
+    else if (mail) await ctx.keepCursor({ ...cursor, mail });
     // A follow pass's chain has walked its last list: the sweeps for deletions no list reports.
     if (!following && cursor.since && cursor.pass) successors.push(...sweepSeeds(ctx.run, cursor.pass));
     return { successors };
@@ -335,12 +351,17 @@ function parentsOf(kind: string, rows: readonly SourceRow<unknown>[]): Record<st
   return wanted;
 }
 
-/** The list and its page at `cursor`; a read that is not awaited yet cannot go unhandled. */
+/**
+ * The list and its page at `cursor`; a read that is not awaited yet cannot go unhandled. A deal
+ * list read for a run that imports mail asks for each deal's message count (`countsAsked`); an
+ * account that refuses the parameter is asked again without it, and the run remembers.
+ */
 function readPage(
   client: ReturnType<typeof clientFor>,
   ctx: TaskContext,
   cursor: ListCursor,
-): Promise<{ list: SourceList; page: ListPage }> {
+  mailInRun = false,
+): Promise<{ list: SourceList; page: ListPage; countsAsked?: boolean }> {
   const list = KIND_LISTS[ctx.task.kind]?.[cursor.list];
   if (!list)
     return Promise.reject(
@@ -354,13 +375,22 @@ function readPage(
       : cursor.since && (list.api === "v2" || list.updatedSince)
         ? { updated_since: cursor.since }
         : {};
-  const reading = readListPage(
-    client,
-    list,
-    list.api === "v2" ? { cursor: cursor.cursor ?? null } : { start: cursor.page * cursor.limit },
-    cursor.limit,
-    { filters, signal: ctx.signal },
-  ).then((page) => ({ list, page }));
+  const at = list.api === "v2" ? { cursor: cursor.cursor ?? null } : { start: cursor.page * cursor.limit };
+  const read = (asked: boolean) =>
+    readListPage(client, list, at, cursor.limit, {
+      filters: asked ? { ...filters, include_fields: MAIL_COUNT_FIELD } : filters,
+      signal: ctx.signal,
+    }).then((page) => ({ list, page, countsAsked: asked }));
+  const ask = mailInRun && list.mailCounts === true && cursor.counts !== false;
+  const reading = !ask
+    ? read(false)
+    : read(true).catch(async (err) => {
+        // A refusal of the parameter (a 4xx) would refuse every page: the page is read without it.
+        if (!(err instanceof PermanentError)) throw err;
+        const page = await read(false);
+        await ctx.settleRunFact(MAIL_COUNTS_REFUSED_FACT, true);
+        return page;
+      });
   reading.catch(() => {});
   return reading;
 }
@@ -394,18 +424,6 @@ function parsePage(
   });
 }
 
-/**
- * Deals changed or added mid-run may carry mail the mail phase never listed: the catch-up's page of
- * deals seeds a mail task for them. Only messages new to the ledger, or changed since the run
- * started, get their body (mail.ts).
- */
-function mailAfter(cursor: ListCursor, rows: readonly SourceRow<unknown>[]): TaskSeed | undefined {
-  const deals = rows.filter((r) => !isRowErrorInfo(r.data)).map((r) => r.sourceId);
-  if (deals.length === 0 || !cursor.since) return undefined;
-  const mail: MailCursor = { deals, index: 0, since: cursor.since };
-  return { kind: "mail", seedKey: `mail:${pageKey("deals", cursor)}`, cursor: { ...mail } };
-}
-
 /** Where the catch-up chain goes once a list is exhausted: the kind's next list, else the next kind. */
 function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListCursor } | undefined {
   const base = {
@@ -423,12 +441,32 @@ function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListC
 }
 
 /**
- * Mail is listed per deal, so its tasks are seeded from the deals the ledger knows — ten per task,
+ * The deals whose mail the run's pages of deals found to list (ListCursor.mail), in the order the
+ * mail phase walks deals; undefined when no page kept any (a run begun before pages kept them).
+ */
+async function countedMailDeals(ctx: SeedContext): Promise<MailDeals | undefined> {
+  const rows = await ctx.tx.execute<{ mail: MailDeals }>(sql`
+    select cursor->'mail' as mail from drover.tasks
+     where run_id = ${ctx.run.id}::uuid and kind = 'deals' and cursor ? 'mail'`);
+  if (rows.length === 0) return undefined;
+  const pairs = new Map<string, number | null>();
+  for (const { mail } of rows)
+    for (const [i, deal] of mail.deals.entries()) pairs.set(deal, mail.expected[i] ?? null);
+  const deals = [...pairs.keys()].sort(bySourceId);
+  return { deals, expected: deals.map((d) => pairs.get(d) ?? null) };
+}
+
+const bySourceId = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * Otherwise (a run that does not import deals, or one begun before) mail is listed for the deals the ledger knows — ten per task,
  * checkpointed by deal index so a retry or a resume keeps its meaning. Deals this run failed to
  * import are walked too: their messages cannot be linked, and are skipped as such rather than
  * never seen, so every message of the account is accounted for.
  */
 async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> {
+  const counted = ctx.run.plan.flat().includes("deals") ? await countedMailDeals(ctx) : undefined;
+  if (counted) return mailSeeds(counted, perTask, "");
   // A dry run's deals are in the ledger only as it would have written them (its windows were
   // rolled back): its mail walks the deals a real run would hold by now.
   const rows = await ctx.tx.execute<{ source_id: string }>(sql`
@@ -442,9 +480,7 @@ async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> 
     select subject_id from drover.notes
      where run_id = ${ctx.run.id}::uuid and kind = 'deals' and level = 'error' and subject_id is not null
     order by 1`);
-  const ids = rows
-    .map((r) => r.source_id)
-    .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
+  const ids = rows.map((r) => r.source_id).sort(bySourceId);
   if (!ctx.run.plan.flat().includes("deals")) await noteDealsNotInRun(ctx, ids.length);
   const seeds: TaskSeed[] = [];
   for (let i = 0; i < ids.length; i += perTask) {

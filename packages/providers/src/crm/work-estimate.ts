@@ -22,7 +22,8 @@ function pageCost(kind: string, list: unknown): number {
  *   has not begun needs at least one page per list;
  * - mail: per deal still to walk, one list call and, where bodies are fetched one by one (the run's
  *   fact), one get per message, at the messages per deal the run has met so far. Before the mail
- *   phase the deals are those the ledger holds;
+ *   phase the deals are those the pages of deals found with mail (or, where none kept them, every
+ *   deal the ledger holds);
  * each call at its endpoint's token cost (token-costs.ts).
  */
 export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkEstimate> {
@@ -79,7 +80,17 @@ async function mailLeft(
     dealsWalked += done * t.n;
     dealsLeft += (deals - done) * t.n;
   }
-  if (!seeded) {
+  // Before the mail phase: the deals the pages of deals found with mail (mail-counts.ts), else
+  // every deal the ledger holds.
+  const counted = tasks.filter(
+    (t) => t.kind === "deals" && typeof t.cursor.mail === "object" && t.cursor.mail,
+  );
+  if (!seeded && counted.length > 0)
+    dealsLeft = counted.reduce(
+      (n, t) => n + ((t.cursor.mail as { deals?: unknown[] }).deals?.length ?? 0),
+      0,
+    );
+  else if (!seeded) {
     const [deals] = await q.execute<{ n: number }>(sql`
       select count(*)::int as n from drover.ledger
        where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
