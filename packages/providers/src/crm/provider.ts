@@ -79,7 +79,7 @@ const LIST_KINDS: Record<string, ListKind<never>> = {
 /**
  * Where a list task stands. A v2 list is walked by one chain of tasks per list, or per partition of
  * it, whose successor carries the next opaque cursor (pages cannot be addressed arithmetically); a
- * v1 list by `stripes` tasks, each walking every stripes-th page. A catch-up task (`since` set) asks
+ * v1 list by one task that widens to `widen` stripes, each walking every stripes-th page. A catch-up task (`since` set) asks
  * only for what changed since the run started, and hands over to the next list, then the next kind
  * in `chain`, when its list ends. A split task (`split` set) walks nothing: it seeds the partitions.
  */
@@ -89,6 +89,8 @@ export interface ListCursor {
   limit: number;
   cursor?: string | null;
   stripes?: number;
+  /** The stripes this v1 walk widens to once two pages came back full (nextV1Pages). */
+  widen?: number;
   since?: string;
   chain?: string[];
   /** A follow run's pass (1, 2, …) this catch-up task belongs to; absent for the import's own. */
@@ -174,17 +176,17 @@ export const crmProvider: Provider = {
           seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
           return;
         }
-        // An archived list is a small fraction of its kind: one walker is enough.
-        const stripes = list.archived ? 1 : settings.stripes;
-        for (let stripe = 0; stripe < stripes; stripe++) {
-          const cursor: ListCursor = {
-            list: i,
-            page: stripe,
-            stripes,
-            limit: settings.pageSize,
-          };
-          seeds.push({ kind, seedKey: `${kind}:${i}:page:${stripe}`, cursor: { ...cursor } });
-        }
+        // One walker, which widens as the list shows it goes on (nextV1Pages). An archived list is a
+        // small fraction of its kind: it stays one walker.
+        const widen = list.archived ? 1 : Math.min(settings.stripes, MAX_V1_STRIPES);
+        const cursor: ListCursor = {
+          list: i,
+          page: 0,
+          stripes: 1,
+          limit: settings.pageSize,
+          ...(widen > 1 ? { widen } : {}),
+        };
+        seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
       });
     }
     return seeds;
@@ -279,20 +281,20 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   for (let walked = 1; ; walked++) {
     const { list, page, countsAsked } = await reading;
     if (seedsMail && !countsAsked) cursor = { ...cursor, counts: false };
+    const [ahead, ...widened] =
+      list.api === "v2"
+        ? [{ ...cursor, cursor: page.nextCursor, page: cursor.page + 1 }]
+        : nextV1Pages(cursor);
     const following = page.more
-      ? {
-          kind: ctx.task.kind,
-          cursor:
-            list.api === "v2"
-              ? { ...cursor, cursor: page.nextCursor, page: cursor.page + 1 }
-              : { ...cursor, page: cursor.page + (cursor.stripes ?? 1) },
-        }
+      ? { kind: ctx.task.kind, cursor: ahead! }
       : cursor.since
         ? nextCatchUp(ctx.task.kind, cursor)
         : undefined;
     // The next page is this task's too when it is of the same kind and the task has pages left.
+    // A walk that widens hands both its stripes over to tasks of their own.
+    const wider = page.more ? widened : [];
     const onward =
-      following && following.kind === ctx.task.kind && walked < settings.pagesPerTask
+      following && following.kind === ctx.task.kind && walked < settings.pagesPerTask && wider.length === 0
         ? following.cursor
         : undefined;
     if (onward && !seedsMail) reading = readPage(client, ctx, onward, seedsMail);
@@ -326,6 +328,12 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
         seedKey: pageKey(following.kind, following.cursor),
         cursor: { ...following.cursor },
       });
+    for (const stripe of wider)
+      successors.push({
+        kind: ctx.task.kind,
+        seedKey: pageKey(ctx.task.kind, stripe),
+        cursor: { ...stripe },
+      });
     if (mail && cursor.since)
       successors.push(
         ...mailSeeds(mail, settings.dealsPerMailTask, `${pageKey(ctx.task.kind, cursor)}:`, cursor.since),
@@ -335,6 +343,27 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     if (!following && cursor.since && cursor.pass) successors.push(...sweepSeeds(ctx.run, cursor.pass));
     return { successors };
   }
+}
+
+/**
+ * A v1 list is addressed by offset, so its pages can be read side by side; but Pipedrive does not
+ * say how long a list is, only whether a page has a next one, so every page read ahead is a bet
+ * that costs a whole page (20 tokens) when it comes back empty. The walk starts as one walker and
+ * widens to MAX_V1_STRIPES once two pages came back full: the list then has shown it is long,
+ * and where it ends at most one walker reads one empty page. A list of one or two pages (most
+ * accounts' leads and notes) pays no empty page.
+ */
+export const MAX_V1_STRIPES = 2;
+
+/** The pages a v1 walk reads after the page at `c`, which says the list goes on: the first is its own. */
+export function nextV1Pages(c: ListCursor): ListCursor[] {
+  const stripes = c.stripes ?? 1;
+  const widen = c.widen ?? 1;
+  if (stripes === 1 && widen > 1 && c.page >= 1) {
+    const { widen: _, ...walk } = c;
+    return Array.from({ length: widen }, (_, d) => ({ ...walk, page: c.page + 1 + d, stripes: widen }));
+  }
+  return [{ ...c, page: c.page + stripes }];
 }
 
 /** The parents a page's rows name, by kind. */
