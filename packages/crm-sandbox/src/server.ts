@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { matchApiRoute } from "./api-routes.js";
 import type { Dataset } from "./dataset.js";
 import { Faults } from "./faults.js";
+import { tokenMinimum } from "./minimum.js";
 import type { ResolvedOptions } from "./options.js";
 import { RateLimiter } from "./rate-limit.js";
 import { ResponseCache, requestKey } from "./response-cache.js";
@@ -159,6 +160,7 @@ export class SandboxApp {
       }
       return sendJson(res, 200, this.truth(kinds as TruthKind[]));
     }
+    if (method === "GET" && action === "minimum") return sendJson(res, 200, tokenMinimum(this.dataset));
     if (method === "GET" && action === "stats") {
       return sendJson(res, 200, this.stats.snapshot(this.limiter.budgetRemaining, this.limiter.dayLog()));
     }
