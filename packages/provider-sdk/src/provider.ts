@@ -257,6 +257,12 @@ export interface TaskContext {
     subjectId: string | null;
     reason: string;
   }): Promise<void>;
+  /**
+   * The cursors of this run's tasks of `kind` that carry `key`, oldest first: what earlier tasks
+   * kept for later ones (e.g. the message count each deal's mail was listed against, which a later
+   * pass compares the deal's count with). Absent where the engine keeps no tasks.
+   */
+  keptCursors?(kind: string, key: string): Promise<Record<string, unknown>[]>;
   /** Source id -> local record id for created or matched rows of the given kinds; one query. */
   resolveParents(wanted: Readonly<Record<string, readonly string[]>>): Promise<ParentMap>;
   /**

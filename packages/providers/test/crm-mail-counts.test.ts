@@ -1,7 +1,7 @@
 import type { Sandbox, SandboxOptions } from "@drover/crm-sandbox";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { mailCountOf, mailDealsOf, noteShortList } from "../src/crm/mail-counts.js";
+import { grownSince, listedCounts, mailCountOf, mailDealsOf, noteShortList } from "../src/crm/mail-counts.js";
 import { drainKinds } from "./crm-drain.js";
 import { crmTestAccount, insertCrmRun } from "./crm-run.js";
 
@@ -132,5 +132,22 @@ describe("a deal's message count", () => {
         reason: expect.stringMatching(/held 2 message\(s\) where its email_messages_count said 5/),
       }),
     ]);
+  });
+});
+
+describe("a catch-up's deals with mail", () => {
+  it("are those whose count grew since their mail was listed, or is unknown then or now; a deal never listed had 0", async () => {
+    const listed = await listedCounts({
+      keptCursors: async () => [
+        { deals: ["1", "2", "3"], index: 0, expected: [2, 5, null] },
+        // A later pass listed deal 2 again at 6.
+        { deals: ["2"], index: 0, expected: [6] },
+      ],
+    });
+    const found = { deals: ["1", "2", "3", "4", "5"], expected: [2, 7, 1, 3, null] };
+    expect(grownSince(found, listed)).toEqual({ deals: ["2", "3", "4", "5"], expected: [7, 1, 3, null] });
+    expect(grownSince({ deals: ["1", "2"], expected: [2, 6] }, listed)).toEqual({ deals: [], expected: [] });
+    // An engine that cannot say lists every deal with mail, as before.
+    expect(grownSince(found, await listedCounts({}))).toEqual(found);
   });
 });

@@ -129,3 +129,43 @@ export async function noteShortList(
     reason: `the deal's mail list held ${listed} message(s) where its ${MAIL_COUNT_FIELD} said ${expected}: imported the ${listed} listed`,
   });
 }
+
+/**
+ * The message count each deal's mail was last listed against in this run (the mail tasks'
+ * `expected`, later tasks over earlier ones; null where the list said none); a deal absent was
+ * never listed: its count was 0, or it is new. Undefined where the engine cannot say.
+ */
+export async function listedCounts(
+  ctx: Pick<TaskContext, "keptCursors">,
+): Promise<Map<string, number | null> | undefined> {
+  if (!ctx.keptCursors) return undefined;
+  const out = new Map<string, number | null>();
+  for (const cursor of await ctx.keptCursors("mail", "expected")) {
+    const deals = Array.isArray(cursor.deals) ? cursor.deals : [];
+    const expected = Array.isArray(cursor.expected) ? cursor.expected : [];
+    for (const [i, deal] of deals.entries())
+      out.set(String(deal), typeof expected[i] === "number" ? (expected[i] as number) : null);
+  }
+  return out;
+}
+
+/**
+ * Of the deals a catch-up page found with mail, those whose mail may have grown since it was last
+ * listed: a count above the one listed against (a deal never listed had 0), or a count unknown now
+ * or then. A deal whose count stayed is not listed again: its messages are the ones imported.
+ */
+export function grownSince(
+  mail: MailDeals,
+  listed: ReadonlyMap<string, number | null> | undefined,
+): MailDeals {
+  if (!listed) return mail;
+  const out: MailDeals = { deals: [], expected: [] };
+  for (const [i, deal] of mail.deals.entries()) {
+    const now = mail.expected[i] ?? null;
+    const before = listed.has(deal) ? listed.get(deal)! : 0;
+    if (now !== null && before !== null && now <= before) continue;
+    out.deals.push(deal);
+    out.expected.push(now);
+  }
+  return out;
+}

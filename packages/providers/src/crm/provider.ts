@@ -21,6 +21,8 @@ import { type ListPage, readListPage } from "./list-walker.js";
 import { CATCH_UP, KIND_LISTS, PARENT_ORDER, type SourceList } from "./lists.js";
 import { walkMail } from "./mail.js";
 import {
+  grownSince,
+  listedCounts,
   MAIL_COUNT_FIELD,
   MAIL_COUNTS_REFUSED_FACT,
   type MailDeals,
@@ -277,6 +279,7 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   const seedsMail = ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail");
 
   let cursor = first;
+  let listed: ReturnType<typeof listedCounts> | undefined;
   let reading = readPage(client, ctx, cursor, seedsMail);
   for (let walked = 1; ; walked++) {
     const { list, page, countsAsked } = await reading;
@@ -300,7 +303,10 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     if (onward && !seedsMail) reading = readPage(client, ctx, onward, seedsMail);
 
     const rows = parsePage(ctx.task.kind, cursor, list, page.rows, kind);
-    const mail = seedsMail ? await mailDealsOf(ctx, page.rows, countsAsked === true) : undefined;
+    const found = seedsMail ? await mailDealsOf(ctx, page.rows, countsAsked === true) : undefined;
+    // A catch-up lists again only the mail of deals whose count grew since it was listed.
+    if (found && cursor.since) listed ??= listedCounts(ctx);
+    const mail = found && listed ? grownSince(found, await listed) : found;
     const goOn = onward && !mail?.deals.length ? onward : undefined;
     // Parents are resolved, in one query, only when a window writes, and only for the rows it may
     // write: a page the ledger holds whole needs none, a re-run's page few.
