@@ -73,6 +73,13 @@ describe("mail listed per deal", () => {
     expect(run.notes).toEqual([]);
   });
 
+  it("lists no mail at all on an account whose deals have none", async () => {
+    const sandbox = await account.sandbox({ ...SIZES, mailPerDealMax: 0, heavyMailDealRate: 0 });
+    const run = await importDealsAndMail(sandbox, "counts-none");
+    expect(run.mailLists).toBe(0);
+    expect(run.imported).toBe(0);
+  });
+
   it("falls back to every deal, with one note, on an account whose deal list does not answer the count", async () => {
     const sandbox = await account.sandbox({ ...SIZES, dealMailCounts: 0 });
     const run = await importDealsAndMail(sandbox, "counts-ignored");
