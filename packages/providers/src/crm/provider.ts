@@ -259,7 +259,8 @@ function pageKey(kind: string, c: ListCursor): string {
  * starts at the first page not committed; the last page the task walks hands over to a successor
  * task as before. While a page is written the next one is already being read: the source call and
  * the database work overlap instead of taking turns (the read-ahead spends one call for nothing if
- * the run stops or the task fails on that page; the retry reads it again).
+ * the run stops or the task fails on that page; the retry reads it again). One function because
+ * the read-ahead, the page's mail deals and where the walk goes next share the loop's state.
  */
 async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskResult> {
   const first = ctx.task.cursor as unknown as ListCursor;
