@@ -55,7 +55,7 @@ export interface CrmSettings {
 }
 
 export const DEFAULT_SETTINGS: CrmSettings = {
-  stripes: 4,
+  stripes: 2,
   partitions: 1,
   pageSize: 500,
   pagesPerTask: 20,
