@@ -2,7 +2,7 @@ import type { Sandbox, SandboxOptions } from "@drover/crm-sandbox";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { grownSince, listedCounts, mailCountOf, mailDealsOf, noteShortList } from "../src/crm/mail-counts.js";
-import { drainKinds } from "./crm-drain.js";
+import { drainKinds, runOneTask } from "./crm-drain.js";
 import { crmTestAccount, insertCrmRun } from "./crm-run.js";
 
 /**
@@ -98,6 +98,28 @@ describe("mail listed per deal", () => {
     expect(run.dealPages).toBe(2);
     expect(run.imported).toBe(sandbox.truth(["mail"]).kinds.mail.count);
     expect(run.notes.map((n) => n.reason)).toEqual([expect.stringMatching(/refused include_fields/)]);
+  });
+
+  it("is not asked for again by a task of a run that already found the account refusing it", async () => {
+    const sandbox = await account.sandbox({ ...SIZES, dealMailCounts: 2 });
+    const runId = await insertCrmRun(account.db, secrets, {
+      tenantId: "counts-refused-before",
+      sourceAccount: "counts-refused-before",
+      kinds: ["deals", "mail"],
+      baseUrl: sandbox.url,
+      token: TOKEN,
+    });
+    await account.db.execute(sql`
+      insert into drover.run_facts (run_id, key, value) values (${runId}::uuid, 'crm.deals.mail_counts_refused', 'true'::jsonb)`);
+    sandbox.resetStats();
+    const task = await runOneTask(account.db, secrets, runId, {
+      kind: "deals",
+      seedKey: "deals:0:page:0",
+      cursor: { list: 0, page: 0, limit: 500, cursor: null },
+    });
+    expect(task.status).toBe("succeeded");
+    // One page, asked without include_fields: no refused request first.
+    expect(sandbox.stats().byEndpoint["/api/v2/deals"]).toEqual({ requests: 1, tokens: 10 });
   });
 });
 

@@ -279,7 +279,10 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
   // with such deals ends its task, so that no committed page's deals wait on a later page's success.
   const seedsMail = ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail");
 
-  let cursor = first;
+  // Once a page found the account refusing the counts, no task of the run asks for them again.
+  const refused =
+    seedsMail && first.counts !== false && (await ctx.runFact(MAIL_COUNTS_REFUSED_FACT)) === true;
+  let cursor: ListCursor = refused ? { ...first, counts: false } : first;
   let listed: ReturnType<typeof listedCounts> | undefined;
   let reading = readPage(client, ctx, cursor, seedsMail);
   for (let walked = 1; ; walked++) {
