@@ -19,6 +19,7 @@ import { QUICK_SCALE, type Scenario, type ScenarioResult, scenarioContext } from
 import { smallRunScenario } from "./small-run.js";
 import { tableCopyScenario } from "./table-copy.js";
 import { takeoverScenario } from "./takeover.js";
+import { tokenEfficiencyScenario } from "./token-efficiency.js";
 import { verifyCostScenario } from "./verify-cost.js";
 import { writeEfficiencyScenario } from "./write-efficiency.js";
 
@@ -50,6 +51,7 @@ const SCENARIOS: readonly Scenario[] = [
   smallRunScenario,
   takeoverScenario,
   dryRunCostScenario,
+  tokenEfficiencyScenario,
 ];
 
 /** `pnpm bench -- --quick` over every scenario: at most this long. */
@@ -94,6 +96,9 @@ const FIGURE_ORDER = [
   "small_run_slowdown",
   "takeover_after_kill_s",
   "dry_run_cost_error",
+  "token_efficiency_list_bodies",
+  "token_efficiency_fetched_bodies",
+  "mail_lists_per_deal_with_mail",
 ];
 
 const COUNTS = new Set([
@@ -137,6 +142,9 @@ const GOALS: readonly Goal[] = [
   { figure: "small_run_slowdown", op: "<=", target: 1.5 },
   { figure: "takeover_after_kill_s", op: "<=", target: 20 },
   { figure: "dry_run_cost_error", op: "<=", target: 0.1 },
+  { figure: "token_efficiency_list_bodies", op: ">=", target: 0.95 },
+  { figure: "token_efficiency_fetched_bodies", op: ">=", target: 0.95 },
+  { figure: "mail_lists_per_deal_with_mail", op: "<=", target: 1.01 },
 ];
 
 /** Figures printed without a goal, on purpose. */

@@ -50,7 +50,13 @@ async function startDry(tenantId: string, account = "acct"): Promise<Run> {
     source: "crm",
     sourceAccount: account,
     kinds: [],
-    sourceConfig: { baseUrl: c.sandbox.url, apiToken: API_TOKEN, settings: SETTINGS },
+    // The account's daily allowance as a customer states it (30,000 x plan multiplier x seats):
+    // the report counts the real run's budget-days at it.
+    sourceConfig: {
+      baseUrl: c.sandbox.url,
+      apiToken: API_TOKEN,
+      settings: { ...SETTINGS, dailyTokens: "1000" },
+    },
     dryRun: true,
   });
   return run!;
@@ -141,6 +147,8 @@ describe("a dry run", { timeout: 120_000 }, () => {
     expect(report.tokens).toBeGreaterThanOrEqual(report.requests);
     for (const k of report.kinds) if (k.kind !== "catch-up") expect(k.requests).toBeGreaterThan(0n);
     expect(report.durationText).toMatch(/^(about|under a minute)/);
+    expect(report.dailyTokens).toBe(1000n);
+    expect(report.budgetDays).toBeCloseTo(Number(report.tokens) / 1000, 6);
   });
 
   it("holds no admission slot: a real run starts beside it, and a second real run still does not", async () => {

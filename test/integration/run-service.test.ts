@@ -59,7 +59,7 @@ describe("RunService", { timeout: 60_000 }, () => {
         source: "crm",
         sourceAccount: account,
         kinds: ["organizations", "persons"],
-        // A day's allowance of 10 tokens: two list calls (20 tokens each) need several days.
+        // A day's allowance of 10 tokens: two v2 list calls (10 tokens each) need more than a day.
         sourceConfig: {
           baseUrl: c.sandbox.url,
           apiToken: API_TOKEN,
@@ -75,13 +75,13 @@ describe("RunService", { timeout: 60_000 }, () => {
       // No worker: one pending page task per kind (v2 lists are one chain each), their ends unknown.
       expect(live!.eta).toMatchObject({
         requestsLeft: 2n,
-        tokensLeft: 40n,
+        tokensLeft: 20n,
         atLeast: true,
-        // 5 today, then 10 a day: 35 more tokens take four resets.
-        dailyResets: 4,
-        text: "at least about 3 days 1 hour",
+        // 5 today, then 10 a day: 15 more tokens take two resets.
+        dailyResets: 2,
+        text: "at least about 1 day 1 hour",
       });
-      expect(Number(live!.eta!.seconds)).toBeGreaterThan(3 * 86_400 + 3_500);
+      expect(Number(live!.eta!.seconds)).toBeGreaterThan(86_400 + 3_500);
       // A run that ended has none.
       await c.client.stopRun({ runId: run!.id });
       const stopped = await until(async () => {

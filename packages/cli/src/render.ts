@@ -232,6 +232,11 @@ export function dryRunSummary(run: Run, options: { width?: number } = {}): strin
     ),
     ...(reasons.length > 0 ? ["reasons:", ...reasons] : []),
     `a real run would cost ${n(report.requests)} requests, ${n(report.tokens)} tokens: ${report.durationText} at the account's budget${resets}`,
+    ...(report.dailyTokens > 0n
+      ? [
+          `that is ${report.budgetDays.toFixed(2)} day(s) of a daily budget of ${n(report.dailyTokens)} tokens, ${Math.max(1, Math.ceil(report.budgetDays))} calendar day(s) if nothing else spends it`,
+        ]
+      : []),
   ];
 }
 

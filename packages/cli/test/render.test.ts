@@ -139,6 +139,27 @@ describe("cli rendering", () => {
       "a real run would cost 1,204 requests, 24,080 tokens: about 3 hours 5 minutes at the account's budget, 1 daily reset",
     );
     expect(runSummary(run)).not.toContain("dry run");
+    expect(text).not.toContain("day(s) of a daily budget");
+  });
+
+  it("says in budget-days what a dry run's real run needs at the account's daily budget", () => {
+    const dry = create(RunSchema, {
+      ...base,
+      dryRun: true,
+      dryRunReport: {
+        kinds: [],
+        requests: 40_000n,
+        tokens: 609_000n,
+        seconds: 400_000n,
+        durationText: "about 4 days 15 hours",
+        dailyResets: 4,
+        dailyTokens: 150_000n,
+        budgetDays: 4.06,
+      },
+    });
+    expect(runSummary(dry)).toContain(
+      "that is 4.06 day(s) of a daily budget of 150,000 tokens, 5 calendar day(s) if nothing else spends it",
+    );
   });
 
   it("says what the run learned about its source, strings unquoted, and nothing when it learned nothing", () => {

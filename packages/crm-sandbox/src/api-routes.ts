@@ -11,6 +11,8 @@ export interface ApiResult {
 export interface ApiRoute {
   /** null for paths the API does not know: those cost nothing. */
   callType: CallType | null;
+  /** The operation as ENDPOINT_COSTS names it (`/v1/leads/{id}`), which prices it; null with callType. */
+  endpoint: string | null;
   run(): ApiResult;
 }
 
@@ -242,32 +244,35 @@ export function matchApiRoute(
   segments: string[],
   query: URLSearchParams,
 ): ApiRoute {
-  const unknown: ApiRoute = { callType: null, run: () => notFound("Endpoint") };
+  const unknown: ApiRoute = { callType: null, endpoint: null, run: () => notFound("Endpoint") };
   if (method !== "GET") return unknown;
   const [first, second, third, ...rest] = segments;
   if (rest.length > 0) return unknown;
   if (isRowKind(first)) {
     const kind = first;
     if (second === undefined) {
-      if (kind === "activities") return { callType: "list", run: () => listActivities(ds, query) };
-      if (kind === "leads") return { callType: "list", run: () => listLeads(ds, query, false) };
+      const endpoint = `/v1/${kind}`;
+      if (kind === "activities") return { callType: "list", endpoint, run: () => listActivities(ds, query) };
+      if (kind === "leads") return { callType: "list", endpoint, run: () => listLeads(ds, query, false) };
       if (kind === "notes" && query.has("updated_since"))
         return {
           callType: "list",
+          endpoint,
           run: () => {
             const ids = updatedSince(ds, "notes", query);
             if (typeof ids === "string") return badRequest(ids);
             return listPage(query, ids.length, (i) => ds.rowAt("notes", (ids[i] as number) - 1));
           },
         };
-      return { callType: "list", run: () => listKind(ds, kind, query) };
+      return { callType: "list", endpoint, run: () => listKind(ds, kind, query) };
     }
     if (kind === "leads" && second === "archived" && third === undefined) {
-      return { callType: "list", run: () => listLeads(ds, query, true) };
+      return { callType: "list", endpoint: "/v1/leads/archived", run: () => listLeads(ds, query, true) };
     }
     if (third === undefined) {
       return {
         callType: "get",
+        endpoint: `/v1/${kind}/{id}`,
         run: () => {
           const data = ds.findRow(kind, second);
           return data ? { status: 200, body: { success: true, data } } : notFound(SINGULAR[kind]);
@@ -275,15 +280,23 @@ export function matchApiRoute(
       };
     }
     if (kind === "deals" && third === "mailMessages") {
-      return { callType: "list", run: () => listDealMail(ds, second, query) };
+      return {
+        callType: "list",
+        endpoint: "/v1/deals/{id}/mailMessages",
+        run: () => listDealMail(ds, second, query),
+      };
     }
     return unknown;
   }
   if (first === "mailbox" && second === "mailMessages" && third !== undefined) {
-    return { callType: "get", run: () => getMailMessage(ds, third, query) };
+    return {
+      callType: "get",
+      endpoint: "/v1/mailbox/mailMessages/{id}",
+      run: () => getMailMessage(ds, third, query),
+    };
   }
   if (first === "organizationFields" && second === undefined) {
-    return { callType: "list", run: () => organizationFields(ds, query) };
+    return { callType: "list", endpoint: "/v1/organizationFields", run: () => organizationFields(ds, query) };
   }
   return unknown;
 }

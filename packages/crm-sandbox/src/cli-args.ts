@@ -1,4 +1,4 @@
-import { NUMERIC_OPTIONS, type SandboxOptions, type TokenCosts } from "./options.js";
+import { NUMERIC_OPTIONS, type SandboxOptions } from "./options.js";
 
 export class CliError extends Error {
   constructor(readonly issues: string[]) {
@@ -10,7 +10,7 @@ export class CliError extends Error {
 const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 const envName = (key: string): string => `SANDBOX_${kebab(key).replaceAll("-", "_").toUpperCase()}`;
 
-const OPTION_KEYS = [...Object.keys(NUMERIC_OPTIONS), "host", "tokenCosts", "tokens"];
+const OPTION_KEYS = [...Object.keys(NUMERIC_OPTIONS), "host", "tokens"];
 const KEY_BY_FLAG = new Map(OPTION_KEYS.map((key) => [kebab(key), key]));
 
 /** Renders an option key the way a CLI user typed it, for error messages. */
@@ -26,26 +26,14 @@ export const USAGE = `usage: crm-sandbox [--flag value ...]   (every flag also r
   --latency-ms 0 --latency-jitter-ms 0 --transient-error-rate 0 --malformed-rate 0
   --burst-limit 0 --burst-window-ms 2000 --daily-budget 0 --daily-reset-seconds 86400 --daily-reset-in-body 1
   --abuse-threshold 3
-  --archived-rate 0.05 --deleted-deal-rate 0.03 --list-include-body 1
+  --archived-rate 0.05 --deleted-deal-rate 0.03 --list-include-body 1 --deal-mail-counts 1
   --change-edits 0 --change-adds 0 --change-deletes 0 --changes-after-requests 0
                                 (mid-run changes; or POST /__sandbox/changes, ?again=1 for another round)
-  --token-costs list=20,get=2,update=10,search=40 --tokens tokenA,tokenB   (0 = unlimited for limits)`;
+  --tokens tokenA,tokenB   (0 = unlimited for limits; each endpoint costs Pipedrive's published tokens)`;
 
 function parseValue(key: string, raw: string, source: string, issues: string[]): unknown {
   if (key === "host") return raw;
   if (key === "tokens") return raw.split(",").filter((t) => t.length > 0);
-  if (key === "tokenCosts") {
-    const costs: Partial<Record<keyof TokenCosts, number>> = {};
-    for (const pair of raw.split(",").filter((p) => p.length > 0)) {
-      const match = /^(\w+)=(\d+)$/.exec(pair.trim());
-      if (!match) {
-        issues.push(`${source}: expected call=cost pairs like list=20,get=2, got "${pair}"`);
-        continue;
-      }
-      costs[match[1] as keyof TokenCosts] = Number(match[2]);
-    }
-    return costs;
-  }
   const value = raw.trim() === "" ? Number.NaN : Number(raw);
   if (Number.isNaN(value)) {
     issues.push(`${source}: expected a number, got "${raw}"`);

@@ -132,6 +132,15 @@ export class Dataset {
     return this.opts.listIncludeBody === 1;
   }
 
+  /** How the v2 deal lists answer include_fields=email_messages_count (options.dealMailCounts). */
+  get dealMailCounts(): "answered" | "ignored" | "refused" {
+    return this.opts.dealMailCounts === 1
+      ? "answered"
+      : this.opts.dealMailCounts === 0
+        ? "ignored"
+        : "refused";
+  }
+
   /** When the latest round of changes was applied; null until the first. */
   get changedAtMs(): number | null {
     return this.rounds.at(-1) ?? null;

@@ -1,22 +1,23 @@
 import type { AddressInfo } from "node:net";
 import { Dataset } from "./dataset.js";
+import { type TokenMinimum, tokenMinimum } from "./minimum.js";
 import { resolveOptions, type SandboxOptions } from "./options.js";
 import { SandboxApp } from "./server.js";
 import type { Stats } from "./stats.js";
 import { type PartialTruth, TRUTH_KINDS, type Truth, type TruthKind } from "./truth.js";
 
 export { ROW_KINDS, type RowKind } from "./dataset.js";
+export type { MinimumPart, TokenMinimum } from "./minimum.js";
 export {
   type CallType,
-  DEFAULT_TOKEN_COSTS,
   OptionsError,
   type ResolvedOptions,
   resolveOptions,
   type SandboxOptions,
-  type TokenCosts,
 } from "./options.js";
 export type { DayLog } from "./rate-limit.js";
 export type { Stats } from "./stats.js";
+export { ENDPOINT_COSTS, endpointCost } from "./token-costs.js";
 export {
   type ActivitiesTruth,
   type AttachedTruth,
@@ -41,6 +42,8 @@ export interface Sandbox {
   truth(): Truth;
   truth<K extends TruthKind>(kinds: readonly K[]): PartialTruth<K>;
   stats(): Stats;
+  /** The fewest tokens the API allows for importing this account and catching up (GET /__sandbox/minimum). */
+  minimum(): TokenMinimum;
   resetStats(): void;
   /**
    * Applies the mid-run change set now (as POST /__sandbox/changes does), or stamped `atMs` when a
@@ -89,6 +92,7 @@ export async function startSandbox(
     port,
     truth: ((kinds?: readonly TruthKind[]) => app.truth(kinds ?? TRUTH_KINDS)) as Sandbox["truth"],
     stats: () => app.stats.snapshot(app.limiter.budgetRemaining, app.limiter.dayLog()),
+    minimum: () => tokenMinimum(app.dataset),
     resetStats: () => app.stats.reset(),
     applyChanges: (atMs?: number) => app.applyChanges(atMs).applied,
     applyChangesAgain: (atMs?: number) => app.applyChanges(atMs, true).applied,

@@ -1,12 +1,5 @@
-/** Token cost of one call, by call type, as in Pipedrive's token-based rate limiting. */
-export interface TokenCosts {
-  list: number;
-  get: number;
-  update: number;
-  search: number;
-}
-
-export type CallType = keyof TokenCosts;
+/** What kind of call a request is, for the stats; its price is its endpoint's (token-costs.ts). */
+export type CallType = "list" | "get" | "update" | "search";
 
 export interface SandboxOptions {
   host?: string;
@@ -50,6 +43,12 @@ export interface SandboxOptions {
   deletedDealRate?: number;
   /** 1 when the account's per-deal mail list honours include_body (since 2026); 0 when only the per-message get does. */
   listIncludeBody?: number;
+  /**
+   * How the account's v2 deal lists answer `include_fields=email_messages_count`: 1 with the count
+   * on every deal (Pipedrive's documented answer), 0 ignoring the parameter (no such key), 2 refusing
+   * it with a 400: the two last for what an import must survive.
+   */
+  dealMailCounts?: number;
   /** Rows per kind edited by the mid-run change set (name or title changed, update_time = when it applies). */
   changeEdits?: number;
   /** Rows per kind added by the mid-run change set. */
@@ -58,7 +57,6 @@ export interface SandboxOptions {
   changeDeletes?: number;
   /** Applies the change set by itself after this many API requests; 0 = only on POST /__sandbox/changes. */
   changesAfterRequests?: number;
-  tokenCosts?: Partial<TokenCosts>;
   /** Accepted API tokens; absent or empty accepts any non-empty token. */
   tokens?: string[];
 }
@@ -88,11 +86,11 @@ export interface ResolvedOptions {
   archivedRate: number;
   deletedDealRate: number;
   listIncludeBody: number;
+  dealMailCounts: number;
   changeEdits: number;
   changeAdds: number;
   changeDeletes: number;
   changesAfterRequests: number;
-  tokenCosts: TokenCosts;
   tokens: string[] | null;
 }
 
@@ -103,7 +101,7 @@ interface NumberSpec {
   default: number;
 }
 
-type NumericKey = Exclude<keyof ResolvedOptions, "host" | "tokenCosts" | "tokens">;
+type NumericKey = Exclude<keyof ResolvedOptions, "host" | "tokens">;
 
 // Sizes are capped so the per-deal mail index (a few typed arrays) stays well below a gigabyte.
 const MAX_ROWS = 10_000_000;
@@ -143,13 +141,12 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   archivedRate: fraction(0.05),
   deletedDealRate: fraction(0.03),
   listIncludeBody: int(0, 1, 1),
+  dealMailCounts: int(0, 2, 1),
   changeEdits: int(0, MAX_CHANGES, 0),
   changeAdds: int(0, MAX_CHANGES, 0),
   changeDeletes: int(0, 1000, 0),
   changesAfterRequests: int(0, 1_000_000_000, 0),
 };
-
-export const DEFAULT_TOKEN_COSTS: TokenCosts = { list: 20, get: 2, update: 10, search: 40 };
 
 export class OptionsError extends Error {
   constructor(readonly issues: string[]) {
@@ -177,23 +174,6 @@ function checkNumber(key: string, value: unknown, spec: NumberSpec, issues: stri
   return value;
 }
 
-function resolveTokenCosts(input: unknown, issues: string[]): TokenCosts {
-  const costs = { ...DEFAULT_TOKEN_COSTS };
-  if (input === undefined) return costs;
-  if (typeof input !== "object" || input === null) {
-    issues.push("tokenCosts: expected an object like { list: 20, get: 2 }");
-    return costs;
-  }
-  for (const [k, v] of Object.entries(input)) {
-    if (!(k in costs)) {
-      issues.push(`tokenCosts.${k}: unknown call type; use one of ${Object.keys(costs).join(", ")}`);
-      continue;
-    }
-    costs[k as CallType] = checkNumber(`tokenCosts.${k}`, v, int(0, 1_000_000, 0), issues);
-  }
-  return costs;
-}
-
 function resolveTokens(input: unknown, issues: string[]): string[] | null {
   if (input === undefined) return null;
   if (!Array.isArray(input) || !input.every((t) => typeof t === "string" && t.length > 0)) {
@@ -207,7 +187,7 @@ function resolveTokens(input: unknown, issues: string[]): string[] | null {
 export function resolveOptions(input: SandboxOptions = {}): ResolvedOptions {
   const issues: string[] = [];
   const raw = input as Record<string, unknown>;
-  const known = new Set<string>([...Object.keys(NUMERIC_OPTIONS), "host", "tokenCosts", "tokens"]);
+  const known = new Set<string>([...Object.keys(NUMERIC_OPTIONS), "host", "tokens"]);
   for (const key of Object.keys(raw)) {
     if (!known.has(key) && raw[key] !== undefined) issues.push(`${key}: unknown option`);
   }
@@ -221,8 +201,7 @@ export function resolveOptions(input: SandboxOptions = {}): ResolvedOptions {
     if (typeof raw.host === "string" && raw.host.length > 0) host = raw.host;
     else issues.push("host: expected a non-empty string");
   }
-  const tokenCosts = resolveTokenCosts(raw.tokenCosts, issues);
   const tokens = resolveTokens(raw.tokens, issues);
   if (issues.length > 0) throw new OptionsError(issues);
-  return { ...numbers, host, tokenCosts, tokens };
+  return { ...numbers, host, tokens };
 }

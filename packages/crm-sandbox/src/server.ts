@@ -2,10 +2,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { matchApiRoute } from "./api-routes.js";
 import type { Dataset } from "./dataset.js";
 import { Faults } from "./faults.js";
+import { tokenMinimum } from "./minimum.js";
 import type { ResolvedOptions } from "./options.js";
 import { RateLimiter } from "./rate-limit.js";
 import { ResponseCache, requestKey } from "./response-cache.js";
 import { StatsRecorder } from "./stats.js";
+import { endpointCost } from "./token-costs.js";
 import { kindTruth, type PartialTruth, TRUTH_KINDS, type TruthKind, type TruthKinds } from "./truth.js";
 import { matchV2Route } from "./v2-routes.js";
 
@@ -158,6 +160,7 @@ export class SandboxApp {
       }
       return sendJson(res, 200, this.truth(kinds as TruthKind[]));
     }
+    if (method === "GET" && action === "minimum") return sendJson(res, 200, tokenMinimum(this.dataset));
     if (method === "GET" && action === "stats") {
       return sendJson(res, 200, this.stats.snapshot(this.limiter.budgetRemaining, this.limiter.dayLog()));
     }
@@ -205,11 +208,11 @@ export class SandboxApp {
       this.applyChanges();
     const match = version === "v1" ? matchApiRoute : matchV2Route;
     const route = match(this.dataset, req.method ?? "GET", segments, url.searchParams);
-    const cost = route.callType === null ? 0 : this.opts.tokenCosts[route.callType];
+    const cost = endpointCost(route.endpoint);
     const admission = this.limiter.admit(token, cost);
 
     if (admission.outcome === "blocked") {
-      this.stats.record(403, route.callType, 0, false);
+      this.stats.record(403, route.callType, 0, false, route.endpoint);
       const ray = `${(this.rays++).toString(16).padStart(8, "0")}a1b2c3d4-AMS`;
       return sendText(res, 403, "text/html; charset=UTF-8", cloudflarePage(ray), {
         server: "cloudflare",
@@ -217,7 +220,7 @@ export class SandboxApp {
       });
     }
     if (admission.outcome !== "ok") {
-      this.stats.record(429, route.callType, 0, false);
+      this.stats.record(429, route.callType, 0, false, route.endpoint);
       if (admission.outcome === "daily")
         return sendJson(
           res,
@@ -237,7 +240,7 @@ export class SandboxApp {
     if (plan.delayMs > 0) await this.sleep(plan.delayMs);
     if (plan.transient) {
       this.limiter.refund(cost, token);
-      this.stats.record(plan.transient.status, route.callType, 0, true);
+      this.stats.record(plan.transient.status, route.callType, 0, true, route.endpoint);
       const { status, contentType, body } = plan.transient;
       return sendText(res, status, contentType, body, this.limiter.headersFor(token));
     }
@@ -256,7 +259,7 @@ export class SandboxApp {
       this.limiter.refund(cost, token);
       throw error;
     }
-    this.stats.record(result.status, route.callType, cost, false);
+    this.stats.record(result.status, route.callType, cost, false, route.endpoint);
     sendJsonText(res, result.status, result.text, admission.headers);
   }
 }

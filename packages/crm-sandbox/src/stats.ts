@@ -6,6 +6,8 @@ export interface Stats {
   requests: number;
   byStatus: Record<string, number>;
   byCallType: Record<string, number>;
+  /** Requests and the tokens they were charged, by endpoint as ENDPOINT_COSTS names it (`/v1/leads/{id}`). */
+  byEndpoint: Record<string, { requests: number; tokens: number }>;
   /** Responses with status 429. */
   rateLimited: number;
   /** Cloudflare-like 403 pages. */
@@ -35,6 +37,7 @@ export class StatsRecorder {
   private requests = 0;
   private byStatus: Record<string, number> = {};
   private byCallType: Record<string, number> = {};
+  private byEndpoint: Record<string, { requests: number; tokens: number }> = {};
   private transientErrors = 0;
   private tokensSpent = 0;
   private firstRequestAt: number | null = null;
@@ -45,10 +48,22 @@ export class StatsRecorder {
     this.since = new Date(now()).toISOString();
   }
 
-  record(status: number, callType: CallType | null, tokens: number, transient: boolean): void {
+  record(
+    status: number,
+    callType: CallType | null,
+    tokens: number,
+    transient: boolean,
+    endpoint: string | null = null,
+  ): void {
     this.requests++;
     this.byStatus[status] = (this.byStatus[status] ?? 0) + 1;
     if (callType) this.byCallType[callType] = (this.byCallType[callType] ?? 0) + 1;
+    if (endpoint) {
+      this.byEndpoint[endpoint] ??= { requests: 0, tokens: 0 };
+      const seen = this.byEndpoint[endpoint];
+      seen.requests++;
+      seen.tokens += tokens;
+    }
     if (transient) this.transientErrors++;
     this.tokensSpent += tokens;
     if (!NOT_ADMITTED.has(status)) {
@@ -63,6 +78,7 @@ export class StatsRecorder {
       requests: this.requests,
       byStatus: { ...this.byStatus },
       byCallType: { ...this.byCallType },
+      byEndpoint: Object.fromEntries(Object.entries(this.byEndpoint).map(([k, v]) => [k, { ...v }])),
       rateLimited: this.byStatus[429] ?? 0,
       blocked: this.byStatus[403] ?? 0,
       transientErrors: this.transientErrors,
@@ -79,6 +95,7 @@ export class StatsRecorder {
     this.requests = 0;
     this.byStatus = {};
     this.byCallType = {};
+    this.byEndpoint = {};
     this.transientErrors = 0;
     this.tokensSpent = 0;
     this.firstRequestAt = null;

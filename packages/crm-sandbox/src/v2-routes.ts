@@ -69,11 +69,46 @@ interface ListQuery {
   statuses: Set<string>;
   /** `ids`: only these rows, "up to 100 entity ids" (Pipedrive's v2 list reference). */
   ids: number[] | null;
+  /** Deals carry `email_messages_count` (include_fields). */
+  mailCounts: boolean;
 }
 
 const MAX_IDS = 100;
 
-function parseQuery(query: URLSearchParams, kind: V2Kind): ListQuery | string {
+/** `include_fields` of the v2 deal lists, as Pipedrive's reference enumerates them. */
+const DEAL_INCLUDE_FIELDS = new Set([
+  "next_activity_id",
+  "last_activity_id",
+  "first_won_time",
+  "products_count",
+  "files_count",
+  "notes_count",
+  "followers_count",
+  "email_messages_count",
+  "activities_count",
+  "done_activities_count",
+  "undone_activities_count",
+  "participants_count",
+  "last_incoming_mail_time",
+  "last_outgoing_mail_time",
+  "smart_bcc_email",
+  "source_lead_id",
+]);
+
+/**
+ * Whether a deal list's `include_fields` asks for `email_messages_count`, or why it is refused.
+ * Of the fields it may name the sandbox adds only that one (the only one the crm provider asks for).
+ */
+function mailCountsAsked(ds: Dataset, query: URLSearchParams): boolean | string {
+  const raw = query.get("include_fields");
+  if (raw === null || raw === "") return false;
+  if (ds.dealMailCounts === "refused") return "include_fields is not supported";
+  const unknown = raw.split(",").find((f) => !DEAL_INCLUDE_FIELDS.has(f));
+  if (unknown !== undefined) return `include_fields: "${unknown}" is not a field that can be included`;
+  return ds.dealMailCounts === "answered" && raw.split(",").includes("email_messages_count");
+}
+
+function parseQuery(ds: Dataset, query: URLSearchParams, kind: V2Kind): ListQuery | string {
   const limitRaw = query.get("limit");
   if (limitRaw !== null && !/^\d+$/.test(limitRaw)) return "limit must be a positive integer";
   const limit = limitRaw === null ? DEFAULT_LIMIT : Number(limitRaw);
@@ -112,7 +147,9 @@ function parseQuery(query: URLSearchParams, kind: V2Kind): ListQuery | string {
       return `ids must be a comma separated list of up to ${MAX_IDS} entity ids`;
     ids = [...new Set(parts.map(Number))].sort((a, b) => a - b);
   }
-  return { limit, cursor, sinceMs, untilMs, sortBy, desc, statuses, ids };
+  const mailCounts = kind === "deals" ? mailCountsAsked(ds, query) : false;
+  if (typeof mailCounts === "string") return mailCounts;
+  return { limit, cursor, sinceMs, untilMs, sortBy, desc, statuses, ids, mailCounts };
 }
 
 /** The row as this list shows it, or undefined when the list's filters leave it out. */
@@ -130,7 +167,10 @@ function listed(ds: Dataset, kind: V2Kind, q: ListQuery, id: number, archived: b
     const status = ds.isDeletedDeal(id) ? "deleted" : String(row.status);
     if (!q.statuses.has(status) && !(archived && status !== "deleted")) return undefined;
   }
-  return toV2(ds, kind, row);
+  const shown = toV2(ds, kind, row);
+  // The messages the deal's mail list holds: the list and the count cannot disagree.
+  if (q.mailCounts) shown.email_messages_count = ds.mail.countFor(id);
+  return shown;
 }
 
 const page = (data: Row[], next: Cursor | null): ApiResult => ({
@@ -144,7 +184,7 @@ const page = (data: Row[], next: Cursor | null): ApiResult => ({
  * deleted ones only when status asks for `deleted`.
  */
 function listV2(ds: Dataset, kind: V2Kind, query: URLSearchParams, archived: boolean): ApiResult {
-  const q = parseQuery(query, kind);
+  const q = parseQuery(ds, query, kind);
   if (typeof q === "string") return badRequest(q);
   if (q.cursor.p === undefined || q.sortBy !== "id" || q.desc) return listOrdered(ds, kind, q, archived);
   const total = ds.count(kind);
@@ -220,12 +260,14 @@ export function matchV2Route(
   segments: string[],
   query: URLSearchParams,
 ): ApiRoute {
-  const unknown: ApiRoute = { callType: null, run: () => notFound("Endpoint") };
+  const unknown: ApiRoute = { callType: null, endpoint: null, run: () => notFound("Endpoint") };
   const [first, second, ...rest] = segments;
   if (method !== "GET" || rest.length > 0 || !isV2Kind(first)) return unknown;
   const kind = first;
-  if (second === undefined) return { callType: "list", run: () => listV2(ds, kind, query, false) };
+  const list = `/api/v2/${kind}`;
+  if (second === undefined)
+    return { callType: "list", endpoint: list, run: () => listV2(ds, kind, query, false) };
   if (kind === "deals" && second === "archived")
-    return { callType: "list", run: () => listV2(ds, kind, query, true) };
-  return { callType: "get", run: () => getV2(ds, kind, second) };
+    return { callType: "list", endpoint: `${list}/archived`, run: () => listV2(ds, kind, query, true) };
+  return { callType: "get", endpoint: `${list}/{id}`, run: () => getV2(ds, kind, second) };
 }

@@ -205,7 +205,7 @@ describe("the sandbox against the recorded Pipedrive fixtures", () => {
     // A second into a day, on a clock that stands still: no reset falls inside the test.
     const dayStart = Math.floor(Date.now() / 60_000) * 60_000 + 61_000;
     const s = await sandbox(
-      { seed: 34, deals: 20, burstLimit: 10, dailyBudget: 20, dailyResetSeconds: 60 },
+      { seed: 34, deals: 20, burstLimit: 10, dailyBudget: 10, dailyResetSeconds: 60 },
       { clock: () => dayStart },
     );
     const served: Json[] = [];

@@ -34,3 +34,20 @@ export async function settleRunFact(
   const settled = await readRunFact(q, runId, key);
   return settled === undefined ? value : settled;
 }
+
+/**
+ * The cursors of the run's tasks of `kind` that carry `key`, oldest task first: what earlier tasks
+ * kept for later ones (TaskContext.keptCursors), e.g. the message count a deal's mail was listed
+ * against, which a later pass compares its count with.
+ */
+export async function keptCursors(
+  q: Queryable,
+  runId: string,
+  kind: string,
+  key: string,
+): Promise<Record<string, unknown>[]> {
+  const rows = await q.execute<{ cursor: Record<string, unknown> }>(sql`
+    select cursor from drover.tasks where run_id = ${runId}::uuid and kind = ${kind} and cursor ? ${key}
+     order by id`);
+  return rows.map((r) => r.cursor);
+}

@@ -25,7 +25,7 @@ import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
 import { appendNoteOnce } from "./notes.js";
 import { runRevertTask } from "./revert.js";
-import { readRunFact, settleRunFact } from "./run-facts.js";
+import { keptCursors, readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { SourceCallCounter } from "./source-calls.js";
 import { applySourceDeletions, heldSourceRows } from "./source-deletions.js";
@@ -290,6 +290,8 @@ export async function runAssignment(
       resolveParents(db, runInfo, wanted, runInfo.dryRun ? { dryRunId: runInfo.id } : {}),
     runFact: (key) => readRunFact(db, run.id, key),
     settleRunFact: (key, value) => settleRunFact(db, run.id, key, value),
+    noteOnce: (note) => appendNoteOnce(db, run.id, info.id, note),
+    keptCursors: (kind, key) => keptCursors(db, run.id, kind, key),
   };
 
   /** A revert run's task (revert.ts): no source call, only the product and the ledger. */

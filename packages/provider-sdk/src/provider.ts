@@ -246,6 +246,23 @@ export interface TaskContext {
    */
   runFact(key: string): Promise<unknown>;
   settleRunFact(key: string, value: unknown): Promise<unknown>;
+  /**
+   * A run note about what the source did not say and what the run assumed instead (an account that
+   * does not answer a field, a count a list contradicts), unless the run already has the same note:
+   * a retried or resumed task says it once.
+   */
+  noteOnce(note: {
+    level: "info" | "warn";
+    kind: string;
+    subjectId: string | null;
+    reason: string;
+  }): Promise<void>;
+  /**
+   * The cursors of this run's tasks of `kind` that carry `key`, oldest first: what earlier tasks
+   * kept for later ones (e.g. the message count each deal's mail was listed against, which a later
+   * pass compares the deal's count with). Absent where the engine keeps no tasks.
+   */
+  keptCursors?(kind: string, key: string): Promise<Record<string, unknown>[]>;
   /** Source id -> local record id for created or matched rows of the given kinds; one query. */
   resolveParents(wanted: Readonly<Record<string, readonly string[]>>): Promise<ParentMap>;
   /**

@@ -57,8 +57,11 @@ export interface SourceAnswer {
 export interface SourceAdapter {
   /** The request headers that present the token. Never a URL parameter: proxies and logs keep URLs. */
   authHeaders(token: string): Record<string, string>;
-  /** Token units a call of this type costs against the daily allowance (0 for a source without one). */
-  cost(type: CallType): number;
+  /**
+   * Token units a request costs against the daily allowance (0 for a source without one): by the
+   * endpoint it asks (`path`, without its query), as the source prices them, else by its type.
+   */
+  cost(type: CallType, path: string): number;
   /** What the answer says about the allowance. `cost` is what the call that got it costs. */
   readBudget(answer: SourceAnswer, cost: number, now: number): BudgetReading;
   /**

@@ -58,8 +58,8 @@ export class SourceClient {
    * Takes `count` slots at once, for requests about to go out in parallel: the task reserves them
    * before its fetches start, then hands one to each getJson.
    */
-  reserve(count: number, type: CallType, signal?: AbortSignal): Promise<number[]> {
-    return this.pacer.acquire(this.adapter.cost(type), signal, count);
+  reserve(count: number, type: CallType, signal?: AbortSignal, path = ""): Promise<number[]> {
+    return this.pacer.acquire(this.adapter.cost(type, path), signal, count);
   }
 
   /**
@@ -67,8 +67,7 @@ export class SourceClient {
    * slot before a wall that went up after it was handed out is taken back: the call waits for the
    * wall (the pacer's acquire does) and goes out on a fresh slot, never into the refusal.
    */
-  private async awaitSlot(slot: number | undefined, type: CallType, signal?: AbortSignal): Promise<void> {
-    const cost = this.adapter.cost(type);
+  private async awaitSlot(slot: number | undefined, cost: number, signal?: AbortSignal): Promise<void> {
     let at = slot ?? (await this.pacer.acquire(cost, signal, 1))[0]!;
     for (;;) {
       const wait = at - Date.now();
@@ -103,9 +102,10 @@ export class SourceClient {
     const url = new URL(this.baseUrl + path);
     for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, String(v));
     const resends = this.options.resends ?? DEFAULT_RESENDS;
+    const cost = this.adapter.cost(type, path);
     for (let resend = 0; ; resend++) {
       // A slot reserved by the caller serves the first try only; a resend takes a fresh one.
-      await this.awaitSlot(resend === 0 ? options.slot : undefined, type, signal);
+      await this.awaitSlot(resend === 0 ? options.slot : undefined, cost, signal);
       try {
         // The span starts after the slot's wait, so its length is the source's; the path without its
         // query (which may carry cursors and ids) names it, and the token travels in a header only.
@@ -117,7 +117,7 @@ export class SourceClient {
             "drover.call_type": type,
             ...(resend > 0 ? { "http.request.resend_count": resend } : {}),
           },
-          (span) => this.send<T>(url, path, type, signal, span),
+          (span) => this.send<T>(url, path, cost, signal, span),
           { kind: SpanKind.CLIENT },
         );
       } catch (err) {
@@ -141,12 +141,11 @@ export class SourceClient {
   private async send<T>(
     url: URL,
     path: string,
-    type: CallType,
+    cost: number,
     signal: AbortSignal | undefined,
     span: Span,
   ): Promise<T> {
     const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
-    const cost = this.adapter.cost(type);
     // A timeout already took the call's whole time, and the task's own abort means stop: neither
     // is resent. A connection refused, reset or cut mid-body is.
     const stopped = () => timeout.aborted || signal?.aborted === true;

@@ -103,6 +103,9 @@ export async function dryRunReport(
     },
     now,
   );
+  // The budget-days are counted at the allowance the run states (dailyTokens), else at what the
+  // source said it had left today: a floor of the account's day when part of it was spent.
+  const dailyTokens = work?.dailyTokens ?? budget?.dailyRemaining ?? 0;
   return create(DryRunReportSchema, {
     kinds,
     requests,
@@ -110,5 +113,7 @@ export async function dryRunReport(
     seconds: BigInt(eta.seconds),
     durationText: eta.text,
     dailyResets: eta.dailyResets,
+    dailyTokens: BigInt(dailyTokens),
+    budgetDays: dailyTokens > 0 ? Number(tokens) / dailyTokens : 0,
   });
 }

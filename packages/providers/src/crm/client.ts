@@ -1,7 +1,6 @@
 import {
   type BudgetPacer,
   type BudgetReading,
-  type CallType,
   dailyResetOf,
   HeaderBudgetPacer,
   type RunInfo,
@@ -10,9 +9,7 @@ import {
 } from "@drover/provider-sdk";
 import { runSettings } from "./config.js";
 import { DEFAULT_DAILY_RESET } from "./daily-reset.js";
-
-/** Pipedrive's token costs per call type, against the daily allowance. */
-export const TOKEN_COSTS: Readonly<Record<CallType, number>> = { list: 20, get: 2, update: 10, search: 40 };
+import { tokenCost } from "./token-costs.js";
 
 /** Pipedrive counts its burst limit over a rolling 2 s window, on every plan. */
 const BURST_WINDOW_MS = 2_000;
@@ -26,7 +23,7 @@ const EDGE_BLOCK_MS = 60_000;
 
 /**
  * Pipedrive's API as the source client and the budget pacers need it: the token in `x-api-token`,
- * token costs per call type, the burst window in `x-ratelimit-*` and the daily allowance in
+ * token cost of each endpoint (token-costs.ts), the burst window in `x-ratelimit-*` and the daily allowance in
  * `x-daily-ratelimit-token-*`, and Cloudflare's 403 block page, which means "too many requests" and
  * not "forbidden".
  *
@@ -48,7 +45,7 @@ export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 
           Math.floor(now / dayMs) * dayMs + dayMs;
   return {
     authHeaders: (token) => ({ "x-api-token": token }),
-    cost: (type) => TOKEN_COSTS[type],
+    cost: tokenCost,
     readBudget({ status, headers, body }, cost, now) {
       const reading: BudgetReading = {};
       const limit = intHeader(headers, "x-ratelimit-limit");

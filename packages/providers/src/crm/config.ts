@@ -2,14 +2,18 @@ import { PermanentError, type RunInfo } from "@drover/provider-sdk";
 import { DEFAULT_DAILY_RESET, dailyResetProblem } from "./daily-reset.js";
 
 export interface CrmSettings {
-  /** Page-walking tasks per kind running side by side (stripe i walks pages i, i+N, ...). */
+  /**
+   * Page-walking tasks a v1 list (leads, notes) widens to once two of its pages came back full
+   * (stripe i walks pages i, i+N, ...); at most 2 (MAX_V1_STRIPES): each further stripe would read
+   * one more empty page, 20 tokens, past the list's end.
+   */
   stripes: number;
   /**
    * Chains per normal v2 list, each walking one update_time range side by side (v2 cursors cannot be
    * striped). 1 walks the list as one chain.
    */
   partitions: number;
-  /** Rows per list call; Pipedrive's maximum is 500, and every list costs the same 20 tokens. */
+  /** Rows per list call; Pipedrive's maximum is 500, and a list costs the same tokens at any size. */
   pageSize: number;
   /**
    * Pages one list task walks before it hands over to a successor task. Each page still commits
@@ -51,7 +55,7 @@ export interface CrmSettings {
 }
 
 export const DEFAULT_SETTINGS: CrmSettings = {
-  stripes: 4,
+  stripes: 2,
   partitions: 1,
   pageSize: 500,
   pagesPerTask: 20,

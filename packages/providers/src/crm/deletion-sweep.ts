@@ -44,8 +44,8 @@ export function isSweepCursor(cursor: Record<string, unknown>): boolean {
 
 const PAGE_LIMIT = 500;
 /**
- * A list call costs ten GETs in Pipedrive's token model (20 against 2): below this many candidates
- * an `ids` list costs more than asking for each.
+ * A v2 list call costs ten GETs by id in Pipedrive's token model (10 tokens against 1): below this
+ * many candidates an `ids` list costs more than asking for each.
  */
 const BATCH_FROM = 10;
 

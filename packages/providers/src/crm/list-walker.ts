@@ -73,9 +73,10 @@ export async function readListPage(
 
 /**
  * Every row of `list`, page by page. v2 pages must be read one after the other (each names the
- * next); v1 pages are addressed by offset, so after the first page (most lists fit in one)
- * `pagesAtOnce` are read side by side until one says there is no more, at most
- * `pagesAtOnce - 1` requests past the end.
+ * next); v1 pages are addressed by offset, but a page read ahead of what the list has shown comes
+ * back empty past its end, a whole page's tokens for nothing. So the first two pages are read one
+ * by one (most lists fit in them), and only a list whose second page came back full is read
+ * `pagesAtOnce` pages side by side, at most 2: where it ends, at most one page comes back empty.
  */
 export async function readWholeList(
   client: SourceClient,
@@ -94,11 +95,13 @@ export async function readWholeList(
     }
   }
   const pageAt = (index: number) => readListPage(client, list, { start: index * limit }, limit, options);
-  const first = await pageAt(0);
-  rows.push(...first.rows);
-  if (!first.more) return rows;
-  const width = Math.max(1, options.pagesAtOnce ?? 1);
-  for (let next = 1; ; next += width) {
+  for (const index of [0, 1]) {
+    const page = await pageAt(index);
+    rows.push(...page.rows);
+    if (!page.more) return rows;
+  }
+  const width = Math.min(MAX_PAGES_AHEAD, Math.max(1, options.pagesAtOnce ?? 1));
+  for (let next = 2; ; next += width) {
     const pages = await Promise.all(Array.from({ length: width }, (_, i) => pageAt(next + i)));
     for (const page of pages) {
       rows.push(...page.rows);
@@ -106,3 +109,6 @@ export async function readWholeList(
     }
   }
 }
+
+/** v1 pages read side by side at most: each more would read one more empty page past a list's end. */
+const MAX_PAGES_AHEAD = 2;

@@ -16,6 +16,8 @@ export interface SourceList {
    * rather than walking the list whole.
    */
   updatedSince?: boolean;
+  /** The list can say how many messages each row has (`include_fields=email_messages_count`): the deal lists. */
+  mailCounts?: boolean;
 }
 
 export const KIND_LISTS: Readonly<Record<string, readonly SourceList[]>> = {
@@ -23,8 +25,8 @@ export const KIND_LISTS: Readonly<Record<string, readonly SourceList[]>> = {
   persons: [{ api: "v2", path: "/api/v2/persons" }],
   deals: [
     // Without `deleted` in status, deals deleted in the last 30 days are not listed at all.
-    { api: "v2", path: "/api/v2/deals", params: { status: "open,won,lost,deleted" } },
-    { api: "v2", path: "/api/v2/deals/archived", archived: true },
+    { api: "v2", path: "/api/v2/deals", params: { status: "open,won,lost,deleted" }, mailCounts: true },
+    { api: "v2", path: "/api/v2/deals/archived", archived: true, mailCounts: true },
   ],
   leads: [
     { api: "v1", path: "/v1/leads", updatedSince: true },

@@ -11,6 +11,7 @@ import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId } from "./fields.js";
 import { type V1Envelope, v1Pagination } from "./lists.js";
+import { noteShortList } from "./mail-counts.js";
 import { changedSince, parseEmail, unwrapMail } from "./records.js";
 import { emailKind, independentBatch } from "./writers.js";
 
@@ -30,6 +31,11 @@ export interface MailCursor {
   index: number;
   /** The run's finding (BODY_SOURCE_FACT), kept for the task's retries. */
   bodies?: BodySource;
+  /**
+   * The messages each deal's list should hold (its email_messages_count, by position in `deals`;
+   * null where the source did not say): a list holding fewer is noted (mail-counts.ts).
+   */
+  expected?: (number | null)[];
   /** Set by the catch-up pass (the run's start): a message the listing shows updated since then is applied again. */
   since?: string;
   /**
@@ -84,6 +90,7 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
   const known = cursor.bodies ?? ((await ctx.runFact(BODY_SOURCE_FACT)) as BodySource | undefined);
   const askBodies = known !== "fetch";
   const listOf = (k: number) => lists.get(deals[k]!)!;
+  const expected = new Map(cursor.deals.map((deal, i) => [deal, cursor.expected?.[i]]));
   let bodySource = known;
   let listed = 0;
   /** Lists deals from `listed` on until `messages` messages from deal `from` are in hand. */
@@ -99,7 +106,9 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
         round.filter((deal) => !lists.has(deal)),
         settings.bodyConcurrency,
         async (deal) => {
-          lists.set(deal, await listMessages(client, deal, settings.pageSize, ctx.signal, askBodies));
+          const messages = await listMessages(client, deal, settings.pageSize, ctx.signal, askBodies);
+          await noteShortList(ctx, deal, messages.length, expected.get(deal));
+          lists.set(deal, messages);
         },
       ).catch(keepFetched);
       listed += round.length;
@@ -176,6 +185,7 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
     const at = (index: number) => ({
       deals: cursor.deals,
       index,
+      ...(cursor.expected ? { expected: cursor.expected } : {}),
       ...(bodySource ? { bodies: bodySource } : {}),
       ...(cursor.since ? { since: cursor.since } : {}),
     });

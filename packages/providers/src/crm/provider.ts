@@ -19,7 +19,16 @@ import { isSweepCursor, sweepDeletions, sweepSeeds } from "./deletion-sweep.js";
 import { sourceId, standInId } from "./fields.js";
 import { type ListPage, readListPage } from "./list-walker.js";
 import { CATCH_UP, KIND_LISTS, PARENT_ORDER, type SourceList } from "./lists.js";
-import { type MailCursor, walkMail } from "./mail.js";
+import { walkMail } from "./mail.js";
+import {
+  grownSince,
+  listedCounts,
+  MAIL_COUNT_FIELD,
+  MAIL_COUNTS_REFUSED_FACT,
+  type MailDeals,
+  mailDealsOf,
+  mailSeeds,
+} from "./mail-counts.js";
 import { redriveMail } from "./mail-redrive.js";
 import { type Partition, runStart, splitList } from "./partitions.js";
 import {
@@ -72,7 +81,7 @@ const LIST_KINDS: Record<string, ListKind<never>> = {
 /**
  * Where a list task stands. A v2 list is walked by one chain of tasks per list, or per partition of
  * it, whose successor carries the next opaque cursor (pages cannot be addressed arithmetically); a
- * v1 list by `stripes` tasks, each walking every stripes-th page. A catch-up task (`since` set) asks
+ * v1 list by one task that widens to `widen` stripes, each walking every stripes-th page. A catch-up task (`since` set) asks
  * only for what changed since the run started, and hands over to the next list, then the next kind
  * in `chain`, when its list ends. A split task (`split` set) walks nothing: it seeds the partitions.
  */
@@ -82,6 +91,8 @@ export interface ListCursor {
   limit: number;
   cursor?: string | null;
   stripes?: number;
+  /** The stripes this v1 walk widens to once two pages came back full (nextV1Pages). */
+  widen?: number;
   since?: string;
   chain?: string[];
   /** A follow run's pass (1, 2, …) this catch-up task belongs to; absent for the import's own. */
@@ -90,6 +101,10 @@ export interface ListCursor {
   split?: number;
   /** The update_time range this chain walks. */
   partition?: Partition;
+  /** false once the account refused the deal list's include_fields: its pages no longer ask. */
+  counts?: false;
+  /** The deals of the task's last page whose mail the mail phase lists (mail-counts.ts). */
+  mail?: MailDeals;
 }
 
 /** The crm writers' record types, their product tables, and every product column linking them (RevertRun). */
@@ -163,17 +178,17 @@ export const crmProvider: Provider = {
           seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
           return;
         }
-        // An archived list is a small fraction of its kind: one walker is enough.
-        const stripes = list.archived ? 1 : settings.stripes;
-        for (let stripe = 0; stripe < stripes; stripe++) {
-          const cursor: ListCursor = {
-            list: i,
-            page: stripe,
-            stripes,
-            limit: settings.pageSize,
-          };
-          seeds.push({ kind, seedKey: `${kind}:${i}:page:${stripe}`, cursor: { ...cursor } });
-        }
+        // One walker, which widens as the list shows it goes on (nextV1Pages). An archived list is a
+        // small fraction of its kind: it stays one walker.
+        const widen = list.archived ? 1 : Math.min(settings.stripes, MAX_V1_STRIPES);
+        const cursor: ListCursor = {
+          list: i,
+          page: 0,
+          stripes: 1,
+          limit: settings.pageSize,
+          ...(widen > 1 ? { widen } : {}),
+        };
+        seeds.push({ kind, seedKey: `${kind}:${i}:page:0`, cursor: { ...cursor } });
       });
     }
     return seeds;
@@ -244,7 +259,8 @@ function pageKey(kind: string, c: ListCursor): string {
  * starts at the first page not committed; the last page the task walks hands over to a successor
  * task as before. While a page is written the next one is already being read: the source call and
  * the database work overlap instead of taking turns (the read-ahead spends one call for nothing if
- * the run stops or the task fails on that page; the retry reads it again).
+ * the run stops or the task fails on that page; the retry reads it again). One function because
+ * the read-ahead, the page's mail deals and where the walk goes next share the loop's state.
  */
 async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskResult> {
   const first = ctx.task.cursor as unknown as ListCursor;
@@ -258,36 +274,44 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     });
   const { baseUrl, settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
-  // Deals the catch-up lists seed mail tasks, returned when the task ends: a page that seeds some
-  // ends its task, so that no committed page's seeds wait on a later page's success.
-  const seedsMail =
-    first.since !== undefined && ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail");
+  // A page of deals finds which of its deals have mail (mail-counts.ts): the catch-up's page seeds
+  // their mail tasks, the import's keeps them in its cursor for the mail phase. Either way a page
+  // with such deals ends its task, so that no committed page's deals wait on a later page's success.
+  const seedsMail = ctx.task.kind === "deals" && ctx.run.plan.flat().includes("mail");
 
-  let cursor = first;
-  let reading = readPage(client, ctx, cursor);
+  // Once a page found the account refusing the counts, no task of the run asks for them again.
+  const refused =
+    seedsMail && first.counts !== false && (await ctx.runFact(MAIL_COUNTS_REFUSED_FACT)) === true;
+  let cursor: ListCursor = refused ? { ...first, counts: false } : first;
+  let listed: ReturnType<typeof listedCounts> | undefined;
+  let reading = readPage(client, ctx, cursor, seedsMail);
   for (let walked = 1; ; walked++) {
-    const { list, page } = await reading;
+    const { list, page, countsAsked } = await reading;
+    if (seedsMail && !countsAsked) cursor = { ...cursor, counts: false };
+    const [ahead, ...widened] =
+      list.api === "v2"
+        ? [{ ...cursor, cursor: page.nextCursor, page: cursor.page + 1 }]
+        : nextV1Pages(cursor);
     const following = page.more
-      ? {
-          kind: ctx.task.kind,
-          cursor:
-            list.api === "v2"
-              ? { ...cursor, cursor: page.nextCursor, page: cursor.page + 1 }
-              : { ...cursor, page: cursor.page + (cursor.stripes ?? 1) },
-        }
+      ? { kind: ctx.task.kind, cursor: ahead! }
       : cursor.since
         ? nextCatchUp(ctx.task.kind, cursor)
         : undefined;
     // The next page is this task's too when it is of the same kind and the task has pages left.
+    // A walk that widens hands both its stripes over to tasks of their own.
+    const wider = page.more ? widened : [];
     const onward =
-      following && following.kind === ctx.task.kind && walked < settings.pagesPerTask
+      following && following.kind === ctx.task.kind && walked < settings.pagesPerTask && wider.length === 0
         ? following.cursor
         : undefined;
-    if (onward && !seedsMail) reading = readPage(client, ctx, onward);
+    if (onward && !seedsMail) reading = readPage(client, ctx, onward, seedsMail);
 
     const rows = parsePage(ctx.task.kind, cursor, list, page.rows, kind);
-    const mail = seedsMail ? mailAfter(cursor, rows) : undefined;
-    const goOn = onward && !mail ? onward : undefined;
+    const found = seedsMail ? await mailDealsOf(ctx, page.rows, countsAsked === true) : undefined;
+    // A catch-up lists again only the mail of deals whose count grew since it was listed.
+    if (found && cursor.since) listed ??= listedCounts(ctx);
+    const mail = found && listed ? grownSince(found, await listed) : found;
+    const goOn = onward && !mail?.deals.length ? onward : undefined;
     // Parents are resolved, in one query, only when a window writes, and only for the rows it may
     // write: a page the ledger holds whole needs none, a re-run's page few.
     const writer = async (toWrite: readonly SourceRow<unknown>[]) =>
@@ -304,7 +328,7 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
     ctx.working();
     if (goOn) {
       cursor = goOn;
-      if (seedsMail) reading = readPage(client, ctx, cursor);
+      if (seedsMail) reading = readPage(client, ctx, cursor, seedsMail);
       continue;
     }
     const successors: TaskSeed[] = [];
@@ -314,11 +338,42 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
         seedKey: pageKey(following.kind, following.cursor),
         cursor: { ...following.cursor },
       });
-    if (mail) successors.push(mail);
+    for (const stripe of wider)
+      successors.push({
+        kind: ctx.task.kind,
+        seedKey: pageKey(ctx.task.kind, stripe),
+        cursor: { ...stripe },
+      });
+    if (mail && cursor.since)
+      successors.push(
+        ...mailSeeds(mail, settings.dealsPerMailTask, `${pageKey(ctx.task.kind, cursor)}:`, cursor.since),
+      );
+    else if (mail) await ctx.keepCursor({ ...cursor, mail });
     // A follow pass's chain has walked its last list: the sweeps for deletions no list reports.
     if (!following && cursor.since && cursor.pass) successors.push(...sweepSeeds(ctx.run, cursor.pass));
     return { successors };
   }
+}
+
+/**
+ * A v1 list is addressed by offset, so its pages can be read side by side; but Pipedrive does not
+ * say how long a list is, only whether a page has a next one, so every page read ahead is a bet
+ * that costs a whole page (20 tokens) when it comes back empty. The walk starts as one walker and
+ * widens to MAX_V1_STRIPES once two pages came back full: the list then has shown it is long,
+ * and where it ends at most one walker reads one empty page. A list of one or two pages (most
+ * accounts' leads and notes) pays no empty page.
+ */
+export const MAX_V1_STRIPES = 2;
+
+/** The pages a v1 walk reads after the page at `c`, which says the list goes on: the first is its own. */
+export function nextV1Pages(c: ListCursor): ListCursor[] {
+  const stripes = c.stripes ?? 1;
+  const widen = c.widen ?? 1;
+  if (stripes === 1 && widen > 1 && c.page >= 1) {
+    const { widen: _, ...walk } = c;
+    return Array.from({ length: widen }, (_, d) => ({ ...walk, page: c.page + 1 + d, stripes: widen }));
+  }
+  return [{ ...c, page: c.page + stripes }];
 }
 
 /** The parents a page's rows name, by kind. */
@@ -335,12 +390,17 @@ function parentsOf(kind: string, rows: readonly SourceRow<unknown>[]): Record<st
   return wanted;
 }
 
-/** The list and its page at `cursor`; a read that is not awaited yet cannot go unhandled. */
+/**
+ * The list and its page at `cursor`; a read that is not awaited yet cannot go unhandled. A deal
+ * list read for a run that imports mail asks for each deal's message count (`countsAsked`); an
+ * account that refuses the parameter is asked again without it, and the run remembers.
+ */
 function readPage(
   client: ReturnType<typeof clientFor>,
   ctx: TaskContext,
   cursor: ListCursor,
-): Promise<{ list: SourceList; page: ListPage }> {
+  mailInRun = false,
+): Promise<{ list: SourceList; page: ListPage; countsAsked?: boolean }> {
   const list = KIND_LISTS[ctx.task.kind]?.[cursor.list];
   if (!list)
     return Promise.reject(
@@ -354,13 +414,22 @@ function readPage(
       : cursor.since && (list.api === "v2" || list.updatedSince)
         ? { updated_since: cursor.since }
         : {};
-  const reading = readListPage(
-    client,
-    list,
-    list.api === "v2" ? { cursor: cursor.cursor ?? null } : { start: cursor.page * cursor.limit },
-    cursor.limit,
-    { filters, signal: ctx.signal },
-  ).then((page) => ({ list, page }));
+  const at = list.api === "v2" ? { cursor: cursor.cursor ?? null } : { start: cursor.page * cursor.limit };
+  const read = (asked: boolean) =>
+    readListPage(client, list, at, cursor.limit, {
+      filters: asked ? { ...filters, include_fields: MAIL_COUNT_FIELD } : filters,
+      signal: ctx.signal,
+    }).then((page) => ({ list, page, countsAsked: asked }));
+  const ask = mailInRun && list.mailCounts === true && cursor.counts !== false;
+  const reading = !ask
+    ? read(false)
+    : read(true).catch(async (err) => {
+        // A refusal of the parameter (a 4xx) would refuse every page: the page is read without it.
+        if (!(err instanceof PermanentError)) throw err;
+        const page = await read(false);
+        await ctx.settleRunFact(MAIL_COUNTS_REFUSED_FACT, true);
+        return page;
+      });
   reading.catch(() => {});
   return reading;
 }
@@ -394,18 +463,6 @@ function parsePage(
   });
 }
 
-/**
- * Deals changed or added mid-run may carry mail the mail phase never listed: the catch-up's page of
- * deals seeds a mail task for them. Only messages new to the ledger, or changed since the run
- * started, get their body (mail.ts).
- */
-function mailAfter(cursor: ListCursor, rows: readonly SourceRow<unknown>[]): TaskSeed | undefined {
-  const deals = rows.filter((r) => !isRowErrorInfo(r.data)).map((r) => r.sourceId);
-  if (deals.length === 0 || !cursor.since) return undefined;
-  const mail: MailCursor = { deals, index: 0, since: cursor.since };
-  return { kind: "mail", seedKey: `mail:${pageKey("deals", cursor)}`, cursor: { ...mail } };
-}
-
 /** Where the catch-up chain goes once a list is exhausted: the kind's next list, else the next kind. */
 function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListCursor } | undefined {
   const base = {
@@ -423,12 +480,32 @@ function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListC
 }
 
 /**
- * Mail is listed per deal, so its tasks are seeded from the deals the ledger knows — ten per task,
+ * The deals whose mail the run's pages of deals found to list (ListCursor.mail), in the order the
+ * mail phase walks deals; undefined when no page kept any (a run begun before pages kept them).
+ */
+async function countedMailDeals(ctx: SeedContext): Promise<MailDeals | undefined> {
+  const rows = await ctx.tx.execute<{ mail: MailDeals }>(sql`
+    select cursor->'mail' as mail from drover.tasks
+     where run_id = ${ctx.run.id}::uuid and kind = 'deals' and cursor ? 'mail'`);
+  if (rows.length === 0) return undefined;
+  const pairs = new Map<string, number | null>();
+  for (const { mail } of rows)
+    for (const [i, deal] of mail.deals.entries()) pairs.set(deal, mail.expected[i] ?? null);
+  const deals = [...pairs.keys()].sort(bySourceId);
+  return { deals, expected: deals.map((d) => pairs.get(d) ?? null) };
+}
+
+const bySourceId = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * Otherwise (a run that does not import deals, or one begun before) mail is listed for the deals the ledger knows — ten per task,
  * checkpointed by deal index so a retry or a resume keeps its meaning. Deals this run failed to
  * import are walked too: their messages cannot be linked, and are skipped as such rather than
  * never seen, so every message of the account is accounted for.
  */
 async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> {
+  const counted = ctx.run.plan.flat().includes("deals") ? await countedMailDeals(ctx) : undefined;
+  if (counted) return mailSeeds(counted, perTask, "");
   // A dry run's deals are in the ledger only as it would have written them (its windows were
   // rolled back): its mail walks the deals a real run would hold by now.
   const rows = await ctx.tx.execute<{ source_id: string }>(sql`
@@ -442,9 +519,7 @@ async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> 
     select subject_id from drover.notes
      where run_id = ${ctx.run.id}::uuid and kind = 'deals' and level = 'error' and subject_id is not null
     order by 1`);
-  const ids = rows
-    .map((r) => r.source_id)
-    .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
+  const ids = rows.map((r) => r.source_id).sort(bySourceId);
   if (!ctx.run.plan.flat().includes("deals")) await noteDealsNotInRun(ctx, ids.length);
   const seeds: TaskSeed[] = [];
   for (let i = 0; i < ids.length; i += perTask) {

@@ -9,7 +9,7 @@ import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { KIND_LISTS } from "./lists.js";
 import { mailRedriveSeeds } from "./mail-redrive.js";
-import { IDS_PER_REQUEST, rowsByIds } from "./rows-by-ids.js";
+import { IDS_PER_REQUEST, readRowsAgain } from "./rows-by-ids.js";
 import { COMPARED } from "./verifier.js";
 
 /** Rows one re-drive task reads and writes: one `ids` request on a v2 kind. */
@@ -25,8 +25,9 @@ export function isRedriveCursor(cursor: Record<string, unknown>): boolean {
 }
 
 /**
- * Re-drive for the crm: v2 kinds are read a hundred rows a request through the list's `ids`
- * filter, v1 kinds (leads, notes) one GET by id each, as the verifier reads its sample. Mail is
+ * Re-drive for the crm: v2 kinds are read a hundred rows a request through the lists' `ids`
+ * filter where that costs fewer tokens than a GET each (readRowsAgain), v1 kinds (leads, notes)
+ * one GET by id each, as the verifier reads its sample. Mail is
  * read by listing: a message's GET by id names no deal, and the deal whose list holds it is what
  * links it, so its re-drive lists the noting task's deals again (mail-redrive.ts).
  */
@@ -67,24 +68,10 @@ export async function redriveRows(
   if (!check) throw new PermanentError(`crm provider cannot re-drive kind "${ctx.task.kind}"`);
   const { baseUrl } = runSettings(ctx.run);
   const client = clientFor(ctx.run, baseUrl, ctx.pacer);
-  const raws = check.batch
-    ? await rowsByIds(client, check.batch, ids, { signal: ctx.signal, onPage: () => ctx.working() })
-    : new Map<string, unknown>();
-  // What the `ids` list leaves out (an archived deal) and the v1 kinds: one GET by id each.
-  const gone = new Set<string>();
-  for (const id of ids) {
-    if (raws.has(id)) continue;
-    const { path, params } = check.fetch(id);
-    try {
-      const body = await client.getJson<{ data?: unknown }>(path, params, "get", ctx.signal);
-      if (typeof body?.data === "object" && body.data !== null) raws.set(id, body.data);
-      else gone.add(id);
-    } catch (err) {
-      if (err instanceof PermanentError && / 404\b/.test(err.message)) gone.add(id);
-      else throw err;
-    }
-    ctx.working();
-  }
+  const { raws, gone } = await readRowsAgain(client, ctx.task.kind, check, ids, {
+    signal: ctx.signal,
+    onRow: () => ctx.working(),
+  });
   const rows: SourceRow<unknown>[] = ids.map((id) => {
     const raw = raws.get(id);
     if (raw === undefined)

@@ -1,10 +1,19 @@
 import type { Queryable } from "@drover/db";
 import type { CallsLeft, RunInfo, WorkEstimate } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
-import { TOKEN_COSTS } from "./client.js";
 import { runSettings } from "./config.js";
 import { CATCH_UP, KIND_LISTS } from "./lists.js";
 import { BODY_SOURCE_FACT, type MailCursor } from "./mail.js";
+import { ENDPOINT_COSTS, tokenCost } from "./token-costs.js";
+
+const MAIL_LIST = ENDPOINT_COSTS["/v1/deals/{id}/mailMessages"]!;
+const MAIL_BODY = ENDPOINT_COSTS["/v1/mailbox/mailMessages/{id}"]!;
+
+/** A page of the kind's list number `list` (a v2 list 10 tokens, a v1 list 20, archived lists more). */
+function pageCost(kind: string, list: unknown): number {
+  const at = KIND_LISTS[kind]?.[typeof list === "number" ? list : 0];
+  return at ? tokenCost("list", at.path) : tokenCost("list", "");
+}
 
 /**
  * What a live crm run still needs from Pipedrive, from what it has learned:
@@ -13,8 +22,9 @@ import { BODY_SOURCE_FACT, type MailCursor } from "./mail.js";
  *   has not begun needs at least one page per list;
  * - mail: per deal still to walk, one list call and, where bodies are fetched one by one (the run's
  *   fact), one get per message, at the messages per deal the run has met so far. Before the mail
- *   phase the deals are those the ledger holds;
- * each call at its token cost (list 20, get 2).
+ *   phase the deals are those the pages of deals found with mail (or, where none kept them, every
+ *   deal the ledger holds);
+ * each call at its endpoint's token cost (token-costs.ts).
  */
 export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkEstimate> {
   const { settings } = runSettings(run);
@@ -38,11 +48,15 @@ export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkE
       continue;
     }
     const open = tasks.filter((t) => t.kind === kind && t.status !== "succeeded");
-    const pages = seeded.has(kind) ? open.reduce((n, t) => n + t.n, 0) : (KIND_LISTS[kind]?.length ?? 1);
+    const lists = KIND_LISTS[kind] ?? [];
+    const pages = seeded.has(kind) ? open.reduce((n, t) => n + t.n, 0) : Math.max(1, lists.length);
+    const tokens = seeded.has(kind)
+      ? open.reduce((n, t) => n + t.n * pageCost(kind, t.cursor.list), 0)
+      : lists.reduce((n, _, i) => n + pageCost(kind, i), 0);
     kinds.push({
       kind,
       requests: pages,
-      tokens: pages * TOKEN_COSTS.list,
+      tokens,
       atLeast: !seeded.has(kind) || pages > 0,
     });
   }
@@ -66,7 +80,17 @@ async function mailLeft(
     dealsWalked += done * t.n;
     dealsLeft += (deals - done) * t.n;
   }
-  if (!seeded) {
+  // Before the mail phase: the deals the pages of deals found with mail (mail-counts.ts), else
+  // every deal the ledger holds.
+  const counted = tasks.filter(
+    (t) => t.kind === "deals" && typeof t.cursor.mail === "object" && t.cursor.mail,
+  );
+  if (!seeded && counted.length > 0)
+    dealsLeft = counted.reduce(
+      (n, t) => n + ((t.cursor.mail as { deals?: unknown[] }).deals?.length ?? 0),
+      0,
+    );
+  else if (!seeded) {
     const [deals] = await q.execute<{ n: number }>(sql`
       select count(*)::int as n from drover.ledger
        where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
@@ -81,7 +105,7 @@ async function mailLeft(
   return {
     kind: "mail",
     requests: dealsLeft + gets,
-    tokens: dealsLeft * TOKEN_COSTS.list + gets * TOKEN_COSTS.get,
+    tokens: dealsLeft * MAIL_LIST + gets * MAIL_BODY,
     // Until the deals phase is over, or the body source is known, more may come.
     atLeast: !seeded || bodies === null,
   };
