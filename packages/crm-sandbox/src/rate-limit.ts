@@ -134,7 +134,10 @@ export class RateLimiter {
       const retryAt = s.burstLimit > 0 ? windowEnds : now + 1000;
       // Cloudflare blocks traffic kept up despite the 429, i.e. sent before its Retry-After: a client
       // that asks once per Retry-After or slower (a probe of the day's reset) is not hammering.
-      state.penaltyUntil = Math.max(state.penaltyUntil, now + Math.max(1, Math.ceil((retryAt - now) / 1000)) * 1000);
+      state.penaltyUntil = Math.max(
+        state.penaltyUntil,
+        now + Math.max(1, Math.ceil((retryAt - now) / 1000)) * 1000,
+      );
       return { outcome: "daily", headers: this.refusal(state, now, retryAt, false) };
     }
     state.times.push(now);

@@ -218,8 +218,7 @@ export class SandboxApp {
     }
     if (admission.outcome !== "ok") {
       this.stats.record(429, route.callType, 0, false);
-      if (admission.outcome === "daily")
-        return sendJson(res, 429, dailyLimitBody(), admission.headers);
+      if (admission.outcome === "daily") return sendJson(res, 429, dailyLimitBody(), admission.headers);
       return sendJson(
         res,
         429,

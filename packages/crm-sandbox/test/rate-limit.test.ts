@@ -142,7 +142,10 @@ describe("daily token budget", () => {
 
   it("blocks a token that keeps asking inside a daily 429's Retry-After, and not one that waits it out", async () => {
     const clock = manualClock(60_000);
-    const s = await sandbox({ dailyBudget: 20, dailyResetSeconds: 60, abuseThreshold: 3 }, { clock: clock.now });
+    const s = await sandbox(
+      { dailyBudget: 20, dailyResetSeconds: 60, abuseThreshold: 3 },
+      { clock: clock.now },
+    );
     expect((await get(s, "/v1/deals", "patient")).status).toBe(200);
     // One request per Retry-After, all day: refused, never blocked (a probe of the day's reset).
     for (let i = 0; i < 10; i++) {

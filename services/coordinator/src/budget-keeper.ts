@@ -1,8 +1,17 @@
-import { budgets, type Db, runs } from "@drover/db";
-import type { BudgetReport } from "@drover/proto";
-import { FIRST_PROBE_MS, nextProbeDelayMs } from "@drover/provider-sdk";
+import { type BudgetRow, budgets, type Db, runs } from "@drover/db";
+import type { BudgetReport, DailyAllowance } from "@drover/proto";
+import { FIRST_PROBE_MS, nextProbeDelayMs, RESET_CANDIDATES_PER_DAY } from "@drover/provider-sdk";
 import { metrics } from "@drover/telemetry";
 import { and, eq, sql } from "drizzle-orm";
+import {
+  type AccountDay,
+  learnedResetAfter,
+  learnedResetHeld,
+  probeAdmitted,
+  probeRefused,
+  type ResetSearch,
+  startSearch,
+} from "./daily-reset-search.js";
 
 /**
  * The source accounts' allowances, kept by the leader coordinator in memory and written to the
@@ -49,6 +58,12 @@ export interface BudgetOptions {
  */
 const SHARE_DAY_TRANSIT_MS = 250;
 
+/** How soon a lease waiting for a probe's answer asks again: the run resumes this soon after it. */
+const PROBE_POLL_MS = 250;
+
+/** Where an account's daily reset comes from: its rule (a hint), a probe, the learned reset, the source. */
+type DailyResetBy = "rule" | "probe" | "learned" | "stated";
+
 export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
   graceMs: 40,
   horizonMs: 1_000,
@@ -82,6 +97,10 @@ interface AccountState {
   probeDelayMs: number | null;
   /** Workers given their one probe since the guessed reset passed, with when. */
   probedBy: Map<string, number>;
+  /** The day's length, its learned reset and the search for it (daily-reset-search.ts). */
+  day: AccountDay;
+  /** Where dailyResetAt comes from; null before any daily reading. */
+  resetBy: DailyResetBy | null;
   /** Tokens granted to each run with a daily share on the day that ends at shareDayEndsAt. */
   runGranted: Map<string, number>;
   shareDayEndsAt: number;
@@ -109,6 +128,11 @@ const grantedCounter = metrics.counter(
   "drover_budget_slots_granted_total",
   "Request slots granted to workers",
   ["account"],
+);
+const learnedResets = metrics.counter(
+  "drover_budget_daily_resets_learned_total",
+  "Daily resets the keeper learned by probing the source",
+  [],
 );
 const waitsCounter = metrics.counter(
   "drover_budget_lease_waits_total",
@@ -156,7 +180,26 @@ export class BudgetKeeper {
     if (burstWindowMs > 0) a.windowMs = burstWindowMs;
     const now = this.now();
     this.rollShareDay(a, now);
-    if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
+    const search = a.day.search;
+    let probing = false;
+    if (search !== null) {
+      // The day is spent and its reset unknown: nothing before the next probe, then one request.
+      if (search.dueAt > now) return { kind: "exhausted", retryAt: search.dueAt };
+      if (search.grantedAt !== null && now - search.grantedAt < this.probeAnswerMs(a))
+        return { kind: "wait", retryAt: now + PROBE_POLL_MS };
+      probing = true;
+      want = 1;
+    } else if (
+      a.dailyRemaining !== null &&
+      a.dailyRemaining < Math.max(1, tokensPerSlot) &&
+      a.resetBy === "rule" &&
+      a.day.dayMs !== null
+    ) {
+      // Spent by the keeper's own count, and only the rule says when the day returns: ask the source.
+      const first = startSearch(a.day as AccountDay & { dayMs: number }, now, a.dailyRemaining);
+      this.spendUntil(a, first.dueAt, "probe");
+      return { kind: "exhausted", retryAt: first.dueAt };
+    } else if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
       if (a.dailyResetAt !== null && a.dailyResetAt > now) {
         if (a.spentUntil < a.dailyResetAt) {
           // Known spent from here on: said in GetRun, and written at once for a successor leader.
@@ -170,7 +213,7 @@ export class BudgetKeeper {
       a.dailyRemaining = null;
       a.probedBy.clear();
     }
-    if (a.probeDelayMs !== null) {
+    if (a.probeDelayMs !== null && !probing) {
       // The reset was a guess: each worker may send one request to find out, and waits for its answer.
       const probed = a.probedBy.get(workerId);
       if (probed !== undefined && now - probed < this.options.probeAnswerMs)
@@ -207,7 +250,10 @@ export class BudgetKeeper {
       if (start > lastSlot) return { kind: "wait", retryAt: a.shareDayEndsAt };
       granted = Math.min(granted, Math.floor((lastSlot - start) / interval) + 1);
     }
-    if (a.dailyRemaining !== null && tokensPerSlot > 0) {
+    if (probing) {
+      search!.grantedAt = now;
+      search!.probeAt = search!.dueAt;
+    } else if (a.dailyRemaining !== null && tokensPerSlot > 0) {
       granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
       a.dailyRemaining -= granted * tokensPerSlot;
     }
@@ -240,7 +286,16 @@ export class BudgetKeeper {
     const now = this.now();
     let blockedUntil = r.blockedUntil?.getTime() ?? 0;
     if (r.dailyLimit !== undefined && r.dailyLimit > 0) a.dailyLimit = r.dailyLimit;
-    if (r.daily) {
+    if (r.daily?.periodMs) a.day.dayMs = r.daily.periodMs;
+    const dailyRefused = r.daily !== undefined && r.daily.remaining <= 0;
+    if (r.daily && (r.daily.ruled || r.daily.guessed) && a.day.dayMs !== null) {
+      blockedUntil = Math.max(blockedUntil, this.readHintedDay(a, r.daily, now));
+      remainingGauge.set({ account }, a.dailyRemaining ?? r.daily.remaining);
+    } else if (r.spent > 0 && !dailyRefused && a.day.search?.grantedAt != null) {
+      // The probe came back admitted without a daily count (the headers may be missing a while).
+      const learned = probeAdmitted(a.day as AccountDay & { dayMs: number; search: ResetSearch }, undefined);
+      this.dayReturned(a, learned, undefined, now);
+    } else if (r.daily) {
       const { remaining, guessed } = r.daily;
       let resetAt = r.daily.resetAt.getTime();
       const before = [a.dailyRemaining, a.dailyResetAt];
@@ -297,6 +352,7 @@ export class BudgetKeeper {
     if (r.spent > 0) {
       a.spentDelta += r.spent;
       a.dirty = true;
+      if (!dailyRefused) a.day.admittedAt = now;
     }
     if (r.unused !== undefined && r.unused > 0) {
       // Granted slots that went unused: counted off the day at the grant, they are the day's again
@@ -313,6 +369,90 @@ export class BudgetKeeper {
         a.dirty = true;
       }
     }
+  }
+
+  /**
+   * A daily reading whose reset is the account's rule or a guess, on an account whose day length is
+   * known: its count is believed, its reset is not, and the source is asked instead
+   * (daily-reset-search.ts). Returns the wall it puts up: none unless the day is refused.
+   */
+  private readHintedDay(a: AccountState, daily: DailyAllowance, now: number): number {
+    const day = a.day as AccountDay & { dayMs: number };
+    if (daily.remaining <= 0) {
+      if (day.search !== null) {
+        // The probe refused moves to the next candidate; another refusal of its round changes nothing.
+        if (day.search.grantedAt !== null) probeRefused(day as typeof day & { search: ResetSearch }, now);
+      } else if (learnedResetHeld(day, now)) {
+        // The learned reset came today (a call was admitted since): the day is spent until the next.
+        this.spendUntil(a, learnedResetAfter(day, now)!, "learned");
+        return a.dailyResetAt!;
+      } else {
+        startSearch(day, now, 0);
+      }
+      this.spendUntil(a, day.search!.dueAt, "probe");
+      return a.dailyResetAt!;
+    }
+    if (day.search !== null) {
+      // A count while searching: the probe's answer, or a late answer of the spent day (ignored).
+      if (day.search.grantedAt === null) return 0;
+      const learned = probeAdmitted(day as typeof day & { search: ResetSearch }, daily.remaining);
+      this.dayReturned(a, learned, daily, now);
+      return 0;
+    }
+    const learned = learnedResetAfter(day, now);
+    // The learned reset beats the rule.
+    const resetAt = learned ?? daily.resetAt.getTime();
+    const before = [a.dailyRemaining, a.dailyResetAt];
+    if (a.dailyRemaining !== null && a.dailyResetAt !== null && now < a.dailyResetAt) {
+      // The same day: its count only falls (see report).
+      a.dailyRemaining = Math.min(daily.remaining, a.dailyRemaining);
+      a.dailyResetAt = Math.min(resetAt, a.dailyResetAt);
+    } else {
+      a.dailyRemaining = daily.remaining;
+      a.dailyResetAt = resetAt;
+    }
+    a.resetBy = learned !== undefined ? "learned" : "rule";
+    if (a.dailyRemaining !== before[0] || a.dailyResetAt !== before[1]) a.dailyMoved = true;
+    a.dirty = true;
+    return 0;
+  }
+
+  /** A probe was admitted: the day is back, until the learned reset if one was learned, else the rule's. */
+  private dayReturned(
+    a: AccountState,
+    learned: boolean,
+    daily: DailyAllowance | undefined,
+    now: number,
+  ): void {
+    const next = learnedResetAfter(a.day, now);
+    a.dailyRemaining = daily ? daily.remaining : null;
+    a.dailyResetAt = next ?? (daily ? daily.resetAt.getTime() : null);
+    a.resetBy = next !== undefined ? "learned" : "rule";
+    a.spentUntil = 0;
+    a.blockedUntil = Math.min(a.blockedUntil, now);
+    a.nextSlotAt = Math.min(a.nextSlotAt, now);
+    a.dirty = true;
+    a.dailyMoved = true;
+    if (learned) learnedResets.inc({});
+  }
+
+  /** The day is spent until `until` (a probe's instant or the learned reset): said in GetRun at once. */
+  private spendUntil(a: AccountState, until: number, by: DailyResetBy): void {
+    a.dailyRemaining = 0;
+    a.dailyResetAt = until;
+    a.spentUntil = until;
+    a.resetBy = by;
+    a.dirty = true;
+    a.dailyMoved = true;
+  }
+
+  /**
+   * How long a probe may take to come back before another is granted: a day's 48th at most (a lost
+   * probe delays the search by one candidate), and at least a second for the answer to travel.
+   */
+  private probeAnswerMs(a: AccountState): number {
+    const step = (a.day.dayMs ?? 0) / RESET_CANDIDATES_PER_DAY;
+    return Math.min(this.options.probeAnswerMs, Math.max(1_000, step));
   }
 
   /**
@@ -354,6 +494,9 @@ export class BudgetKeeper {
           spent: sql`${budgets.spent} + ${delta}`,
           shareDayEndsAt: a.shareDayEndsAt > 0 ? new Date(a.shareDayEndsAt) : null,
           shareGranted: Object.fromEntries(a.runGranted),
+          dailyResetPhaseMs: a.day.learnedPhaseMs,
+          dailyPeriodMs: a.day.learnedDayMs ?? a.day.dayMs,
+          dailyResetBy: a.resetBy,
           updatedAt: new Date(),
         })
         .where(eq(budgets.id, a.id));
@@ -442,6 +585,8 @@ export class BudgetKeeper {
         row!.exhaustedAt && (row!.dailyResetAt?.getTime() ?? 0) > now ? row!.dailyResetAt!.getTime() : 0,
       probeDelayMs: null,
       probedBy: new Map(),
+      day: loadedDay(row!, now),
+      resetBy: row!.dailyResetBy ?? null,
       runGranted: new Map(sharesToday ? Object.entries(row!.shareGranted) : []),
       shareDayEndsAt: sharesToday ? shareDayEndsAt : 0,
       shareDayStartedAt: now,
@@ -452,4 +597,31 @@ export class BudgetKeeper {
       persistedAt: now,
     };
   }
+}
+
+/**
+ * The account's day as the last leader left it in the row: its length and learned reset, and the
+ * search it was in (a spent day waiting for a probe goes on probing from the instant written).
+ */
+function loadedDay(row: BudgetRow, now: number): AccountDay {
+  const dayMs = row.dailyPeriodMs ?? null;
+  const day: AccountDay = {
+    dayMs,
+    learnedPhaseMs: row.dailyResetPhaseMs ?? null,
+    learnedDayMs: row.dailyResetPhaseMs !== null ? dayMs : null,
+    search: null,
+    // A new leader takes the learned reset as holding today: the last one would have searched otherwise.
+    admittedAt: now,
+  };
+  const dueAt = row.dailyResetAt?.getTime();
+  if (dayMs !== null && row.dailyResetBy === "probe" && row.exhaustedAt && dueAt !== undefined)
+    day.search = {
+      since: now,
+      refused: 0,
+      dueAt: Math.max(now, dueAt),
+      grantedAt: null,
+      probeAt: 0,
+      floor: 0,
+    };
+  return day;
 }

@@ -334,3 +334,157 @@ describe("budget keeper", () => {
     expect(await keeper.lease("crm", "d6", 10, 20, 0, run, "w1")).toMatchObject({ granted: 2 });
   });
 });
+
+/**
+ * A sandbox's 30-second day whose reset falls 7.5 s past its multiples, where the account's rule
+ * says at them: the keeper's own clock, so candidates fall on round numbers.
+ */
+describe("budget keeper, learning the source's day", () => {
+  const DAY = 30_000;
+  const STEP = DAY / 48;
+  const PHASE = 12 * STEP;
+  let t = 0;
+  const at = () => t;
+  const rule = () => new Date(Math.floor(t / DAY) * DAY + DAY);
+  /** A counted answer: `remaining` left, the rule's reset as its hint. */
+  const counted = (remaining: number, spent = 20) => ({
+    daily: { remaining, resetAt: rule(), ruled: true, periodMs: DAY },
+    spent,
+  });
+  /** A daily 429: the day is spent, and nothing said when it returns. */
+  const refused = () => ({
+    daily: { remaining: 0, resetAt: rule(), ruled: true, periodMs: DAY },
+    blockedUntil: new Date(Math.floor(t / STEP) * STEP + STEP),
+    spent: 0,
+  });
+
+  /**
+   * Spends the account's day 2 s past a multiple, then plays the source: every probe refused until
+   * the reset at PHASE past that multiple, then admitted. Returns the probes' instants.
+   */
+  async function probeUntilLearned(keeper: BudgetKeeper, account: string): Promise<number[]> {
+    const reset = Math.floor(t / DAY) * DAY + PHASE;
+    await keeper.report("crm", account, { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", account, refused());
+    const probes: number[] = [];
+    for (;;) {
+      const parked = await keeper.lease("crm", account, 5, 20, 0, "", "w1");
+      expect(parked.kind).toBe("exhausted");
+      t = (parked as { retryAt: number }).retryAt;
+      const probe = await keeper.lease("crm", account, 5, 20, 0, "", "w1");
+      expect(probe).toMatchObject({ kind: "granted", granted: 1 });
+      probes.push(t);
+      // Every other worker waits for the probe's answer.
+      expect((await keeper.lease("crm", account, 5, 20, 0, "", "w2")).kind).toBe("wait");
+      t += 20;
+      if (t < reset) {
+        await keeper.report("crm", account, refused());
+        continue;
+      }
+      await keeper.report("crm", account, counted(980));
+      return probes;
+    }
+  }
+
+  it("probes a spent day at each half hour (scaled) from the first after the spend, not at the rule's reset, and resumes at the first probe admitted", async () => {
+    t = 1_000 * DAY + 2_000;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    const spentAt = t;
+    const probes = await probeUntilLearned(keeper, "p1");
+    // One probe per candidate, from the first after the spend up to the reset: 8 refused, then one admitted.
+    const first = Math.ceil(spentAt / STEP) * STEP;
+    expect(probes.map((p) => (p - first) / STEP)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(probes.at(-1)).toBe(1_000 * DAY + PHASE);
+    expect(rule().getTime()).toBe(1_001 * DAY);
+    // The day is back at once: leases are whole again, not held until the rule's next midnight.
+    expect(await keeper.lease("crm", "p1", 5, 20, 0, "", "w1")).toMatchObject({
+      kind: "granted",
+      granted: 5,
+    });
+  });
+
+  it("refuses at most 48 probes in a day: after a day of candidates refused, the next waits a day after the search began", async () => {
+    t = 2_000 * DAY + 2_000;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    await keeper.report("crm", "p2", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p2", refused());
+    const began = t;
+    const probes: number[] = [];
+    for (let i = 0; i < 49; i++) {
+      const parked = await keeper.lease("crm", "p2", 5, 20, 0, "", "w1");
+      t = (parked as { retryAt: number }).retryAt;
+      expect(await keeper.lease("crm", "p2", 5, 20, 0, "", "w1")).toMatchObject({ granted: 1 });
+      probes.push(t);
+      t += 20;
+      await keeper.report("crm", "p2", refused());
+    }
+    const inFirstDay = probes.filter((p) => p < began + DAY);
+    expect(inFirstDay).toHaveLength(48);
+    expect(probes[48]).toBe(began + DAY);
+  });
+
+  it("starts probing when its own count spends the day, though no refusal came and the rule says later", async () => {
+    t = 3_000 * DAY + 500;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    t += 1_500;
+    await keeper.report("crm", "p3", { burstCapacity: 20, ...counted(40, 0) });
+    expect(await keeper.lease("crm", "p3", 5, 20, 0, "", "w1")).toMatchObject({ granted: 2 });
+    const parked = await keeper.lease("crm", "p3", 5, 20, 0, "", "w1");
+    expect(parked).toEqual({ kind: "exhausted", retryAt: Math.ceil(t / STEP) * STEP });
+    expect((parked as { retryAt: number }).retryAt).toBeLessThan(rule().getTime());
+  });
+
+  it("waits for the learned reset on later days without a probe, and a new leader reads it from the row", async () => {
+    t = 4_000 * DAY + 2_000;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    await probeUntilLearned(keeper, "p4");
+    const learned = 4_000 * DAY + PHASE;
+    // The same day, spent by the keeper's own count: parked until the learned reset a day later.
+    await keeper.report("crm", "p4", counted(40));
+    t += 3_000;
+    expect(await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).toMatchObject({ granted: 2 });
+    expect(await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: learned + DAY,
+    });
+    // No probe until then, and the whole day's grants at it.
+    t = learned + DAY - 1;
+    expect((await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).kind).toBe("exhausted");
+    t = learned + DAY;
+    expect(await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).toMatchObject({ granted: 5 });
+    await keeper.persist(true);
+
+    // Leadership changes hands: the next leader knows the reset from the row, not from probes.
+    const successor = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    t += 4_000;
+    await successor.report("crm", "p4", counted(300));
+    await successor.report("crm", "p4", refused());
+    expect(await successor.lease("crm", "p4", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: learned + 2 * DAY,
+    });
+    const [row] = await database.db.execute<{ phase: string; period: string }>(
+      sql`select daily_reset_phase_ms as phase, daily_period_ms as period from drover.budgets where source_account = 'p4'`,
+    );
+    expect(row).toEqual({ phase: String(PHASE), period: String(DAY) });
+  });
+
+  it("searches again when the source refuses at the learned reset, and learns the new one", async () => {
+    t = 5_000 * DAY + 2_000;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    await probeUntilLearned(keeper, "p5");
+    await keeper.report("crm", "p5", refused());
+    const learned = 5_000 * DAY + PHASE;
+    expect(await keeper.lease("crm", "p5", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: learned + DAY,
+    });
+    // At the learned reset the source refuses (the company moved its time zone): the next candidate is probed.
+    t = learned + DAY + 10;
+    await keeper.report("crm", "p5", refused());
+    expect(await keeper.lease("crm", "p5", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: learned + DAY + STEP,
+    });
+  });
+});

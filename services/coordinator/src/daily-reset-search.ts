@@ -1,0 +1,109 @@
+import {
+  nextResetAtPhase,
+  nextResetCandidate,
+  phaseOf,
+  RESET_CANDIDATES_PER_DAY,
+} from "@drover/provider-sdk";
+
+/**
+ * When an account's spent day returns, as the source shows it. Pipedrive resets a company's budget
+ * at "midnight at server's timezone", which "may not be aligned" with the customer's, and its
+ * refusal says nothing of when: an account's rule (`dailyReset`) is a hint. Waiting on a wrong rule
+ * cost an outside measurement two thirds of every day, and a whole rule's day where the source's
+ * days were shorter.
+ *
+ * So once the day is spent the keeper asks the source: one probe (one request, one worker) at
+ * each half hour where some time zone's midnight falls, from the first after the spend, each
+ * refused probe moving to the next: at most 48 refused a day, one request per half hour, never the
+ * traffic after a 429 that draws Cloudflare's 403. The first probe admitted shows the reset came
+ * since the last refused one: that candidate is the account's reset, kept in its budgets row (a new
+ * leader reads it) and waited for on later days without probes. A learned reset the source refuses
+ * (nothing admitted since it passed) sends the keeper searching again.
+ */
+export interface ResetSearch {
+  /** When the day was found spent (or the last 48 probes refused). */
+  since: number;
+  /** Probes the source refused since then. */
+  refused: number;
+  /** The instant the next probe is due at. */
+  dueAt: number;
+  /** When the probe due at `probeAt` was granted; null while none is out. */
+  grantedAt: number | null;
+  probeAt: number;
+  /** The daily count when the search began: an answer counting more shows a new day. */
+  floor: number;
+}
+
+/** What the keeper knows of an account's day beyond its count. */
+export interface AccountDay {
+  /** The length of the account's day (ms), as its adapter knows it; null when none said. */
+  dayMs: number | null;
+  /** The learned reset: its phase within a day of learnedDayMs. */
+  learnedPhaseMs: number | null;
+  learnedDayMs: number | null;
+  search: ResetSearch | null;
+  /** When the source last admitted a call of this account, as reported. */
+  admittedAt: number;
+}
+
+/** The learned reset after `after`, if one was learned for the account's current day length. */
+export function learnedResetAfter(d: AccountDay, after: number): number | undefined {
+  if (d.learnedPhaseMs === null || d.dayMs === null || d.learnedDayMs !== d.dayMs) return undefined;
+  return nextResetAtPhase(after, d.learnedPhaseMs, d.dayMs);
+}
+
+/**
+ * Whether the learned reset held for the day now spent: the source admitted a call since it last
+ * passed. A refusal with nothing admitted since means the account's reset moved.
+ */
+export function learnedResetHeld(d: AccountDay, now: number): boolean {
+  const next = learnedResetAfter(d, now);
+  return next !== undefined && d.admittedAt >= next - d.dayMs!;
+}
+
+/** A search from `now` (the day found spent with `floor` left): its first probe at the next candidate. */
+export function startSearch(d: AccountDay & { dayMs: number }, now: number, floor: number): ResetSearch {
+  d.search = {
+    since: now,
+    refused: 0,
+    dueAt: nextResetCandidate(now, d.dayMs),
+    grantedAt: null,
+    probeAt: 0,
+    floor,
+  };
+  return d.search;
+}
+
+/**
+ * The probe out was refused: the next is due at the next candidate, or, after 48 refused (a whole
+ * day of candidates, which no reset can escape), a day after the search began.
+ */
+export function probeRefused(d: AccountDay & { dayMs: number; search: ResetSearch }, now: number): void {
+  const s = d.search;
+  s.grantedAt = null;
+  s.refused++;
+  if (s.refused >= RESET_CANDIDATES_PER_DAY) {
+    s.since = Math.max(now, s.since + d.dayMs);
+    s.refused = 0;
+    s.dueAt = s.since;
+  } else {
+    s.dueAt = nextResetCandidate(now, d.dayMs);
+  }
+}
+
+/**
+ * The probe out was admitted (counting `remaining`, if the answer said): the search is over. Its
+ * candidate is the account's reset when the source showed the day turn there: a probe refused
+ * before it, or a count above the spent day's. Returns whether a reset was learned.
+ */
+export function probeAdmitted(
+  d: AccountDay & { dayMs: number; search: ResetSearch },
+  remaining: number | undefined,
+): boolean {
+  const s = d.search;
+  (d as AccountDay).search = null;
+  if (s.refused === 0 && !(remaining !== undefined && remaining > s.floor)) return false;
+  d.learnedPhaseMs = phaseOf(s.probeAt, d.dayMs);
+  d.learnedDayMs = d.dayMs;
+  return true;
+}
