@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { nextResetAtPhase, nextResetCandidate, phaseOf, RESET_CANDIDATES_PER_DAY } from "../src/daily-reset.js";
+import {
+  nextResetAtPhase,
+  nextResetCandidate,
+  phaseOf,
+  RESET_CANDIDATES_PER_DAY,
+} from "../src/daily-reset.js";
 
 const DAY = 86_400_000;
 const HALF_HOUR = 1_800_000;
