@@ -130,8 +130,14 @@ describe("the Pipedrive adapter", () => {
       spent: true,
       periodMs: 30_000,
     });
-    // A day of 30 s has its half hours every 625 ms.
-    expect(reading.blockedUntil).toBe(1_000_012_500);
+    // A day of 30 s has its half hours every 625 ms, but none is asked inside the 429's Retry-After.
+    expect(reading.blockedUntil).toBe(1_000_013_345);
+    const patient = pipedriveAdapter("UTC", 86_400).readBudget(
+      { status: 429, headers: new Headers({ "retry-after": "1" }), body: recorded },
+      20,
+      1_000_012_345,
+    );
+    expect(patient.blockedUntil).toBe(Math.ceil(1_000_012_345 / 1_800_000) * 1_800_000);
   });
 
   it("puts a shorter day's reset (a sandbox's) at the next multiple of its length since the epoch", () => {

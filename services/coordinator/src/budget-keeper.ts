@@ -251,8 +251,10 @@ export class BudgetKeeper {
       granted = Math.min(granted, Math.floor((lastSlot - start) / interval) + 1);
     }
     if (probing) {
+      // The reset came at or before the instant the probe is sent: its candidate, unless a wall (or
+      // a burst schedule) pushed the slot further than a lead past it.
       search!.grantedAt = now;
-      search!.probeAt = search!.dueAt;
+      search!.probeAt = start - search!.dueAt > this.options.leadMs ? start : search!.dueAt;
     } else if (a.dailyRemaining !== null && tokensPerSlot > 0) {
       granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
       a.dailyRemaining -= granted * tokensPerSlot;
@@ -289,7 +291,7 @@ export class BudgetKeeper {
     if (r.daily?.periodMs) a.day.dayMs = r.daily.periodMs;
     const dailyRefused = r.daily !== undefined && r.daily.remaining <= 0;
     if (r.daily && (r.daily.ruled || r.daily.guessed) && a.day.dayMs !== null) {
-      blockedUntil = Math.max(blockedUntil, this.readHintedDay(a, r.daily, now));
+      blockedUntil = Math.max(blockedUntil, this.readHintedDay(a, r.daily, now, blockedUntil));
       remainingGauge.set({ account }, a.dailyRemaining ?? r.daily.remaining);
     } else if (r.spent > 0 && !dailyRefused && a.day.search?.grantedAt != null) {
       // The probe came back admitted without a daily count (the headers may be missing a while).
@@ -376,18 +378,19 @@ export class BudgetKeeper {
    * known: its count is believed, its reset is not, and the source is asked instead
    * (daily-reset-search.ts). Returns the wall it puts up: none unless the day is refused.
    */
-  private readHintedDay(a: AccountState, daily: DailyAllowance, now: number): number {
+  private readHintedDay(a: AccountState, daily: DailyAllowance, now: number, wall: number): number {
     const day = a.day as AccountDay & { dayMs: number };
     if (daily.remaining <= 0) {
       if (day.search !== null) {
         // The probe refused moves to the next candidate; another refusal of its round changes nothing.
-        if (day.search.grantedAt !== null) probeRefused(day as typeof day & { search: ResetSearch }, now);
+        if (day.search.grantedAt !== null)
+          probeRefused(day as typeof day & { search: ResetSearch }, now, wall);
       } else if (learnedResetHeld(day, now)) {
         // The learned reset came today (a call was admitted since): the day is spent until the next.
         this.spendUntil(a, learnedResetAfter(day, now)!, "learned");
         return a.dailyResetAt!;
       } else {
-        startSearch(day, now, 0);
+        startSearch(day, now, 0, wall);
       }
       this.spendUntil(a, day.search!.dueAt, "probe");
       return a.dailyResetAt!;

@@ -62,11 +62,16 @@ export function learnedResetHeld(d: AccountDay, now: number): boolean {
 }
 
 /** A search from `now` (the day found spent with `floor` left): its first probe at the next candidate. */
-export function startSearch(d: AccountDay & { dayMs: number }, now: number, floor: number): ResetSearch {
+export function startSearch(
+  d: AccountDay & { dayMs: number },
+  now: number,
+  floor: number,
+  notBefore = now,
+): ResetSearch {
   d.search = {
     since: now,
     refused: 0,
-    dueAt: nextResetCandidate(now, d.dayMs),
+    dueAt: nextResetCandidate(Math.max(now, notBefore - 1), d.dayMs),
     grantedAt: null,
     probeAt: 0,
     floor,
@@ -75,10 +80,15 @@ export function startSearch(d: AccountDay & { dayMs: number }, now: number, floo
 }
 
 /**
- * The probe out was refused: the next is due at the next candidate, or, after 48 refused (a whole
- * day of candidates, which no reset can escape), a day after the search began.
+ * The probe out was refused: the next is due at the next candidate not before `notBefore` (the
+ * refusal's wall), or, after 48 refused (a whole day of candidates, which no reset can escape), a
+ * day after the search began.
  */
-export function probeRefused(d: AccountDay & { dayMs: number; search: ResetSearch }, now: number): void {
+export function probeRefused(
+  d: AccountDay & { dayMs: number; search: ResetSearch },
+  now: number,
+  notBefore = now,
+): void {
   const s = d.search;
   s.grantedAt = null;
   s.refused++;
@@ -87,7 +97,8 @@ export function probeRefused(d: AccountDay & { dayMs: number; search: ResetSearc
     s.refused = 0;
     s.dueAt = s.since;
   } else {
-    s.dueAt = nextResetCandidate(now, d.dayMs);
+    // Not inside the refusal's Retry-After (`notBefore`): a shorter day's half hours can be shorter.
+    s.dueAt = nextResetCandidate(Math.max(now, notBefore - 1), d.dayMs);
   }
 }
 

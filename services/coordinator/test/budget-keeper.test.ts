@@ -423,6 +423,23 @@ describe("budget keeper, learning the source's day", () => {
     expect(probes[48]).toBe(began + DAY);
   });
 
+  it("never probes inside a refusal's Retry-After, which a short day's half hours can be shorter than", async () => {
+    t = 6_000 * DAY + 2_000;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    await keeper.report("crm", "p6", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p6", { ...refused(), blockedUntil: new Date(t + 1_000) });
+    const first = await keeper.lease("crm", "p6", 5, 20, 0, "", "w1");
+    expect(first).toEqual({ kind: "exhausted", retryAt: 6_000 * DAY + 3_125 });
+    t = 6_000 * DAY + 3_125;
+    expect(await keeper.lease("crm", "p6", 5, 20, 0, "", "w1")).toMatchObject({ granted: 1 });
+    t += 20;
+    await keeper.report("crm", "p6", { ...refused(), blockedUntil: new Date(t + 1_000) });
+    expect(await keeper.lease("crm", "p6", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: 6_000 * DAY + 4_375,
+    });
+  });
+
   it("starts probing when its own count spends the day, though no refusal came and the rule says later", async () => {
     t = 3_000 * DAY + 500;
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);

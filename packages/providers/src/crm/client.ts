@@ -37,7 +37,8 @@ const EDGE_BLOCK_MS = 60_000;
  * account's rule (`dailyReset`, see DEFAULT_DAILY_RESET) is only a hint, since Pipedrive's midnight is
  * "server time", which "may not be aligned" with the customer's, and the rule is off by an hour on
  * the day a time zone changes its offset. So a refusal walls the account only until the next half
- * hour where a midnight may fall, and the budget keeper finds the reset there by probing.
+ * hour where a midnight may fall (or its Retry-After, if later), and the budget keeper finds the
+ * reset from there by probing.
  */
 export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 86_400): SourceAdapter {
   const dayMs = daySeconds * 1000;
@@ -70,7 +71,12 @@ export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 
         // burst headers say; when that is, the keeper learns from the source (the rule is a hint).
         const { resetAt, resetBy } = dailyResetOf({ rule: rule(now) }, now);
         reading.daily = { remaining: 0, resetAt, resetBy, spent: true, periodMs: dayMs };
-        reading.blockedUntil = Math.min(resetAt, nextResetCandidate(now, dayMs));
+        // Never before the 429's Retry-After either: asking inside it is what draws Cloudflare's 403.
+        const retryAfterS = intHeader(headers, "retry-after") ?? reset ?? RATE_LIMIT_WAIT_S;
+        reading.blockedUntil = Math.max(
+          nextResetCandidate(now, dayMs),
+          now + Math.max(1, retryAfterS) * 1000,
+        );
         return reading;
       }
       if (status === 429) reading.blockedUntil = now + Math.max(1, reset ?? RATE_LIMIT_WAIT_S) * 1000;
