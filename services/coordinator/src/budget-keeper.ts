@@ -295,7 +295,11 @@ export class BudgetKeeper {
       remainingGauge.set({ account }, a.dailyRemaining ?? r.daily.remaining);
     } else if (r.spent > 0 && !dailyRefused && a.day.search?.grantedAt != null) {
       // The probe came back admitted without a daily count (the headers may be missing a while).
-      const learned = probeAdmitted(a.day as AccountDay & { dayMs: number; search: ResetSearch }, undefined);
+      const learned = probeAdmitted(
+        a.day as AccountDay & { dayMs: number; search: ResetSearch },
+        undefined,
+        a.dailyLimit,
+      );
       this.dayReturned(a, learned, undefined, now);
     } else if (r.daily) {
       const { remaining, guessed } = r.daily;
@@ -398,7 +402,11 @@ export class BudgetKeeper {
     if (day.search !== null) {
       // A count while searching: the probe's answer, or a late answer of the spent day (ignored).
       if (day.search.grantedAt === null) return 0;
-      const learned = probeAdmitted(day as typeof day & { search: ResetSearch }, daily.remaining);
+      const learned = probeAdmitted(
+        day as typeof day & { search: ResetSearch },
+        daily.remaining,
+        a.dailyLimit,
+      );
       this.dayReturned(a, learned, daily, now);
       return 0;
     }

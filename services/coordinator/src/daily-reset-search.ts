@@ -103,18 +103,23 @@ export function probeRefused(
 }
 
 /**
- * The probe out was admitted (counting `remaining`, if the answer said): the search is over. Its
- * candidate is the account's reset when the source showed the day turn there: a probe refused
- * before it, or a count above the spent day's. Returns whether a reset was learned.
+ * The probe out was admitted (counting `remaining` of a day of `limit`, where the answer said): the
+ * search is over. Its instant is the account's reset when the source showed the day turn there: it
+ * refused a probe before this one, or its count leapt from under half the day to most of it. A
+ * probe admitted first on a day only the keeper's own count called spent shows nothing (the
+ * keeper's count runs below the source's by the slots granted and not yet sent). Returns whether
+ * a reset was learned.
  */
 export function probeAdmitted(
   d: AccountDay & { dayMs: number; search: ResetSearch },
   remaining: number | undefined,
+  limit: number | null,
 ): boolean {
   const s = d.search;
   (d as AccountDay).search = null;
-  if (s.refused === 0 && !(remaining !== undefined && remaining > s.floor)) return false;
-  d.learnedPhaseMs = phaseOf(s.probeAt, d.dayMs);
+  const leapt = remaining !== undefined && limit !== null && s.floor < limit / 2 && remaining >= 0.9 * limit;
+  if (s.refused === 0 && !leapt) return false;
+  d.learnedPhaseMs = phaseOf(Math.ceil(s.probeAt), d.dayMs);
   d.learnedDayMs = d.dayMs;
   return true;
 }

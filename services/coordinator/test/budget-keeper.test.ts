@@ -449,6 +449,18 @@ describe("budget keeper, learning the source's day", () => {
     const parked = await keeper.lease("crm", "p3", 5, 20, 0, "", "w1");
     expect(parked).toEqual({ kind: "exhausted", retryAt: Math.ceil(t / STEP) * STEP });
     expect((parked as { retryAt: number }).retryAt).toBeLessThan(rule().getTime());
+    // The probe is admitted, and the source counts more than the keeper did (slots granted, never
+    // sent): the day was not spent, and no reset is learned from it.
+    t = (parked as { retryAt: number }).retryAt;
+    expect(await keeper.lease("crm", "p3", 5, 20, 0, "", "w1")).toMatchObject({ granted: 1 });
+    t += 20;
+    await keeper.report("crm", "p3", counted(60));
+    expect(await keeper.lease("crm", "p3", 5, 20, 0, "", "w1")).toMatchObject({ granted: 3 });
+    await keeper.persist(true);
+    const [row] = await database.db.execute<{ phase: string | null }>(
+      sql`select daily_reset_phase_ms as phase from drover.budgets where source_account = 'p3'`,
+    );
+    expect(row!.phase).toBeNull();
   });
 
   it("waits for the learned reset on later days without a probe, and a new leader reads it from the row", async () => {
