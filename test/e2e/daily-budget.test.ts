@@ -72,7 +72,7 @@ async function days(): Promise<DayLog[]> {
 const settings = { pageSize: "25", dealsPerMailTask: "2", dailyReset: "UTC", daySeconds: String(DAY_S) };
 
 describe("a run that spans days", () => {
-  it("finishes over several resets with every row, no 403, no spent attempt, at most one wasted request per worker per reset, resuming within 10 s", async () => {
+  it("finishes over several resets of a day shifted from the rule, with every row, no 403, no spent attempt, at most 48 refused probes before the first reset and one wasted request per worker per reset after it, resuming within a few seconds of each real reset", async () => {
     const tenantId = "daily-e2e";
     const since = new Date();
     const { run } = await h.client.startRun({
@@ -91,10 +91,12 @@ describe("a run that spans days", () => {
       3 * DAY_S * 1000,
     );
     expect(parked.budget?.dailySpent).toBe(true);
-    // Parked until the keeper's next probe, not the rule's midnight: no time zone names it.
+    // Parked until the keeper's next probe (or the reset it learned), not the rule's midnight: no
+    // time zone names it, and it is less than a day away.
     expect(parked.budget?.dailyResetTimeZone).toBe("");
-    const ruleMidnight = Math.floor(Date.now() / (DAY_S * 1000)) * DAY_S * 1000 + DAY_S * 1000;
-    expect(timestampDate(parked.budget!.dailyResetAt!).getTime()).toBeLessThanOrEqual(ruleMidnight);
+    expect(timestampDate(parked.budget!.dailyResetAt!).getTime() - Date.now()).toBeLessThanOrEqual(
+      DAY_S * 1000,
+    );
 
     const last = await Promise.race([
       watchToEnd(h.client, run!.id),
@@ -146,10 +148,11 @@ describe("a run that spans days", () => {
     for (const d of resets)
       expect(d.dailyRefusals + d.burstRefusals, "wasted requests in a day").toBeLessThanOrEqual(WORKERS);
     // Every day the run spent whole (it waited for the reset) resumed within a few seconds of its
-    // real start, 10 s after the rule's, the first reset included.
+    // real start, 10 s after the rule's, the first reset included (its probes are spaced by the
+    // refusals' Retry-After, up to 2 s; later days narrow it by a probe a day).
     for (const d of resets.slice(0, -1)) {
       expect(d.firstAdmittedAt, `the day from ${new Date(d.startedAt).toISOString()}`).not.toBeNull();
-      expect(d.firstAdmittedAt! - d.startedAt).toBeLessThanOrEqual(3_000);
+      expect(d.firstAdmittedAt! - d.startedAt).toBeLessThanOrEqual(5_000);
     }
   }, 300_000);
 

@@ -7,9 +7,11 @@ import {
   type AccountDay,
   learnedResetAfter,
   learnedResetHeld,
+  narrowingProbe,
   probeAdmitted,
   probeRefused,
   type ResetSearch,
+  startNarrowing,
   startSearch,
 } from "./daily-reset-search.js";
 
@@ -199,6 +201,16 @@ export class BudgetKeeper {
       const first = startSearch(a.day as AccountDay & { dayMs: number }, now, a.dailyRemaining);
       this.spendUntil(a, first.dueAt, "probe");
       return { kind: "exhausted", retryAt: first.dueAt };
+    } else if (
+      a.dailyRemaining !== null &&
+      a.dailyRemaining < Math.max(1, tokensPerSlot) &&
+      a.resetBy === "learned" &&
+      narrowingProbe(a.day, now) !== undefined
+    ) {
+      // Spent before a learned reset whose window is still wide: one probe inside it today.
+      const probe = startNarrowing(a.day, narrowingProbe(a.day, now)!, now);
+      this.spendUntil(a, probe.dueAt, "probe");
+      return { kind: "exhausted", retryAt: probe.dueAt };
     } else if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
       if (a.dailyResetAt !== null && a.dailyResetAt > now) {
         if (a.spentUntil < a.dailyResetAt) {
@@ -390,13 +402,20 @@ export class BudgetKeeper {
         if (day.search.grantedAt !== null)
           probeRefused(day as typeof day & { search: ResetSearch }, now, wall);
       } else if (learnedResetHeld(day, now)) {
-        // The learned reset came today (a call was admitted since): the day is spent until the next.
-        this.spendUntil(a, learnedResetAfter(day, now)!, "learned");
-        return a.dailyResetAt!;
+        // The learned reset came today (a call was admitted since): the day is spent until the next,
+        // or until a probe that narrows its window.
+        const narrowing = narrowingProbe(day, now);
+        if (narrowing === undefined) {
+          this.spendUntil(a, learnedResetAfter(day, now)!, "learned");
+          return a.dailyResetAt!;
+        }
+        startNarrowing(day, narrowing, now);
       } else {
         startSearch(day, now, 0, wall);
       }
-      this.spendUntil(a, day.search!.dueAt, "probe");
+      // A narrowing probe refused ends its search: the learned reset is today's.
+      if (day.search === null) this.spendUntil(a, learnedResetAfter(day, now)!, "learned");
+      else this.spendUntil(a, day.search.dueAt, "probe");
       return a.dailyResetAt!;
     }
     if (day.search !== null) {
@@ -506,6 +525,7 @@ export class BudgetKeeper {
           shareDayEndsAt: a.shareDayEndsAt > 0 ? new Date(a.shareDayEndsAt) : null,
           shareGranted: Object.fromEntries(a.runGranted),
           dailyResetPhaseMs: a.day.learnedPhaseMs,
+          dailyResetAfterMs: a.day.learnedAfterPhaseMs,
           dailyPeriodMs: a.day.learnedDayMs ?? a.day.dayMs,
           dailyResetBy: a.resetBy,
           updatedAt: new Date(),
@@ -619,6 +639,7 @@ function loadedDay(row: BudgetRow, now: number): AccountDay {
   const day: AccountDay = {
     dayMs,
     learnedPhaseMs: row.dailyResetPhaseMs ?? null,
+    learnedAfterPhaseMs: row.dailyResetAfterMs ?? null,
     learnedDayMs: row.dailyResetPhaseMs !== null ? dayMs : null,
     search: null,
     // A new leader takes the learned reset as holding today: the last one would have searched otherwise.
@@ -633,6 +654,7 @@ function loadedDay(row: BudgetRow, now: number): AccountDay {
       grantedAt: null,
       probeAt: 0,
       floor: 0,
+      refusedAt: now,
     };
   return day;
 }

@@ -32,6 +32,10 @@ export interface ResetSearch {
   probeAt: number;
   /** The daily count when the search began: an answer counting more shows a new day. */
   floor: number;
+  /** The instant of the last probe refused, or of the spend: the reset came after it. */
+  refusedAt: number;
+  /** A probe inside a learned reset's window, to narrow it (see narrowingProbe). */
+  narrowing?: boolean;
 }
 
 /** What the keeper knows of an account's day beyond its count. */
@@ -40,6 +44,11 @@ export interface AccountDay {
   dayMs: number | null;
   /** The learned reset: its phase within a day of learnedDayMs. */
   learnedPhaseMs: number | null;
+  /**
+   * The phase of the last instant the source was seen refusing before the learned reset: the real
+   * reset lies between the two. Null when they are a candidate apart or less (the reset is known).
+   */
+  learnedAfterPhaseMs: number | null;
   learnedDayMs: number | null;
   search: ResetSearch | null;
   /** When the source last admitted a call of this account, as reported. */
@@ -75,6 +84,7 @@ export function startSearch(
     grantedAt: null,
     probeAt: 0,
     floor,
+    refusedAt: now,
   };
   return d.search;
 }
@@ -92,6 +102,14 @@ export function probeRefused(
   const s = d.search;
   s.grantedAt = null;
   s.refused++;
+  s.refusedAt = s.probeAt;
+  if (s.narrowing) {
+    // The reset is later than this candidate: the window shrinks from below, and today's reset is
+    // the learned one, waited for without another probe.
+    d.learnedAfterPhaseMs = exactOrNull(d, phaseOf(Math.floor(s.probeAt), d.dayMs));
+    (d as AccountDay).search = null;
+    return;
+  }
   if (s.refused >= RESET_CANDIDATES_PER_DAY) {
     s.since = Math.max(now, s.since + d.dayMs);
     s.refused = 0;
@@ -117,9 +135,55 @@ export function probeAdmitted(
 ): boolean {
   const s = d.search;
   (d as AccountDay).search = null;
+  if (s.narrowing) {
+    // The reset came at or before this candidate: the window shrinks from above.
+    d.learnedPhaseMs = phaseOf(Math.ceil(s.probeAt), d.dayMs);
+    d.learnedAfterPhaseMs = exactOrNull(d, d.learnedAfterPhaseMs);
+    return true;
+  }
   const leapt = remaining !== undefined && limit !== null && s.floor < limit / 2 && remaining >= 0.9 * limit;
   if (s.refused === 0 && !leapt) return false;
   d.learnedPhaseMs = phaseOf(Math.ceil(s.probeAt), d.dayMs);
   d.learnedDayMs = d.dayMs;
+  d.learnedAfterPhaseMs = exactOrNull(d, phaseOf(Math.floor(s.refusedAt), d.dayMs));
   return true;
+}
+
+/** The refused phase `after`, or null when it is within a candidate of the learned reset. */
+function exactOrNull(d: AccountDay & { dayMs: number }, after: number | null): number | null {
+  if (after === null || d.learnedPhaseMs === null) return null;
+  const width = phaseOf(d.learnedPhaseMs - after, d.dayMs);
+  return width <= d.dayMs / RESET_CANDIDATES_PER_DAY ? null : after;
+}
+
+/**
+ * Where to try today for a learned reset whose window is wider than a candidate (its probes were
+ * spaced by the refusals' Retry-After, as on a sandbox's short day): the candidate nearest the
+ * middle of the window, if the day was spent before it. One probe a day halves the window; refused,
+ * the learned reset is waited for as before. Undefined when there is nothing to narrow today.
+ */
+export function narrowingProbe(d: AccountDay, now: number): number | undefined {
+  const hi = learnedResetAfter(d, now);
+  if (hi === undefined || d.learnedAfterPhaseMs === null) return undefined;
+  const dayMs = d.dayMs!;
+  const width = phaseOf(d.learnedPhaseMs! - d.learnedAfterPhaseMs, dayMs);
+  const lo = hi - width;
+  let mid = nextResetCandidate(lo + width / 2 - dayMs / RESET_CANDIDATES_PER_DAY / 2, dayMs);
+  if (mid >= hi) mid = nextResetCandidate(lo, dayMs);
+  return mid > now && mid < hi ? mid : undefined;
+}
+
+/** A narrowing probe at `at` (see narrowingProbe). */
+export function startNarrowing(d: AccountDay, at: number, now: number): ResetSearch {
+  d.search = {
+    since: now,
+    refused: 0,
+    dueAt: at,
+    grantedAt: null,
+    probeAt: 0,
+    floor: 0,
+    refusedAt: now,
+    narrowing: true,
+  };
+  return d.search;
 }

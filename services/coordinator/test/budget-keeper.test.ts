@@ -440,6 +440,49 @@ describe("budget keeper, learning the source's day", () => {
     });
   });
 
+  it("narrows a learned reset that probes spaced by Retry-After left loose, by one probe a day inside its window, until it is exact", async () => {
+    t = 7_000 * DAY + 2_000;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    const reset = 7_000 * DAY + PHASE;
+    await keeper.report("crm", "p7", { burstCapacity: 20, ...counted(500, 0) });
+    // Each refusal says Retry-After 2 s: probes land at 4.375, 6.875 (refused), 9.375 s (admitted).
+    await keeper.report("crm", "p7", { ...refused(), blockedUntil: new Date(t + 2_000) });
+    for (;;) {
+      t = ((await keeper.lease("crm", "p7", 5, 20, 0, "", "w1")) as { retryAt: number }).retryAt;
+      expect(await keeper.lease("crm", "p7", 5, 20, 0, "", "w1")).toMatchObject({ granted: 1 });
+      t += 20;
+      if (t >= reset) break;
+      await keeper.report("crm", "p7", { ...refused(), blockedUntil: new Date(t + 2_000) });
+    }
+    await keeper.report("crm", "p7", counted(980));
+    expect(t - 20).toBe(7_000 * DAY + 9_375);
+    /** Spends the day by the keeper's count 3 s after `from`; the next lease's answer. */
+    const spendAfter = async (from: number) => {
+      t = from + 3_000;
+      await keeper.report("crm", "p7", counted(40));
+      expect(await keeper.lease("crm", "p7", 5, 20, 0, "", "w1")).toMatchObject({ granted: 2 });
+      return keeper.lease("crm", "p7", 5, 20, 0, "", "w1");
+    };
+    // The window is (6.875, 9.375]: the next day one probe at 8.125 s, admitted; then (6.875, 8.125]: 7.5 s.
+    const tries: number[] = [];
+    let from = t;
+    for (let day = 1; day <= 2; day++) {
+      const parked = await spendAfter(from);
+      expect(parked.kind).toBe("exhausted");
+      t = (parked as { retryAt: number }).retryAt;
+      tries.push(t - (7_000 + day) * DAY);
+      expect(await keeper.lease("crm", "p7", 5, 20, 0, "", "w1")).toMatchObject({ granted: 1 });
+      t += 20;
+      await keeper.report("crm", "p7", counted(980));
+      from = t;
+    }
+    expect(tries).toEqual([8_125, PHASE]);
+    // Exact now: the next day is waited for at 7.5 s, with no probe, and granted whole there.
+    expect(await spendAfter(from)).toEqual({ kind: "exhausted", retryAt: 7_003 * DAY + PHASE });
+    t = 7_003 * DAY + PHASE;
+    expect(await keeper.lease("crm", "p7", 5, 20, 0, "", "w1")).toMatchObject({ granted: 5 });
+  });
+
   it("starts probing when its own count spends the day, though no refusal came and the rule says later", async () => {
     t = 3_000 * DAY + 500;
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);

@@ -306,6 +306,8 @@ export const budgets = drover.table(
      * days, under any leader; null until a probe found it.
      */
     dailyResetPhaseMs: bigint("daily_reset_phase_ms", { mode: "number" }),
+    /** The phase of the last refusal seen before it: the real reset lies between; null when known to a candidate. */
+    dailyResetAfterMs: bigint("daily_reset_after_ms", { mode: "number" }),
     dailyPeriodMs: bigint("daily_period_ms", { mode: "number" }),
     /** Where daily_reset_at comes from: the rule (a hint), a probe, the learned reset, or the source. */
     dailyResetBy: text("daily_reset_by").$type<"rule" | "probe" | "learned" | "stated">(),
