@@ -1,19 +1,10 @@
 import { type BudgetRow, budgets, type Db, runs } from "@drover/db";
-import type { BudgetReport, DailyAllowance } from "@drover/proto";
+import type { BudgetReport } from "@drover/proto";
 import { FIRST_PROBE_MS, nextProbeDelayMs, RESET_CANDIDATES_PER_DAY } from "@drover/provider-sdk";
 import { metrics } from "@drover/telemetry";
 import { and, eq, sql } from "drizzle-orm";
-import {
-  type AccountDay,
-  learnedResetAfter,
-  learnedResetHeld,
-  narrowingProbe,
-  probeAdmitted,
-  probeRefused,
-  type ResetSearch,
-  startNarrowing,
-  startSearch,
-} from "./daily-reset-search.js";
+import { type AccountDay, probeAdmitted, type ResetSearch } from "./daily-reset-search.js";
+import { dayReturned, type HintedDay, readHintedDay, spentDayLease } from "./hinted-day.js";
 
 /**
  * The source accounts' allowances, kept by the leader coordinator in memory and written to the
@@ -63,9 +54,6 @@ const SHARE_DAY_TRANSIT_MS = 250;
 /** How soon a lease waiting for a probe's answer asks again: the run resumes this soon after it. */
 const PROBE_POLL_MS = 250;
 
-/** Where an account's daily reset comes from: its rule (a hint), a probe, the learned reset, the source. */
-type DailyResetBy = "rule" | "probe" | "learned" | "stated";
-
 export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
   graceMs: 40,
   horizonMs: 1_000,
@@ -83,26 +71,14 @@ export type LeaseResult =
   /** The account's day is spent, or (`share`) the run's share of it: nothing before retryAt. */
   | { kind: "exhausted"; retryAt: number; share?: boolean };
 
-interface AccountState {
+interface AccountState extends HintedDay {
   id: number;
   capacity: number;
   windowMs: number;
-  nextSlotAt: number;
-  blockedUntil: number;
-  dailyRemaining: number | null;
-  dailyResetAt: number | null;
-  /** The day's whole allowance, as the source last stated it. */
-  dailyLimit: number | null;
-  /** The day is known spent until then (a refusal said so, or the grants used it up): 0 when not. */
-  spentUntil: number;
   /** The backoff of the current probe, while the day's reset is a guess; null when it is not. */
   probeDelayMs: number | null;
   /** Workers given their one probe since the guessed reset passed, with when. */
   probedBy: Map<string, number>;
-  /** The day's length, its learned reset and the search for it (daily-reset-search.ts). */
-  day: AccountDay;
-  /** Where dailyResetAt comes from; null before any daily reading. */
-  resetBy: DailyResetBy | null;
   /** Tokens granted to each run with a daily share on the day that ends at shareDayEndsAt. */
   runGranted: Map<string, number>;
   shareDayEndsAt: number;
@@ -114,8 +90,6 @@ interface AccountState {
   /** runGranted changed since the last write: written at the next pass, for a leader taking over. */
   sharesMoved: boolean;
   spentDelta: number;
-  dirty: boolean;
-  dailyMoved: boolean;
   persistedAt: number;
 }
 
@@ -130,11 +104,6 @@ const grantedCounter = metrics.counter(
   "drover_budget_slots_granted_total",
   "Request slots granted to workers",
   ["account"],
-);
-const learnedResets = metrics.counter(
-  "drover_budget_daily_resets_learned_total",
-  "Daily resets the keeper learned by probing the source",
-  [],
 );
 const waitsCounter = metrics.counter(
   "drover_budget_lease_waits_total",
@@ -182,36 +151,13 @@ export class BudgetKeeper {
     if (burstWindowMs > 0) a.windowMs = burstWindowMs;
     const now = this.now();
     this.rollShareDay(a, now);
+    const hinted = spentDayLease(a, now, tokensPerSlot, this.probeAnswerMs(a), PROBE_POLL_MS);
+    if (hinted !== undefined && hinted !== "probe") return hinted;
+    // The day is spent and its reset unknown: one request of one worker, whatever the count says.
+    const probing = hinted === "probe";
     const search = a.day.search;
-    let probing = false;
-    if (search !== null) {
-      // The day is spent and its reset unknown: nothing before the next probe, then one request.
-      if (search.dueAt > now) return { kind: "exhausted", retryAt: search.dueAt };
-      if (search.grantedAt !== null && now - search.grantedAt < this.probeAnswerMs(a))
-        return { kind: "wait", retryAt: now + PROBE_POLL_MS };
-      probing = true;
-      want = 1;
-    } else if (
-      a.dailyRemaining !== null &&
-      a.dailyRemaining < Math.max(1, tokensPerSlot) &&
-      a.resetBy === "rule" &&
-      a.day.dayMs !== null
-    ) {
-      // Spent by the keeper's own count, and only the rule says when the day returns: ask the source.
-      const first = startSearch(a.day as AccountDay & { dayMs: number }, now, a.dailyRemaining);
-      this.spendUntil(a, first.dueAt, "probe");
-      return { kind: "exhausted", retryAt: first.dueAt };
-    } else if (
-      a.dailyRemaining !== null &&
-      a.dailyRemaining < Math.max(1, tokensPerSlot) &&
-      a.resetBy === "learned" &&
-      narrowingProbe(a.day, now) !== undefined
-    ) {
-      // Spent before a learned reset whose window is still wide: one probe inside it today.
-      const probe = startNarrowing(a.day, narrowingProbe(a.day, now)!, now);
-      this.spendUntil(a, probe.dueAt, "probe");
-      return { kind: "exhausted", retryAt: probe.dueAt };
-    } else if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
+    if (probing) want = 1;
+    else if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
       if (a.dailyResetAt !== null && a.dailyResetAt > now) {
         if (a.spentUntil < a.dailyResetAt) {
           // Known spent from here on: said in GetRun, and written at once for a successor leader.
@@ -303,7 +249,7 @@ export class BudgetKeeper {
     if (r.daily?.periodMs) a.day.dayMs = r.daily.periodMs;
     const dailyRefused = r.daily !== undefined && r.daily.remaining <= 0;
     if (r.daily && (r.daily.ruled || r.daily.guessed) && a.day.dayMs !== null) {
-      blockedUntil = Math.max(blockedUntil, this.readHintedDay(a, r.daily, now, blockedUntil));
+      blockedUntil = Math.max(blockedUntil, readHintedDay(a, r.daily, now, blockedUntil));
       remainingGauge.set({ account }, a.dailyRemaining ?? r.daily.remaining);
     } else if (r.spent > 0 && !dailyRefused && a.day.search?.grantedAt != null) {
       // The probe came back admitted without a daily count (the headers may be missing a while).
@@ -312,7 +258,7 @@ export class BudgetKeeper {
         undefined,
         a.dailyLimit,
       );
-      this.dayReturned(a, learned, undefined, now);
+      dayReturned(a, learned, undefined, now);
     } else if (r.daily) {
       const { remaining, guessed } = r.daily;
       let resetAt = r.daily.resetAt.getTime();
@@ -387,93 +333,6 @@ export class BudgetKeeper {
         a.dirty = true;
       }
     }
-  }
-
-  /**
-   * A daily reading whose reset is the account's rule or a guess, on an account whose day length is
-   * known: its count is believed, its reset is not, and the source is asked instead
-   * (daily-reset-search.ts). Returns the wall it puts up: none unless the day is refused.
-   */
-  private readHintedDay(a: AccountState, daily: DailyAllowance, now: number, wall: number): number {
-    const day = a.day as AccountDay & { dayMs: number };
-    if (daily.remaining <= 0) {
-      if (day.search !== null) {
-        // The probe refused moves to the next candidate; another refusal of its round changes nothing.
-        if (day.search.grantedAt !== null)
-          probeRefused(day as typeof day & { search: ResetSearch }, now, wall);
-      } else if (learnedResetHeld(day, now)) {
-        // The learned reset came today (a call was admitted since): the day is spent until the next,
-        // or until a probe that narrows its window.
-        const narrowing = narrowingProbe(day, now);
-        if (narrowing === undefined) {
-          this.spendUntil(a, learnedResetAfter(day, now)!, "learned");
-          return a.dailyResetAt!;
-        }
-        startNarrowing(day, narrowing, now);
-      } else {
-        startSearch(day, now, 0, wall);
-      }
-      // A narrowing probe refused ends its search: the learned reset is today's.
-      if (day.search === null) this.spendUntil(a, learnedResetAfter(day, now)!, "learned");
-      else this.spendUntil(a, day.search.dueAt, "probe");
-      return a.dailyResetAt!;
-    }
-    if (day.search !== null) {
-      // A count while searching: the probe's answer, or a late answer of the spent day (ignored).
-      if (day.search.grantedAt === null) return 0;
-      const learned = probeAdmitted(
-        day as typeof day & { search: ResetSearch },
-        daily.remaining,
-        a.dailyLimit,
-      );
-      this.dayReturned(a, learned, daily, now);
-      return 0;
-    }
-    const learned = learnedResetAfter(day, now);
-    // The learned reset beats the rule.
-    const resetAt = learned ?? daily.resetAt.getTime();
-    const before = [a.dailyRemaining, a.dailyResetAt];
-    if (a.dailyRemaining !== null && a.dailyResetAt !== null && now < a.dailyResetAt) {
-      // The same day: its count only falls (see report).
-      a.dailyRemaining = Math.min(daily.remaining, a.dailyRemaining);
-      a.dailyResetAt = Math.min(resetAt, a.dailyResetAt);
-    } else {
-      a.dailyRemaining = daily.remaining;
-      a.dailyResetAt = resetAt;
-    }
-    a.resetBy = learned !== undefined ? "learned" : "rule";
-    if (a.dailyRemaining !== before[0] || a.dailyResetAt !== before[1]) a.dailyMoved = true;
-    a.dirty = true;
-    return 0;
-  }
-
-  /** A probe was admitted: the day is back, until the learned reset if one was learned, else the rule's. */
-  private dayReturned(
-    a: AccountState,
-    learned: boolean,
-    daily: DailyAllowance | undefined,
-    now: number,
-  ): void {
-    const next = learnedResetAfter(a.day, now);
-    a.dailyRemaining = daily ? daily.remaining : null;
-    a.dailyResetAt = next ?? (daily ? daily.resetAt.getTime() : null);
-    a.resetBy = next !== undefined ? "learned" : "rule";
-    a.spentUntil = 0;
-    a.blockedUntil = Math.min(a.blockedUntil, now);
-    a.nextSlotAt = Math.min(a.nextSlotAt, now);
-    a.dirty = true;
-    a.dailyMoved = true;
-    if (learned) learnedResets.inc({});
-  }
-
-  /** The day is spent until `until` (a probe's instant or the learned reset): said in GetRun at once. */
-  private spendUntil(a: AccountState, until: number, by: DailyResetBy): void {
-    a.dailyRemaining = 0;
-    a.dailyResetAt = until;
-    a.spentUntil = until;
-    a.resetBy = by;
-    a.dirty = true;
-    a.dailyMoved = true;
   }
 
   /**
