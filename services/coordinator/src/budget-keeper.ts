@@ -151,11 +151,17 @@ export class BudgetKeeper {
     if (burstWindowMs > 0) a.windowMs = burstWindowMs;
     const now = this.now();
     this.rollShareDay(a, now);
-    const hinted = spentDayLease(a, now, tokensPerSlot, this.probeAnswerMs(a), PROBE_POLL_MS);
-    if (hinted !== undefined && hinted !== "probe") return hinted;
+    const hinted = spentDayLease(a, now, tokensPerSlot, {
+      answerMs: this.probeAnswerMs(a),
+      pollMs: PROBE_POLL_MS,
+      earlyMs: this.options.horizonMs,
+    });
+    if (hinted?.kind === "exhausted" || hinted?.kind === "wait") return hinted;
     // The day is spent and its reset unknown: one request of one worker, whatever the count says.
-    const probing = hinted === "probe";
+    const probing = hinted?.kind === "probe";
     const search = a.day.search;
+    // No slot before the probe's instant.
+    const notBefore = hinted?.kind === "probe" ? hinted.at : 0;
     if (probing) want = 1;
     else if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
       if (a.dailyResetAt !== null && a.dailyResetAt > now) {
@@ -191,7 +197,7 @@ export class BudgetKeeper {
       want = Math.min(want, left);
     }
     const interval = this.intervalMs(a.capacity, a.windowMs);
-    const start = Math.max(now + this.options.leadMs, a.nextSlotAt, a.blockedUntil);
+    const start = Math.max(now + this.options.leadMs, a.nextSlotAt, a.blockedUntil, notBefore);
     const reach = now + this.options.leadMs + this.options.horizonMs;
     if (start > reach) {
       if (a.probeDelayMs !== null) a.probedBy.delete(workerId);
@@ -211,7 +217,8 @@ export class BudgetKeeper {
     if (probing) {
       // The reset came at or before the instant the probe is sent: its candidate, unless a wall (or
       // a burst schedule) pushed the slot further than a lead past it.
-      search!.grantedAt = now;
+      // Its answer is awaited from its slot's instant, which may be ahead.
+      search!.grantedAt = start;
       search!.probeAt = start - search!.dueAt > this.options.leadMs ? start : search!.dueAt;
     } else if (a.dailyRemaining !== null && tokensPerSlot > 0) {
       granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
@@ -253,11 +260,7 @@ export class BudgetKeeper {
       remainingGauge.set({ account }, a.dailyRemaining ?? r.daily.remaining);
     } else if (r.spent > 0 && !dailyRefused && a.day.search?.grantedAt != null) {
       // The probe came back admitted without a daily count (the headers may be missing a while).
-      const learned = probeAdmitted(
-        a.day as AccountDay & { dayMs: number; search: ResetSearch },
-        undefined,
-        a.dailyLimit,
-      );
+      const learned = probeAdmitted(a.day as AccountDay & { dayMs: number; search: ResetSearch }, undefined);
       dayReturned(a, learned, undefined, now);
     } else if (r.daily) {
       const { remaining, guessed } = r.daily;
@@ -501,6 +504,7 @@ function loadedDay(row: BudgetRow, now: number): AccountDay {
     learnedAfterPhaseMs: row.dailyResetAfterMs ?? null,
     learnedDayMs: row.dailyResetPhaseMs !== null ? dayMs : null,
     search: null,
+    lastCount: null,
     // A new leader takes the learned reset as holding today: the last one would have searched otherwise.
     admittedAt: now,
   };
@@ -512,7 +516,7 @@ function loadedDay(row: BudgetRow, now: number): AccountDay {
       dueAt: Math.max(now, dueAt),
       grantedAt: null,
       probeAt: 0,
-      floor: 0,
+      floor: row.dailyRemaining ?? 0,
       refusedAt: now,
     };
   return day;

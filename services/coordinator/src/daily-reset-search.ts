@@ -27,10 +27,10 @@ export interface ResetSearch {
   refused: number;
   /** The instant the next probe is due at. */
   dueAt: number;
-  /** When the probe due at `probeAt` was granted; null while none is out. */
+  /** The instant of the slot granted for the probe (sent then); null while none is out. */
   grantedAt: number | null;
   probeAt: number;
-  /** The daily count when the search began: an answer counting more shows a new day. */
+  /** The source's last count of the day when the search began: an answer counting more shows a new day. */
   floor: number;
   /** The instant of the last probe refused, or of the spend: the reset came after it. */
   refusedAt: number;
@@ -51,6 +51,8 @@ export interface AccountDay {
   learnedAfterPhaseMs: number | null;
   learnedDayMs: number | null;
   search: ResetSearch | null;
+  /** The source's last count of the day (not the keeper's, which runs below it by what it granted). */
+  lastCount: number | null;
   /** When the source last admitted a call of this account, as reported. */
   admittedAt: number;
 }
@@ -70,20 +72,15 @@ export function learnedResetHeld(d: AccountDay, now: number): boolean {
   return next !== undefined && d.admittedAt >= next - d.dayMs!;
 }
 
-/** A search from `now` (the day found spent with `floor` left): its first probe at the next candidate. */
-export function startSearch(
-  d: AccountDay & { dayMs: number },
-  now: number,
-  floor: number,
-  notBefore = now,
-): ResetSearch {
+/** A search from `now`, the day found spent: its first probe at the next candidate not before `notBefore`. */
+export function startSearch(d: AccountDay & { dayMs: number }, now: number, notBefore = now): ResetSearch {
   d.search = {
     since: now,
     refused: 0,
     dueAt: nextResetCandidate(Math.max(now, notBefore - 1), d.dayMs),
     grantedAt: null,
     probeAt: 0,
-    floor,
+    floor: d.lastCount ?? 0,
     refusedAt: now,
   };
   return d.search;
@@ -121,32 +118,44 @@ export function probeRefused(
 }
 
 /**
- * The probe out was admitted (counting `remaining` of a day of `limit`, where the answer said): the
- * search is over. Its instant is the account's reset when the source showed the day turn there: it
- * refused a probe before this one, or its count leapt from under half the day to most of it. A
- * probe admitted first on a day only the keeper's own count called spent shows nothing (the
- * keeper's count runs below the source's by the slots granted and not yet sent). Returns whether
- * a reset was learned.
+ * The probe out was admitted (counting `remaining`, where the answer said): the search is over. Its
+ * instant is the account's reset when the source showed the day turn there: its count rose above
+ * its last count of the spent day (a day's count only falls), or, where the answer counted
+ * nothing, it refused a probe before. A probe admitted on the same day (a cheaper call than the
+ * one refused, or a day only the keeper's own count called spent) shows nothing. Returns whether a
+ * reset was learned.
  */
 export function probeAdmitted(
   d: AccountDay & { dayMs: number; search: ResetSearch },
   remaining: number | undefined,
-  limit: number | null,
 ): boolean {
   const s = d.search;
   (d as AccountDay).search = null;
+  const turned = remaining !== undefined ? remaining > s.floor : s.refused > 0;
+  if (!turned) return false;
   if (s.narrowing) {
-    // The reset came at or before this candidate: the window shrinks from above.
-    d.learnedPhaseMs = phaseOf(Math.ceil(s.probeAt), d.dayMs);
+    // The reset came at or before this probe: the window shrinks from above, never grows.
+    const hi = nextResetAtPhase(s.probeAt - 1, d.learnedPhaseMs!, d.dayMs);
+    const lo = hi - phaseOf(hi - (d.learnedAfterPhaseMs ?? hi), d.dayMs);
+    d.learnedPhaseMs = phaseOf(Math.min(hi, onCandidate(s.probeAt, lo, d.dayMs)), d.dayMs);
     d.learnedAfterPhaseMs = exactOrNull(d, d.learnedAfterPhaseMs);
     return true;
   }
-  const leapt = remaining !== undefined && limit !== null && s.floor < limit / 2 && remaining >= 0.9 * limit;
-  if (s.refused === 0 && !leapt) return false;
-  d.learnedPhaseMs = phaseOf(Math.ceil(s.probeAt), d.dayMs);
+  d.learnedPhaseMs = phaseOf(onCandidate(s.probeAt, s.refusedAt, d.dayMs), d.dayMs);
   d.learnedDayMs = d.dayMs;
   d.learnedAfterPhaseMs = exactOrNull(d, phaseOf(Math.floor(s.refusedAt), d.dayMs));
   return true;
+}
+
+/**
+ * Where a reset found by a probe admitted at `at`, the source refusing at `after`, came: on the last
+ * candidate at or before `at` that is after `after` (a reset falls on a half hour; a probe sent late
+ * is not the reset's instant), else at `at` itself (a whole ms).
+ */
+function onCandidate(at: number, after: number, dayMs: number): number {
+  const step = dayMs / RESET_CANDIDATES_PER_DAY;
+  const candidate = Math.floor(at / step) * step;
+  return candidate > after ? candidate : Math.ceil(at);
 }
 
 /** The refused phase `after`, or null when it is within a candidate of the learned reset. */
@@ -181,7 +190,7 @@ export function startNarrowing(d: AccountDay, at: number, now: number): ResetSea
     dueAt: at,
     grantedAt: null,
     probeAt: 0,
-    floor: 0,
+    floor: d.lastCount ?? 0,
     refusedAt: now,
     narrowing: true,
   };

@@ -49,37 +49,50 @@ const learnedResets = metrics.counter(
 
 /**
  * What a lease on an account whose day is spent and whose reset is only hinted gets: nothing before
- * the next probe, then one request (`probe`), other leases waiting for its answer; undefined when
- * the account is not in that state (its count is not spent, or its reset was stated or learned
- * exactly). Starts the search when the keeper's own count spends the day before any refusal.
+ * the next probe, then one request (`probe`, its slot at the instant due), other leases waiting for
+ * its answer; at a learned reset, a wait in the lane for its instant; undefined when the
+ * account is not in that state (its count is not spent, or its reset was stated). Starts the search
+ * when the keeper's own count spends the day before any refusal.
+ *
+ * Parked tasks are told to come back `earlyMs` before the instant, and the slot is placed on it: a
+ * task parked until the instant itself reaches the keeper 0.5 to 1.8 s after it (the dispatcher's
+ * pass, the claim, the lease; measured in test/e2e/daily-budget.test.ts), which both delayed the
+ * day's first call and, for a probe, blurred the reset it found.
  */
 export function spentDayLease(
   a: HintedDay,
   now: number,
   tokensPerSlot: number,
-  answerMs: number,
-  pollMs: number,
-): { kind: "exhausted" | "wait"; retryAt: number } | "probe" | undefined {
+  timing: { answerMs: number; pollMs: number; earlyMs: number },
+): { kind: "exhausted" | "wait"; retryAt: number } | { kind: "probe" | "reopen"; at: number } | undefined {
   const search = a.day.search;
   if (search !== null) {
-    if (search.dueAt > now) return { kind: "exhausted", retryAt: search.dueAt };
-    if (search.grantedAt !== null && now - search.grantedAt < answerMs)
-      return { kind: "wait", retryAt: now + pollMs };
-    return "probe";
+    if (search.grantedAt !== null && now - search.grantedAt < timing.answerMs)
+      return { kind: "wait", retryAt: now + timing.pollMs };
+    if (search.dueAt - now > timing.earlyMs)
+      return { kind: "exhausted", retryAt: search.dueAt - timing.earlyMs };
+    return { kind: "probe", at: search.dueAt };
   }
   if (a.dailyRemaining === null || a.dailyRemaining >= Math.max(1, tokensPerSlot) || a.day.dayMs === null)
     return undefined;
   if (a.resetBy === "rule") {
     // Spent by the keeper's own count, and only the rule says when the day returns: ask the source.
-    const first = startSearch(a.day as AccountDay & { dayMs: number }, now, a.dailyRemaining);
+    const first = startSearch(a.day as AccountDay & { dayMs: number }, now);
     spendUntil(a, first.dueAt, "probe");
-    return { kind: "exhausted", retryAt: first.dueAt };
+    return spentDayLease(a, now, tokensPerSlot, timing);
   }
-  const narrowing = a.resetBy === "learned" ? narrowingProbe(a.day, now) : undefined;
-  if (narrowing === undefined) return undefined;
-  // Spent before a learned reset whose window is still wide: one probe inside it today.
-  spendUntil(a, startNarrowing(a.day, narrowing, now).dueAt, "probe");
-  return { kind: "exhausted", retryAt: narrowing };
+  if (a.resetBy !== "learned" || a.dailyResetAt === null || a.dailyResetAt <= now) return undefined;
+  const narrowing = narrowingProbe(a.day, now);
+  if (narrowing !== undefined) {
+    // Spent before a learned reset whose window is still wide: one probe inside it today.
+    spendUntil(a, startNarrowing(a.day, narrowing, now).dueAt, "probe");
+    return spentDayLease(a, now, tokensPerSlot, timing);
+  }
+  if (a.spentUntil < a.dailyResetAt) spendUntil(a, a.dailyResetAt, "learned");
+  if (a.dailyResetAt - now > timing.earlyMs)
+    return { kind: "exhausted", retryAt: a.dailyResetAt - timing.earlyMs };
+  // Woken early: the task waits in its lane for the instant, and the next lease opens the day.
+  return { kind: "wait", retryAt: a.dailyResetAt };
 }
 
 /**
@@ -103,7 +116,7 @@ export function readHintedDay(a: HintedDay, daily: DailyAllowance, now: number, 
       }
       startNarrowing(day, narrowing, now);
     } else {
-      startSearch(day, now, 0, wall);
+      startSearch(day, now, wall);
     }
     // A narrowing probe refused ends its search: the learned reset is today's.
     if (day.search === null) spendUntil(a, learnedResetAfter(day, now)!, "learned");
@@ -113,10 +126,11 @@ export function readHintedDay(a: HintedDay, daily: DailyAllowance, now: number, 
   if (day.search !== null) {
     // A count while searching: the probe's answer, or a late answer of the spent day (ignored).
     if (day.search.grantedAt === null) return 0;
-    const learned = probeAdmitted(day as typeof day & { search: ResetSearch }, daily.remaining, a.dailyLimit);
+    const learned = probeAdmitted(day as typeof day & { search: ResetSearch }, daily.remaining);
     dayReturned(a, learned, daily, now);
     return 0;
   }
+  day.lastCount = daily.remaining;
   const learned = learnedResetAfter(day, now);
   // The learned reset beats the rule.
   const resetAt = learned ?? daily.resetAt.getTime();
@@ -143,6 +157,7 @@ export function dayReturned(
   now: number,
 ): void {
   const next = learnedResetAfter(a.day, now);
+  if (daily) a.day.lastCount = daily.remaining;
   a.dailyRemaining = daily ? daily.remaining : null;
   a.dailyResetAt = next ?? (daily ? daily.resetAt.getTime() : null);
   a.resetBy = next !== undefined ? "learned" : "rule";
