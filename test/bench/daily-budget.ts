@@ -10,11 +10,12 @@ import type { Scenario, ScenarioResult } from "./scenario.js";
  * of the account (the account of test/e2e/daily-budget.test.ts), by two workers of lane width 3.
  * Nothing in an answer says when the day returns: the keeper learns it by probing.
  *
- * probes refused = the refused requests before the first reset the run lived through, where the
- * keeper searches the day's start (goal: at most 48, one per half hour of the day). From the first
- * reset on: wasted = the worst day's refused requests (429s of either kind and 403s) ÷ workers, the
- * goal at most one per worker per reset; resume lag = the longest wait from a reset to the first
- * request the sandbox admitted after it.
+ * probes refused = the worst day's refused requests up to the end of the first day the run spends
+ * whole, where the keeper searches the day's start (goal: at most 48, one per half hour of the
+ * day). After it: wasted = the worst day's refused requests (429s of either kind and 403s) ÷
+ * workers, the goal at most one per worker per reset. Resume lag = the longest wait, over the
+ * resets the run lived through (the first included), from a reset to the first request the
+ * sandbox admitted after it.
  */
 
 const WORKERS = 2;
@@ -49,6 +50,11 @@ function workload(quick: boolean) {
   };
 }
 
+/** The first day whose budget was spent (less than a list's 20 tokens left), if any. */
+export function firstSpentDay(days: DayLog[], budget: number): DayLog | undefined {
+  return days.find((d) => d.spent > budget - 20);
+}
+
 export const dailyBudgetScenario: Scenario & {
   run(context?: { quick?: boolean }): Promise<ScenarioResult>;
 } = {
@@ -73,8 +79,11 @@ export const dailyBudgetScenario: Scenario & {
       const firstSent = Math.min(...lived.map((d) => d.firstAdmittedAt ?? Number.POSITIVE_INFINITY));
       const resets = lived.filter((d) => d.startedAt > firstSent);
       const refused = (d: DayLog) => d.dailyRefusals + d.burstRefusals + d.blocked;
-      const wasted = resets.map(refused);
-      const learning = lived.filter((d) => d.startedAt <= firstSent).map(refused);
+      // The keeper searches the day's start on the first day the run spends whole (the probes go
+      // out after the spend, the reset is learned at its end); every later day it knows it.
+      const learnedAfter = firstSpentDay(lived, sandbox["daily-budget"])?.endsAt ?? Number.POSITIVE_INFINITY;
+      const wasted = lived.filter((d) => d.startedAt >= learnedAfter).map(refused);
+      const learning = lived.filter((d) => d.startedAt < learnedAfter).map(refused);
       const lags = resets.map((d) =>
         d.firstAdmittedAt === null ? daySeconds : (d.firstAdmittedAt - d.startedAt) / 1000,
       );
