@@ -258,7 +258,12 @@ export class BudgetKeeper {
     if (r.daily && (r.daily.ruled || r.daily.guessed) && a.day.dayMs !== null) {
       blockedUntil = Math.max(blockedUntil, readHintedDay(a, r.daily, now, blockedUntil));
       remainingGauge.set({ account }, a.dailyRemaining ?? r.daily.remaining);
-    } else if (r.spent > 0 && !dailyRefused && a.day.search?.grantedAt != null) {
+    } else if (
+      r.spent > 0 &&
+      !dailyRefused &&
+      a.day.search?.grantedAt != null &&
+      now >= a.day.search.grantedAt
+    ) {
       // The probe came back admitted without a daily count (the headers may be missing a while).
       const learned = probeAdmitted(a.day as AccountDay & { dayMs: number; search: ResetSearch }, undefined);
       dayReturned(a, learned, undefined, now);

@@ -104,8 +104,10 @@ export function readHintedDay(a: HintedDay, daily: DailyAllowance, now: number, 
   const day = a.day as AccountDay & { dayMs: number };
   if (daily.remaining <= 0) {
     if (day.search !== null) {
-      // The probe refused moves to the next candidate; another refusal of its round changes nothing.
-      if (day.search.grantedAt !== null) probeRefused(day as typeof day & { search: ResetSearch }, now, wall);
+      // The probe refused moves to the next candidate; another refusal of its round, or one that
+      // comes before the probe's slot (a call of the spent day reported late), changes nothing.
+      if (day.search.grantedAt !== null && now >= day.search.grantedAt)
+        probeRefused(day as typeof day & { search: ResetSearch }, now, wall);
     } else if (learnedResetHeld(day, now)) {
       // The learned reset came today (a call was admitted since): the day is spent until the next,
       // or until a probe that narrows its window.
@@ -125,7 +127,7 @@ export function readHintedDay(a: HintedDay, daily: DailyAllowance, now: number, 
   }
   if (day.search !== null) {
     // A count while searching: the probe's answer, or a late answer of the spent day (ignored).
-    if (day.search.grantedAt === null) return 0;
+    if (day.search.grantedAt === null || now < day.search.grantedAt) return 0;
     const learned = probeAdmitted(day as typeof day & { search: ResetSearch }, daily.remaining);
     dayReturned(a, learned, daily, now);
     return 0;

@@ -483,6 +483,30 @@ describe("budget keeper, learning the source's day", () => {
     expect(reopened.granted).toBe(5);
   });
 
+  it("takes a refusal reported before the probe's slot for a late call of the spent day, not for the probe's answer", async () => {
+    const keeper = keeperFrom(8_000 * DAY + 7_000);
+    await keeper.report("crm", "p8", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p8", refused());
+    // Asked 0.4 s early, the probe's slot is on the candidate at 7.5 s (the reset).
+    t = 8_000 * DAY + 7_100;
+    expect(await keeper.lease("crm", "p8", 5, 20, 0, "", "w1")).toMatchObject({
+      granted: 1,
+      firstSlotAt: 8_000 * DAY + PHASE,
+    });
+    // Another worker's refusal of the spent day arrives before it: the probe is still out.
+    t += 100;
+    await keeper.report("crm", "p8", refused());
+    expect((await keeper.lease("crm", "p8", 5, 20, 0, "", "w2")).kind).toBe("wait");
+    // The probe is admitted at the reset: that is the reset learned.
+    t = 8_000 * DAY + PHASE + 20;
+    await keeper.report("crm", "p8", counted(980));
+    await keeper.persist(true);
+    const [row] = await database.db.execute<{ phase: string }>(
+      sql`select daily_reset_phase_ms as phase from drover.budgets where source_account = 'p8'`,
+    );
+    expect(row!.phase).toBe(String(PHASE));
+  });
+
   it("starts probing when its own count spends the day, though no refusal came and the rule says later", async () => {
     t = 3_000 * DAY + 500;
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
