@@ -120,10 +120,9 @@ export function probeRefused(
 /**
  * The probe out was admitted (counting `remaining`, where the answer said): the search is over. Its
  * instant is the account's reset when the source showed the day turn there: its count rose above
- * its last count of the spent day (a day's count only falls), or, where the answer counted
- * nothing, it refused a probe before. A probe admitted on the same day (a cheaper call than the
- * one refused, or a day only the keeper's own count called spent) shows nothing. Returns whether a
- * reset was learned.
+ * its last count of the spent day (a day's count only falls). A probe admitted on the same day (a
+ * cheaper call than the one refused, or a day only the keeper's own count called spent), or with
+ * no count, shows nothing. Returns whether a reset was learned.
  */
 export function probeAdmitted(
   d: AccountDay & { dayMs: number; search: ResetSearch },
@@ -131,7 +130,9 @@ export function probeAdmitted(
 ): boolean {
   const s = d.search;
   (d as AccountDay).search = null;
-  const turned = remaining !== undefined ? remaining > s.floor : s.refused > 0;
+  // Without a count nothing shows the day turned: a refused probe before proves nothing, since the
+  // one admitted may have been a cheaper call than the one refused, on the same spent day.
+  const turned = remaining !== undefined && remaining > s.floor;
   if (!turned) return false;
   if (s.narrowing) {
     // The reset came at or before this probe: the window shrinks from above, never grows.

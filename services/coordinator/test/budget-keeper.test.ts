@@ -507,6 +507,24 @@ describe("budget keeper, learning the source's day", () => {
     expect(row!.phase).toBe(String(PHASE));
   });
 
+  it("learns nothing from a probe admitted without a count after refused ones: a cheaper call may get in on the spent day", async () => {
+    const keeper = keeperFrom(9_000 * DAY + 2_000);
+    await keeper.report("crm", "p9", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p9", refused());
+    await nextAsk(keeper, "p9");
+    t += 20;
+    await keeper.report("crm", "p9", refused());
+    await nextAsk(keeper, "p9");
+    t += 20;
+    // A 2-token get admitted, its answer without the daily headers.
+    await keeper.report("crm", "p9", { spent: 2 });
+    await keeper.persist(true);
+    const [row] = await database.db.execute<{ phase: string | null }>(
+      sql`select daily_reset_phase_ms as phase from drover.budgets where source_account = 'p9'`,
+    );
+    expect(row!.phase).toBeNull();
+  });
+
   it("starts probing when its own count spends the day, though no refusal came and the rule says later", async () => {
     t = 3_000 * DAY + 500;
     const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
