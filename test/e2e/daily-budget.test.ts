@@ -72,7 +72,7 @@ async function days(): Promise<DayLog[]> {
 const settings = { pageSize: "25", dealsPerMailTask: "2", dailyReset: "UTC", daySeconds: String(DAY_S) };
 
 describe("a run that spans days", () => {
-  it("finishes over several resets of a day shifted from the rule, with every row, no 403, no spent attempt, at most 48 refused probes before the first reset and one wasted request per worker per reset after it, resuming within a few seconds of each real reset", async () => {
+  it("finishes over several resets of a day shifted from the rule, with every row, no 403, no spent attempt, at most 48 refused probes on the first day it spends whole and one wasted request per worker per reset after it, resuming within a few seconds of each real reset", async () => {
     const tenantId = "daily-e2e";
     const since = new Date();
     const { run } = await h.client.startRun({
