@@ -10,9 +10,9 @@ import { type Harness, openClusterHarness, until, watchToEnd } from "../support/
  * multiples of that length the account's rule names (dailyReset UTC), and whose daily budget covers
  * about a third of the account. Nothing in a refusal says when the day returns. The import must
  * finish over several resets with every row accounted for, without a 403, without a failed task or
- * a spent attempt, learning the day's real start by at most 48 refused probes before the first
- * reset, then wasting at most one request per worker per reset and resuming within a few seconds of
- * each reset. Then two tenants' runs on one account, with daily shares of 0.5 and 0.25, each stay
+ * a spent attempt, learning the day's real start by at most 48 refused probes on the first day it
+ * spends whole, then wasting at most one request per worker per reset and resuming within a few
+ * seconds of each reset. Then two tenants' runs on one account, with daily shares of 0.5 and 0.25, each stay
  * within its share of every day; and two runs without shares, parked on the same spent day, both
  * resume within 10 s of each reset.
  */
