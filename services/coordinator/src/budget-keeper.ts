@@ -136,6 +136,10 @@ export class BudgetKeeper {
    * `burstWindowMs` is the window the source counts its capacity over; 0 when the worker does not
    * know. `runId` names the run the slots are for (its daily share caps them), `workerId` the asking
    * process (one probe each while the day's reset is a guess).
+   *
+   * One function, over 80 lines, on purpose: the day, the run's share, the probe and the burst
+   * schedule are decided together with no await between them, so no other lease or report can
+   * slip in between a check and the grant it allows.
    */
   async lease(
     source: string,
@@ -240,7 +244,11 @@ export class BudgetKeeper {
     };
   }
 
-  /** What a worker read from the source's answers: only the readings that changed, spent as an increment. */
+  /**
+   * What a worker read from the source's answers: only the readings that changed, spent as an
+   * increment. Over 80 lines for the reason lease is: each reading is applied with no await, so a
+   * lease never sees half a report.
+   */
   async report(source: string, account: string, r: BudgetReport, runId = ""): Promise<void> {
     const a = await this.account(source, account);
     if (r.burstCapacity !== undefined && r.burstCapacity > 0 && r.burstCapacity !== a.capacity) {
