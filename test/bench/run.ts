@@ -92,6 +92,7 @@ const FIGURE_ORDER = [
   "table_worker_rss_mb",
   "daily_wasted_requests_per_reset",
   "daily_resume_lag_s",
+  "daily_probes_refused",
   "fairness_jain",
   "small_run_slowdown",
   "takeover_after_kill_s",
@@ -103,6 +104,7 @@ const FIGURE_ORDER = [
 
 const COUNTS = new Set([
   "forbidden_403_count",
+  "daily_probes_refused",
   "table_rows_per_s",
   "table_streamed_rows_per_s",
   "ledger_bytes_per_row",
@@ -138,6 +140,7 @@ const GOALS: readonly Goal[] = [
   { figure: "table_worker_rss_mb", op: "<=", target: 300 },
   { figure: "daily_wasted_requests_per_reset", op: "<=", target: 1 },
   { figure: "daily_resume_lag_s", op: "<=", target: 10 },
+  { figure: "daily_probes_refused", op: "<=", target: 48 },
   { figure: "fairness_jain", op: ">=", target: 0.9 },
   { figure: "small_run_slowdown", op: "<=", target: 1.5 },
   { figure: "takeover_after_kill_s", op: "<=", target: 20 },

@@ -24,7 +24,7 @@ export const USAGE = `usage: crm-sandbox [--flag value ...]   (every flag also r
   --organizations 1500 --persons 4000 --deals 3000 --leads 1000 --activities 4000 --notes 3000
   --mail-per-deal-max 3 --heavy-mail-deal-rate 0.1
   --latency-ms 0 --latency-jitter-ms 0 --transient-error-rate 0 --malformed-rate 0
-  --burst-limit 0 --burst-window-ms 2000 --daily-budget 0 --daily-reset-seconds 86400 --daily-reset-in-body 1
+  --burst-limit 0 --burst-window-ms 2000 --daily-budget 0 --daily-reset-seconds 86400 --daily-reset-offset-seconds 0
   --abuse-threshold 3
   --archived-rate 0.05 --deleted-deal-rate 0.03 --list-include-body 1 --deal-mail-counts 1
   --change-edits 0 --change-adds 0 --change-deletes 0 --changes-after-requests 0

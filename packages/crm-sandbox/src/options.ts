@@ -27,14 +27,12 @@ export interface SandboxOptions {
   dailyBudget?: number;
   /**
    * The length of the sandbox's "day" (60 for tests): the daily budget is whole again at every
-   * multiple of it since the epoch (with the default, at midnight UTC).
+   * multiple of it since the epoch (with the default, at midnight UTC), shifted by
+   * dailyResetOffsetSeconds. Nothing in an answer says when: a client learns it, as from Pipedrive.
    */
   dailyResetSeconds?: number;
-  /**
-   * 1 (default): a daily 429's body says when the budget resets, as the only place that does; 0: it
-   * says only that the day's budget is spent, and a client must know the reset by other means.
-   */
-  dailyResetInBody?: number;
+  /** Seconds past each multiple of dailyResetSeconds at which the day begins (0: at the multiples). */
+  dailyResetOffsetSeconds?: number;
   /** Requests tolerated inside a 429's reset period before the 403 page; 0 = never block. */
   abuseThreshold?: number;
   /** Fraction of deals and of leads that are archived: served only by the archived lists. */
@@ -81,7 +79,7 @@ export interface ResolvedOptions {
   burstWindowMs: number;
   dailyBudget: number;
   dailyResetSeconds: number;
-  dailyResetInBody: number;
+  dailyResetOffsetSeconds: number;
   abuseThreshold: number;
   archivedRate: number;
   deletedDealRate: number;
@@ -136,7 +134,7 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   burstWindowMs: int(1, 3_600_000, 2000),
   dailyBudget: int(0, Number.MAX_SAFE_INTEGER, 0),
   dailyResetSeconds: int(1, 31 * 86_400, 86_400),
-  dailyResetInBody: int(0, 1, 1),
+  dailyResetOffsetSeconds: int(0, 31 * 86_400, 0),
   abuseThreshold: int(0, 1_000_000, 3),
   archivedRate: fraction(0.05),
   deletedDealRate: fraction(0.03),

@@ -3,14 +3,16 @@ export interface RateLimitSettings {
   burstWindowMs: number;
   dailyBudget: number;
   dailyResetSeconds: number;
+  /** Where in its length the day begins: seconds past each multiple of it since the epoch. */
+  dailyResetOffsetSeconds?: number;
   abuseThreshold: number;
 }
 
 export type Admission =
   | { outcome: "ok"; headers: Record<string, string> }
   | { outcome: "burst"; headers: Record<string, string> }
-  /** The day's budget is spent until `resetAt` (epoch ms), which no header states. */
-  | { outcome: "daily"; headers: Record<string, string>; resetAt: number }
+  /** The day's budget is spent; neither a header nor the body says until when. */
+  | { outcome: "daily"; headers: Record<string, string> }
   /** Cloudflare has stepped in: the client ignored a 429. */
   | { outcome: "blocked" };
 
@@ -65,10 +67,12 @@ export class RateLimiter {
     private readonly settings: RateLimitSettings,
     private readonly now: () => number = Date.now,
   ) {
-    // Days start at multiples of their length since the epoch, as Pipedrive's start at a midnight:
-    // a day of 86,400 s resets at midnight UTC, and a client can know the reset by that rule.
+    // Days start at an offset past multiples of their length since the epoch, as Pipedrive's start
+    // at midnight "server time", which may not be the customer's (DOC-RL): with no offset a day of
+    // 86,400 s resets at midnight UTC, offset by 3,600 s at 01:00 UTC, and a client's rule may be wrong.
     const periodMs = settings.dailyResetSeconds * 1000;
-    this.dailyResetAt = Math.floor(now() / periodMs) * periodMs + periodMs;
+    const offsetMs = ((settings.dailyResetOffsetSeconds ?? 0) * 1000) % periodMs;
+    this.dailyResetAt = Math.floor((now() - offsetMs) / periodMs) * periodMs + offsetMs + periodMs;
     this.days.push(this.newDay());
   }
 
@@ -122,17 +126,19 @@ export class RateLimiter {
       return { outcome: "burst", headers: this.refusal(state, now, leavesAt) };
     }
     if (s.dailyBudget > 0 && this.spent + cost > s.dailyBudget) {
-      state.penaltyUntil = Math.max(state.penaltyUntil, this.dailyResetAt);
       this.today.dailyRefusals++;
       // Pipedrive's headers describe the burst window only: x-ratelimit-remaining stays above 0 and
       // x-ratelimit-reset / Retry-After say "a second or two", not the day's reset.
       const oldest = state.times[0];
       const windowEnds = oldest === undefined ? now + s.burstWindowMs : oldest + s.burstWindowMs;
-      return {
-        outcome: "daily",
-        headers: this.refusal(state, now, s.burstLimit > 0 ? windowEnds : now + 1000, false),
-        resetAt: this.dailyResetAt,
-      };
+      const retryAt = s.burstLimit > 0 ? windowEnds : now + 1000;
+      // Cloudflare blocks traffic kept up despite the 429, i.e. sent before its Retry-After: a client
+      // that asks once per Retry-After or slower (a probe of the day's reset) is not hammering.
+      state.penaltyUntil = Math.max(
+        state.penaltyUntil,
+        now + Math.max(1, Math.ceil((retryAt - now) / 1000)) * 1000,
+      );
+      return { outcome: "daily", headers: this.refusal(state, now, retryAt, false) };
     }
     state.times.push(now);
     this.spent += cost;

@@ -221,13 +221,7 @@ export class SandboxApp {
     }
     if (admission.outcome !== "ok") {
       this.stats.record(429, route.callType, 0, false, route.endpoint);
-      if (admission.outcome === "daily")
-        return sendJson(
-          res,
-          429,
-          dailyLimitBody(this.opts.dailyResetInBody === 1 ? admission.resetAt : undefined),
-          admission.headers,
-        );
+      if (admission.outcome === "daily") return sendJson(res, 429, dailyLimitBody(), admission.headers);
       return sendJson(
         res,
         429,
@@ -266,16 +260,14 @@ export class SandboxApp {
 
 /**
  * A daily 429's body: Pipedrive's error envelope (success, error, error_info, data, additional_data,
- * code), saying that the company's daily token budget is spent. The headers of the answer describe
- * only the burst window, so the body is the one place that can say when the budget returns.
+ * code), saying that the company's daily token budget is spent and not when it returns: Pipedrive
+ * documents only "midnight at server's timezone", which "may not be aligned" with the customer's
+ * (pipedrive.readme.io/docs/core-api-concepts-rate-limiting). Its headers describe the burst window.
  */
-export function dailyLimitBody(resetAt: number | undefined): Record<string, unknown> {
+export function dailyLimitBody(): Record<string, unknown> {
   return {
     success: false,
-    error:
-      resetAt === undefined
-        ? "Daily API token budget reached"
-        : `Daily API token budget reached. The budget resets at ${new Date(resetAt).toISOString()}`,
+    error: "Daily API token budget reached",
     error_info: "Please check developers.pipedrive.com for more information about Pipedrive API.",
     data: null,
     additional_data: null,

@@ -221,5 +221,7 @@ describe("the sandbox against the recorded Pipedrive fixtures", () => {
     }
     expect(served).toHaveLength(2);
     expectSameShape("a daily 429", served, [fixture("v1-429-daily-budget")]);
+    // Word for word the recorded refusal: it names no reset, so no client can read one off it.
+    for (const body of served) expect(body).toEqual(fixture("v1-429-daily-budget"));
   });
 });

@@ -83,12 +83,9 @@ describe("daily token budget", () => {
     const exhausted = await get(s, "/v1/deals", "c");
     expect(exhausted.status).toBe(429);
     expect(exhausted.headers.get("x-daily-ratelimit-token-remaining")).toBe("16");
-    // No header states the day's reset (x-ratelimit-reset describes the burst window): the body does.
+    // Nothing states the day's reset: x-ratelimit-reset and Retry-After describe the burst window.
     expect(Number(exhausted.headers.get("x-ratelimit-reset"))).toBeLessThanOrEqual(2);
     expect(Number(exhausted.headers.get("retry-after"))).toBe(1);
-    const resetAt = Date.parse(/resets at (\S+)$/.exec(String(exhausted.body.error))?.[1] ?? "");
-    // The day ends at the next whole hour (days are multiples of their length since the epoch).
-    expect(resetAt).toBe(clock.now() - 1_000 + 3_600_000);
     // A cheaper call still fits in what is left.
     expect((await get(s, "/v1/deals/2", "c")).status).toBe(200);
     expect(s.stats().tokensSpent).toBe(86);
@@ -108,19 +105,58 @@ describe("daily token budget", () => {
     expect(Number(spent.headers.get("x-ratelimit-reset"))).toBeLessThanOrEqual(2);
     expect(Number(spent.headers.get("retry-after"))).toBeLessThanOrEqual(2);
     expect(spent.body).toMatchObject({ success: false, data: null, code: "daily_api_token_budget_reached" });
-    expect(String(spent.body.error)).toMatch(/^Daily API token budget reached\. The budget resets at /);
+    // Like Pipedrive's: no reset time anywhere in the body, so no client can read it off the answer.
+    expect(spent.body).toEqual({
+      success: false,
+      error: "Daily API token budget reached",
+      error_info: "Please check developers.pipedrive.com for more information about Pipedrive API.",
+      data: null,
+      additional_data: null,
+      code: "daily_api_token_budget_reached",
+    });
+    expect(JSON.stringify(spent.body)).not.toMatch(/\d{4}-\d{2}-\d{2}|\d{2}:\d{2}/);
   });
 
-  it("can leave the reset out of a daily 429's body, so a client must know it by other means", async () => {
+  it("starts its day at the offset past each multiple of the day's length, not at the multiples", async () => {
     const clock = manualClock(60_000);
+    // A second into a minute: the day of 60 s offset by 25 s began 36 s ago and ends in 24 s.
     const s = await sandbox(
-      { dailyBudget: 20, dailyResetSeconds: 60, dailyResetInBody: 0 },
+      { dailyBudget: 20, dailyResetSeconds: 60, dailyResetOffsetSeconds: 25 },
       { clock: clock.now },
     );
-    await get(s, "/v1/deals");
-    const spent = await get(s, "/v1/deals");
-    expect(spent.status).toBe(429);
-    expect(spent.body.error).toBe("Daily API token budget reached");
+    const minute = clock.now() - 1_000;
+    expect((await get(s, "/v1/deals")).status).toBe(200);
+    expect((await get(s, "/v1/deals")).status).toBe(429);
+    // The minute's multiple passes: the day does not return there...
+    clock.advance(23_000);
+    expect((await get(s, "/v1/deals")).status).toBe(429);
+    // ...but at the offset past it.
+    clock.advance(1_000);
+    expect((await get(s, "/v1/deals")).status).toBe(200);
+    const days = s.stats().days;
+    expect(days.map((d) => [d.startedAt - minute, d.endsAt - minute])).toEqual([
+      [-35_000, 25_000],
+      [25_000, 85_000],
+    ]);
+  });
+
+  it("blocks a token that keeps asking inside a daily 429's Retry-After, and not one that waits it out", async () => {
+    const clock = manualClock(60_000);
+    const s = await sandbox(
+      { dailyBudget: 20, dailyResetSeconds: 60, abuseThreshold: 3 },
+      { clock: clock.now },
+    );
+    expect((await get(s, "/v1/deals", "patient")).status).toBe(200);
+    // One request per Retry-After, all day: refused, never blocked (a probe of the day's reset).
+    for (let i = 0; i < 10; i++) {
+      const refused = await get(s, "/v1/deals", "patient");
+      expect(refused.status).toBe(429);
+      clock.advance(Number(refused.headers.get("retry-after")) * 1000);
+    }
+    // Four more inside one Retry-After: Cloudflare steps in.
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await get(s, "/v1/deals", "eager")).status);
+    expect(statuses).toEqual([429, 429, 429, 429, 403]);
   });
 
   it("refills the budget when the daily period rolls over, and logs each day: when it began, what it admitted and refused, and who spent it", async () => {

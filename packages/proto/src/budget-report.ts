@@ -8,6 +8,10 @@ export interface DailyAllowance {
   resetAt: Date;
   /** Nothing stated the reset: resetAt is a guess the coordinator replaces by its probe schedule. */
   guessed?: boolean | undefined;
+  /** resetAt is the account's rule: a hint, which the coordinator checks against the source. */
+  ruled?: boolean | undefined;
+  /** The length of the account's day (ms), when known: the grid of the coordinator's probes. */
+  periodMs?: number | undefined;
 }
 
 /**
@@ -54,6 +58,8 @@ export function budgetReportRequest(
           dailyRemaining: BigInt(report.daily.remaining),
           dailyResetAt: timestampFromDate(report.daily.resetAt),
           ...(report.daily.guessed ? { dailyResetGuessed: true } : {}),
+          ...(report.daily.ruled ? { dailyResetRuled: true } : {}),
+          ...(report.daily.periodMs ? { dailyPeriodMs: BigInt(report.daily.periodMs) } : {}),
         }
       : {}),
     ...(report.dailyLimit !== undefined ? { dailyLimit: BigInt(report.dailyLimit) } : {}),
@@ -81,6 +87,11 @@ export function readBudgetReport(req: ReportBudgetRequest): BudgetReport | { pro
             remaining: Number(req.dailyRemaining),
             resetAt: timestampDate(req.dailyResetAt),
             guessed: req.dailyResetGuessed || undefined,
+            ruled: req.dailyResetRuled || undefined,
+            periodMs:
+              req.dailyPeriodMs !== undefined && req.dailyPeriodMs > 0n
+                ? Number(req.dailyPeriodMs)
+                : undefined,
           }
         : undefined,
     blockedUntil: req.blockedUntil ? timestampDate(req.blockedUntil) : undefined,

@@ -37,3 +37,27 @@ export function dailyResetOf(
 export function nextProbeDelayMs(previousMs: number | undefined, firstMs = FIRST_PROBE_MS): number {
   return previousMs === undefined ? firstMs : Math.min(MAX_PROBE_MS, Math.max(firstMs, previousMs * 2));
 }
+
+/**
+ * Where a day's reset can fall when nothing states it: midnight in some time zone, and every zone's
+ * offset from UTC is a whole half hour (a few, such as Nepal's +5:45, a quarter past one: their
+ * reset is found at most a quarter of an hour late). 48 candidates a day, scaled with a shorter day.
+ */
+export const RESET_CANDIDATES_PER_DAY = 48;
+
+/** The first reset candidate strictly after `after`: a multiple of dayMs / 48 since the epoch. */
+export function nextResetCandidate(after: number, dayMs: number): number {
+  const step = dayMs / RESET_CANDIDATES_PER_DAY;
+  return (Math.floor(after / step) + 1) * step;
+}
+
+/** The first instant strictly after `after` that lies `phaseMs` past a multiple of dayMs since the epoch. */
+export function nextResetAtPhase(after: number, phaseMs: number, dayMs: number): number {
+  const phase = ((phaseMs % dayMs) + dayMs) % dayMs;
+  return Math.floor((after - phase) / dayMs) * dayMs + phase + dayMs;
+}
+
+/** Where an instant lies within its day: ms past the last multiple of dayMs since the epoch. */
+export function phaseOf(at: number, dayMs: number): number {
+  return ((at % dayMs) + dayMs) % dayMs;
+}

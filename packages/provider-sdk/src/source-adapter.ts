@@ -18,6 +18,8 @@ export interface DailyReading {
   resetBy?: DailyResetSource;
   /** The answer refused the call because the day's allowance is spent (not the burst window). */
   spent?: boolean;
+  /** The length of the account's day (ms), when the adapter knows it: where a reset may fall is on its half hours. */
+  periodMs?: number;
 }
 
 /** What one answer of the source said about the account's allowance; a reading it did not state is absent. */

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { startSandbox } from "@drover/crm-sandbox";
 import { type BudgetPacer, type PacedAnswer, RateLimitedError, SourceClient } from "@drover/provider-sdk";
 import { describe, expect, it } from "vitest";
@@ -66,53 +67,77 @@ describe("the Pipedrive adapter", () => {
     });
   });
 
-  it("knows a spent day by the 429's body although its headers say only the burst window's second, and takes the reset the body states", async () => {
+  it("knows a spent day by the 429's body, takes the rule's reset as a hint only, and walls the account until the next half hour where a midnight may fall", async () => {
     await withSandbox(
       { organizations: 3, burstLimit: 20, dailyBudget: 30, dailyResetSeconds: 3_600 },
       async (client, pacer) => {
         await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
-        const before = Date.now();
         const err = await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list").catch((e) => e);
         expect(err).toBeInstanceOf(RateLimitedError);
         const refused = pacer.answers[1]!;
         expect(refused.status).toBe(429);
         expect(refused.reading.burstRemaining).toBeGreaterThan(0);
-        expect(refused.reading.daily).toMatchObject({ remaining: 0, spent: true, resetBy: "body" });
         expect(refused.reading.dailyLimit).toBe(30);
-        expect(refused.reading.daily!.resetAt).toBe(refused.reading.blockedUntil);
-        expect(refused.reading.daily!.resetAt).toBe(NEXT_HOUR - 1_000 + 3_600_000);
-        expect(refused.reading.daily!.resetAt).toBeGreaterThan(before);
+        const daily = refused.reading.daily!;
+        // Nothing in the answer says when: the rule (UTC midnight) is the hint, a day of 86,400 s.
+        expect(daily).toMatchObject({ remaining: 0, spent: true, resetBy: "rule", periodMs: 86_400_000 });
+        expect(daily.resetAt).toBe(nextMidnight(Date.now(), "UTC"));
+        // The wall lasts to the next half hour, not to the rule's midnight: the keeper finds the reset.
+        const halfHour = 1_800_000;
+        expect(refused.reading.blockedUntil).toBe(Math.floor(Date.now() / halfHour) * halfHour + halfHour);
         expect((err as RateLimitedError).retryAt.getTime()).toBe(refused.reading.blockedUntil);
       },
     );
   });
 
-  it("falls back to the account's rule when the body states no reset, and to a guess to probe when the rule is probe", async () => {
-    const spentDay = { organizations: 3, burstLimit: 20, dailyBudget: 30, dailyResetInBody: 0 };
-    for (const [rule, resetBy] of [
-      ["Europe/Berlin", "rule"],
-      ["probe", "guess"],
-    ] as const) {
-      await withSandbox(
-        spentDay,
-        async (client, pacer) => {
-          await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
-          const before = Date.now();
-          await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list").catch(() => {});
-          const daily = pacer.answers[1]!.reading.daily!;
-          expect(daily).toMatchObject({ remaining: 0, spent: true, resetBy });
-          if (rule === "probe") {
-            expect(daily.resetAt - before).toBeGreaterThanOrEqual(59_000);
-            expect(daily.resetAt - before).toBeLessThanOrEqual(61_000);
-            // No rule: a 200's count goes unreported, for want of a reset to send with it.
-            expect(pacer.answers[0]!.reading.daily).toBeUndefined();
-          } else {
-            expect(daily.resetAt).toBe(nextMidnight(before, rule));
-          }
-        },
-        rule,
-      );
-    }
+  it("guesses a reset to probe when the rule is probe", async () => {
+    await withSandbox(
+      { organizations: 3, burstLimit: 20, dailyBudget: 30 },
+      async (client, pacer) => {
+        await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list");
+        const before = Date.now();
+        await client.getJson("/v1/organizations", { start: 0, limit: 1 }, "list").catch(() => {});
+        const daily = pacer.answers[1]!.reading.daily!;
+        expect(daily).toMatchObject({ remaining: 0, spent: true, resetBy: "guess" });
+        expect(daily.resetAt - before).toBeGreaterThanOrEqual(59_000);
+        expect(daily.resetAt - before).toBeLessThanOrEqual(61_000);
+        // No rule: a 200's count goes unreported, for want of a reset to send with it.
+        expect(pacer.answers[0]!.reading.daily).toBeUndefined();
+      },
+      "probe",
+    );
+  });
+
+  it("recognises the recorded daily 429 (no reset in it) as a spent day, and a burst 429 as not", () => {
+    const recorded = readFileSync(
+      new URL("./fixtures/pipedrive/v1-429-daily-budget.json", import.meta.url),
+      "utf8",
+    );
+    expect(dailyRefusal(recorded)).toBe(true);
+    const reading = pipedriveAdapter("UTC", 30).readBudget(
+      {
+        status: 429,
+        headers: new Headers({ "x-ratelimit-remaining": "7", "x-ratelimit-reset": "1" }),
+        body: recorded,
+      },
+      20,
+      1_000_012_345,
+    );
+    expect(reading.daily).toEqual({
+      remaining: 0,
+      resetAt: 1_000_020_000,
+      resetBy: "rule",
+      spent: true,
+      periodMs: 30_000,
+    });
+    // A day of 30 s has its half hours every 625 ms, but none is asked inside the 429's Retry-After.
+    expect(reading.blockedUntil).toBe(1_000_013_345);
+    const patient = pipedriveAdapter("UTC", 86_400).readBudget(
+      { status: 429, headers: new Headers({ "retry-after": "1" }), body: recorded },
+      20,
+      1_000_012_345,
+    );
+    expect(patient.blockedUntil).toBe(Math.ceil(1_000_012_345 / 1_800_000) * 1_800_000);
   });
 
   it("puts a shorter day's reset (a sandbox's) at the next multiple of its length since the epoch", () => {
@@ -121,7 +146,12 @@ describe("the Pipedrive adapter", () => {
       "x-daily-ratelimit-token-limit": "900",
     });
     const reading = pipedriveAdapter("UTC", 30).readBudget({ status: 200, headers }, 20, 1_000_012_345);
-    expect(reading.daily).toEqual({ remaining: 500, resetAt: 1_000_020_000, resetBy: "rule" });
+    expect(reading.daily).toEqual({
+      remaining: 500,
+      resetAt: 1_000_020_000,
+      resetBy: "rule",
+      periodMs: 30_000,
+    });
     expect(reading.dailyLimit).toBe(900);
   });
 
@@ -131,8 +161,8 @@ describe("the Pipedrive adapter", () => {
     const reading = pipedriveAdapter().readBudget({ status: 429, headers, body }, 20, 1_000_000);
     expect(reading.daily).toBeUndefined();
     expect(reading.blockedUntil).toBe(1_002_000);
-    expect(dailyRefusal(body)).toBeUndefined();
-    expect(dailyRefusal('{"error":"Daily API token budget reached"}')).toEqual({});
+    expect(dailyRefusal(body)).toBe(false);
+    expect(dailyRefusal('{"error":"Daily API token budget reached"}')).toBe(true);
   });
 
   it("treats Cloudflare's 403 block page as throttling for a minute, not as a refused permission", async () => {

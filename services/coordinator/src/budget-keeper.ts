@@ -1,8 +1,10 @@
-import { budgets, type Db, runs } from "@drover/db";
+import { type BudgetRow, budgets, type Db, runs } from "@drover/db";
 import type { BudgetReport } from "@drover/proto";
-import { FIRST_PROBE_MS, nextProbeDelayMs } from "@drover/provider-sdk";
+import { FIRST_PROBE_MS, nextProbeDelayMs, RESET_CANDIDATES_PER_DAY } from "@drover/provider-sdk";
 import { metrics } from "@drover/telemetry";
 import { and, eq, sql } from "drizzle-orm";
+import { type AccountDay, probeAdmitted, type ResetSearch } from "./daily-reset-search.js";
+import { dayReturned, type HintedDay, readHintedDay, spentDayLease } from "./hinted-day.js";
 
 /**
  * The source accounts' allowances, kept by the leader coordinator in memory and written to the
@@ -49,6 +51,9 @@ export interface BudgetOptions {
  */
 const SHARE_DAY_TRANSIT_MS = 250;
 
+/** How soon a lease waiting for a probe's answer asks again: the run resumes this soon after it. */
+const PROBE_POLL_MS = 250;
+
 export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
   graceMs: 40,
   horizonMs: 1_000,
@@ -66,18 +71,10 @@ export type LeaseResult =
   /** The account's day is spent, or (`share`) the run's share of it: nothing before retryAt. */
   | { kind: "exhausted"; retryAt: number; share?: boolean };
 
-interface AccountState {
+interface AccountState extends HintedDay {
   id: number;
   capacity: number;
   windowMs: number;
-  nextSlotAt: number;
-  blockedUntil: number;
-  dailyRemaining: number | null;
-  dailyResetAt: number | null;
-  /** The day's whole allowance, as the source last stated it. */
-  dailyLimit: number | null;
-  /** The day is known spent until then (a refusal said so, or the grants used it up): 0 when not. */
-  spentUntil: number;
   /** The backoff of the current probe, while the day's reset is a guess; null when it is not. */
   probeDelayMs: number | null;
   /** Workers given their one probe since the guessed reset passed, with when. */
@@ -93,8 +90,6 @@ interface AccountState {
   /** runGranted changed since the last write: written at the next pass, for a leader taking over. */
   sharesMoved: boolean;
   spentDelta: number;
-  dirty: boolean;
-  dailyMoved: boolean;
   persistedAt: number;
 }
 
@@ -141,6 +136,10 @@ export class BudgetKeeper {
    * `burstWindowMs` is the window the source counts its capacity over; 0 when the worker does not
    * know. `runId` names the run the slots are for (its daily share caps them), `workerId` the asking
    * process (one probe each while the day's reset is a guess).
+   *
+   * One function, over 80 lines, on purpose: the day, the run's share, the probe and the burst
+   * schedule are decided together with no await between them, so no other lease or report can
+   * slip in between a check and the grant it allows.
    */
   async lease(
     source: string,
@@ -156,7 +155,19 @@ export class BudgetKeeper {
     if (burstWindowMs > 0) a.windowMs = burstWindowMs;
     const now = this.now();
     this.rollShareDay(a, now);
-    if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
+    const hinted = spentDayLease(a, now, tokensPerSlot, {
+      answerMs: this.probeAnswerMs(a),
+      pollMs: PROBE_POLL_MS,
+      earlyMs: this.options.horizonMs,
+    });
+    if (hinted?.kind === "exhausted" || hinted?.kind === "wait") return hinted;
+    // The day is spent and its reset unknown: one request of one worker, whatever the count says.
+    const probing = hinted?.kind === "probe";
+    const search = a.day.search;
+    // No slot before the probe's instant.
+    const notBefore = hinted?.kind === "probe" ? hinted.at : 0;
+    if (probing) want = 1;
+    else if (a.dailyRemaining !== null && a.dailyRemaining < Math.max(1, tokensPerSlot)) {
       if (a.dailyResetAt !== null && a.dailyResetAt > now) {
         if (a.spentUntil < a.dailyResetAt) {
           // Known spent from here on: said in GetRun, and written at once for a successor leader.
@@ -170,7 +181,7 @@ export class BudgetKeeper {
       a.dailyRemaining = null;
       a.probedBy.clear();
     }
-    if (a.probeDelayMs !== null) {
+    if (a.probeDelayMs !== null && !probing) {
       // The reset was a guess: each worker may send one request to find out, and waits for its answer.
       const probed = a.probedBy.get(workerId);
       if (probed !== undefined && now - probed < this.options.probeAnswerMs)
@@ -190,7 +201,7 @@ export class BudgetKeeper {
       want = Math.min(want, left);
     }
     const interval = this.intervalMs(a.capacity, a.windowMs);
-    const start = Math.max(now + this.options.leadMs, a.nextSlotAt, a.blockedUntil);
+    const start = Math.max(now + this.options.leadMs, a.nextSlotAt, a.blockedUntil, notBefore);
     const reach = now + this.options.leadMs + this.options.horizonMs;
     if (start > reach) {
       if (a.probeDelayMs !== null) a.probedBy.delete(workerId);
@@ -207,7 +218,13 @@ export class BudgetKeeper {
       if (start > lastSlot) return { kind: "wait", retryAt: a.shareDayEndsAt };
       granted = Math.min(granted, Math.floor((lastSlot - start) / interval) + 1);
     }
-    if (a.dailyRemaining !== null && tokensPerSlot > 0) {
+    if (probing) {
+      // The reset came at or before the instant the probe is sent: its candidate, unless a wall (or
+      // a burst schedule) pushed the slot further than a lead past it.
+      // Its answer is awaited from its slot's instant, which may be ahead.
+      search!.grantedAt = start;
+      search!.probeAt = start - search!.dueAt > this.options.leadMs ? start : search!.dueAt;
+    } else if (a.dailyRemaining !== null && tokensPerSlot > 0) {
       granted = Math.min(granted, Math.floor(a.dailyRemaining / tokensPerSlot));
       a.dailyRemaining -= granted * tokensPerSlot;
     }
@@ -227,7 +244,11 @@ export class BudgetKeeper {
     };
   }
 
-  /** What a worker read from the source's answers: only the readings that changed, spent as an increment. */
+  /**
+   * What a worker read from the source's answers: only the readings that changed, spent as an
+   * increment. Over 80 lines for the reason lease is: each reading is applied with no await, so a
+   * lease never sees half a report.
+   */
   async report(source: string, account: string, r: BudgetReport, runId = ""): Promise<void> {
     const a = await this.account(source, account);
     if (r.burstCapacity !== undefined && r.burstCapacity > 0 && r.burstCapacity !== a.capacity) {
@@ -240,7 +261,21 @@ export class BudgetKeeper {
     const now = this.now();
     let blockedUntil = r.blockedUntil?.getTime() ?? 0;
     if (r.dailyLimit !== undefined && r.dailyLimit > 0) a.dailyLimit = r.dailyLimit;
-    if (r.daily) {
+    if (r.daily?.periodMs) a.day.dayMs = r.daily.periodMs;
+    const dailyRefused = r.daily !== undefined && r.daily.remaining <= 0;
+    if (r.daily && (r.daily.ruled || r.daily.guessed) && a.day.dayMs !== null) {
+      blockedUntil = Math.max(blockedUntil, readHintedDay(a, r.daily, now, blockedUntil));
+      remainingGauge.set({ account }, a.dailyRemaining ?? r.daily.remaining);
+    } else if (
+      r.spent > 0 &&
+      !dailyRefused &&
+      a.day.search?.grantedAt != null &&
+      now >= a.day.search.grantedAt
+    ) {
+      // The probe came back admitted without a daily count (the headers may be missing a while).
+      const learned = probeAdmitted(a.day as AccountDay & { dayMs: number; search: ResetSearch }, undefined);
+      dayReturned(a, learned, undefined, now);
+    } else if (r.daily) {
       const { remaining, guessed } = r.daily;
       let resetAt = r.daily.resetAt.getTime();
       const before = [a.dailyRemaining, a.dailyResetAt];
@@ -297,6 +332,7 @@ export class BudgetKeeper {
     if (r.spent > 0) {
       a.spentDelta += r.spent;
       a.dirty = true;
+      if (!dailyRefused) a.day.admittedAt = now;
     }
     if (r.unused !== undefined && r.unused > 0) {
       // Granted slots that went unused: counted off the day at the grant, they are the day's again
@@ -313,6 +349,15 @@ export class BudgetKeeper {
         a.dirty = true;
       }
     }
+  }
+
+  /**
+   * How long a probe may take to come back before another is granted: a day's 48th at most (a lost
+   * probe delays the search by one candidate), and at least a second for the answer to travel.
+   */
+  private probeAnswerMs(a: AccountState): number {
+    const step = (a.day.dayMs ?? 0) / RESET_CANDIDATES_PER_DAY;
+    return Math.min(this.options.probeAnswerMs, Math.max(1_000, step));
   }
 
   /**
@@ -354,6 +399,10 @@ export class BudgetKeeper {
           spent: sql`${budgets.spent} + ${delta}`,
           shareDayEndsAt: a.shareDayEndsAt > 0 ? new Date(a.shareDayEndsAt) : null,
           shareGranted: Object.fromEntries(a.runGranted),
+          dailyResetPhaseMs: a.day.learnedPhaseMs,
+          dailyResetAfterMs: a.day.learnedAfterPhaseMs,
+          dailyPeriodMs: a.day.learnedDayMs ?? a.day.dayMs,
+          dailyResetBy: a.resetBy,
           updatedAt: new Date(),
         })
         .where(eq(budgets.id, a.id));
@@ -442,6 +491,8 @@ export class BudgetKeeper {
         row!.exhaustedAt && (row!.dailyResetAt?.getTime() ?? 0) > now ? row!.dailyResetAt!.getTime() : 0,
       probeDelayMs: null,
       probedBy: new Map(),
+      day: loadedDay(row!, now),
+      resetBy: row!.dailyResetBy ?? null,
       runGranted: new Map(sharesToday ? Object.entries(row!.shareGranted) : []),
       shareDayEndsAt: sharesToday ? shareDayEndsAt : 0,
       shareDayStartedAt: now,
@@ -452,4 +503,34 @@ export class BudgetKeeper {
       persistedAt: now,
     };
   }
+}
+
+/**
+ * The account's day as the last leader left it in the row: its length and learned reset, and the
+ * search it was in (a spent day waiting for a probe goes on probing from the instant written).
+ */
+function loadedDay(row: BudgetRow, now: number): AccountDay {
+  const dayMs = row.dailyPeriodMs ?? null;
+  const day: AccountDay = {
+    dayMs,
+    learnedPhaseMs: row.dailyResetPhaseMs ?? null,
+    learnedAfterPhaseMs: row.dailyResetAfterMs ?? null,
+    learnedDayMs: row.dailyResetPhaseMs !== null ? dayMs : null,
+    search: null,
+    lastCount: null,
+    // A new leader takes the learned reset as holding today: the last one would have searched otherwise.
+    admittedAt: now,
+  };
+  const dueAt = row.dailyResetAt?.getTime();
+  if (dayMs !== null && row.dailyResetBy === "probe" && row.exhaustedAt && dueAt !== undefined)
+    day.search = {
+      since: now,
+      refused: 0,
+      dueAt: Math.max(now, dueAt),
+      grantedAt: null,
+      probeAt: 0,
+      floor: row.dailyRemaining ?? 0,
+      refusedAt: now,
+    };
+  return day;
 }

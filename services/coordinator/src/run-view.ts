@@ -156,7 +156,7 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
               budget.exhaustedAt !== null &&
               budget.dailyResetAt !== null &&
               budget.dailyResetAt.getTime() > Date.now(),
-            dailyResetTimeZone: dailyResetTimeZone(run),
+            dailyResetTimeZone: dailyResetTimeZone(run, budget.dailyResetBy),
           },
         }
       : {}),
@@ -210,9 +210,11 @@ export function slotInterval(capacity: number): number {
 
 /**
  * The time zone whose midnight the run's source account resets its day at: its `dailyReset` setting
- * (crm), else the crm's documented default; empty where the account's reset is probed, not a rule.
+ * (crm), else the crm's documented default; empty where the reset the keeper waits for (daily_reset_at)
+ * is not the rule's but a probe's or the one it learned from the source, or the account is probed.
  */
-function dailyResetTimeZone(run: RunRow): string {
+function dailyResetTimeZone(run: RunRow, resetBy: string | null): string {
+  if (resetBy === "probe" || resetBy === "learned") return "";
   const setting = (run.sourceConfig.settings as Record<string, unknown> | undefined)?.dailyReset;
   if (setting === "probe") return "";
   return typeof setting === "string" && setting !== "" ? setting : DEFAULT_DAILY_RESET;

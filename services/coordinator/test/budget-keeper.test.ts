@@ -334,3 +334,274 @@ describe("budget keeper", () => {
     expect(await keeper.lease("crm", "d6", 10, 20, 0, run, "w1")).toMatchObject({ granted: 2 });
   });
 });
+
+/**
+ * A sandbox's 30-second day whose reset falls 7.5 s past its multiples, where the account's rule
+ * says at them: the keeper's own clock, so candidates fall on round numbers.
+ */
+describe("budget keeper, learning the source's day", () => {
+  const DAY = 30_000;
+  const STEP = DAY / 48;
+  const PHASE = 12 * STEP;
+  const EARLY = DEFAULT_BUDGET_OPTIONS.horizonMs;
+  let t = 0;
+  const at = () => t;
+  const rule = () => new Date(Math.floor(t / DAY) * DAY + DAY);
+  /** A keeper that began granting a while before `start` (a new one places no slot within a horizon of its start), the clock at `start`. */
+  const keeperFrom = (start: number) => {
+    t = start - 1_500;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    t = start;
+    return keeper;
+  };
+  /** A counted answer: `remaining` left, the rule's reset as its hint. */
+  const counted = (remaining: number, spent = 20) => ({
+    daily: { remaining, resetAt: rule(), ruled: true, periodMs: DAY },
+    spent,
+  });
+  /** A daily 429: the day is spent, and nothing said when it returns; walled until the next candidate or `wallMs`. */
+  const refused = (wallMs = 0) => ({
+    daily: { remaining: 0, resetAt: rule(), ruled: true, periodMs: DAY },
+    blockedUntil: new Date(Math.max(Math.floor(t / STEP) * STEP + STEP, t + wallMs)),
+    spent: 0,
+  });
+
+  /**
+   * The next time the keeper lets the account be asked: a lease is parked until a second before it
+   * (tasks wake late), and the next one gets a slot placed on the instant (a probe) or waits in its
+   * lane for it (a learned reset). Returns the instant, with the clock there, and the lease of
+   * another worker meanwhile.
+   */
+  async function nextAsk(keeper: BudgetKeeper, account: string, want = 5) {
+    for (let i = 0; i < 3; i++) {
+      const r = await keeper.lease("crm", account, want, 20, 0, "", "w1");
+      if (r.kind !== "granted") {
+        t = r.retryAt;
+        continue;
+      }
+      t = r.firstSlotAt;
+      const other = await keeper.lease("crm", account, want, 20, 0, "", "w2");
+      return { at: r.firstSlotAt, granted: r.granted, other };
+    }
+    throw new Error("nothing granted after three asks");
+  }
+
+  /**
+   * Spends the account's day 2 s past a multiple, then plays the source: every probe refused until
+   * the reset at PHASE past that multiple, then admitted. Returns the probes' instants.
+   */
+  async function probeUntilLearned(keeper: BudgetKeeper, account: string, wallMs = 0): Promise<number[]> {
+    const reset = Math.floor(t / DAY) * DAY + PHASE;
+    await keeper.report("crm", account, { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", account, refused(wallMs));
+    const probes: number[] = [];
+    for (;;) {
+      const probe = await nextAsk(keeper, account);
+      // One request, and every other worker waits for its answer.
+      expect(probe.granted).toBe(1);
+      expect(probe.other.kind).toBe("wait");
+      probes.push(probe.at);
+      t += 20;
+      if (t < reset) {
+        await keeper.report("crm", account, refused(wallMs));
+        continue;
+      }
+      await keeper.report("crm", account, counted(980));
+      return probes;
+    }
+  }
+
+  it("probes a spent day at each half hour (scaled) from the first after the spend, not at the rule's reset, and resumes at the first probe admitted", async () => {
+    const keeper = keeperFrom(1_000 * DAY + 2_000);
+    const spentAt = t;
+    const probes = await probeUntilLearned(keeper, "p1");
+    // One probe per candidate, from the first after the spend up to the reset: 8 refused, then one admitted.
+    const first = Math.ceil(spentAt / STEP) * STEP;
+    expect(probes.map((p) => (p - first) / STEP)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(probes.at(-1)).toBe(1_000 * DAY + PHASE);
+    expect(rule().getTime()).toBe(1_001 * DAY);
+    // The day is back at once: leases are whole again, not held until the rule's next midnight.
+    expect(await keeper.lease("crm", "p1", 5, 20, 0, "", "w1")).toMatchObject({
+      kind: "granted",
+      granted: 5,
+    });
+  });
+
+  it("refuses at most 48 probes in a day: after a day of candidates refused, the next waits a day after the search began", async () => {
+    const keeper = keeperFrom(2_000 * DAY + 2_000);
+    await keeper.report("crm", "p2", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p2", refused());
+    const began = t;
+    const probes: number[] = [];
+    for (let i = 0; i < 49; i++) {
+      probes.push((await nextAsk(keeper, "p2")).at);
+      t += 20;
+      await keeper.report("crm", "p2", refused());
+    }
+    expect(probes.filter((p) => p < began + DAY)).toHaveLength(48);
+    expect(probes[48]).toBeGreaterThanOrEqual(began + DAY);
+    expect(probes[48]).toBeLessThanOrEqual(began + DAY + STEP);
+  });
+
+  it("never probes inside a refusal's Retry-After, which a short day's half hours can be shorter than", async () => {
+    const keeper = keeperFrom(6_000 * DAY + 2_000);
+    await keeper.report("crm", "p6", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p6", refused(1_000));
+    expect((await nextAsk(keeper, "p6")).at).toBe(6_000 * DAY + 3_125);
+    t += 20;
+    await keeper.report("crm", "p6", refused(1_000));
+    expect((await nextAsk(keeper, "p6")).at).toBe(6_000 * DAY + 4_375);
+  });
+
+  it("narrows a learned reset that probes spaced by Retry-After left loose, by one probe a day inside its window, until it is exact", async () => {
+    const keeper = keeperFrom(7_000 * DAY + 2_000);
+    // Each refusal says Retry-After 2 s: probes land at 4.375, 6.875 (refused), 9.375 s (admitted).
+    const probes = await probeUntilLearned(keeper, "p7", 2_000);
+    expect(probes.map((p) => p - 7_000 * DAY)).toEqual([4_375, 6_875, 9_375]);
+    /** Spends the day by the keeper's count 3 s after `from`; the next ask. */
+    const spendAfter = async (from: number) => {
+      t = from + 3_000;
+      await keeper.report("crm", "p7", counted(40));
+      expect(await keeper.lease("crm", "p7", 5, 20, 0, "", "w1")).toMatchObject({ granted: 2 });
+      return nextAsk(keeper, "p7");
+    };
+    // The window is (6.875, 9.375]: the next day one probe at 8.125 s, admitted; then (6.875, 8.125]: 7.5 s.
+    const tries: number[] = [];
+    let from = t;
+    for (let day = 1; day <= 2; day++) {
+      const probe = await spendAfter(from);
+      expect(probe.granted).toBe(1);
+      tries.push(probe.at - (7_000 + day) * DAY);
+      t += 20;
+      await keeper.report("crm", "p7", counted(980));
+      from = t;
+    }
+    expect(tries).toEqual([8_125, PHASE]);
+    // Exact now: the next day's slots start at 7.5 s, with no probe, the whole day's at once.
+    const reopened = await spendAfter(from);
+    expect(reopened.at).toBe(7_003 * DAY + PHASE + DEFAULT_BUDGET_OPTIONS.leadMs);
+    expect(reopened.granted).toBe(5);
+  });
+
+  it("takes a refusal reported before the probe's slot for a late call of the spent day, not for the probe's answer", async () => {
+    const keeper = keeperFrom(8_000 * DAY + 7_000);
+    await keeper.report("crm", "p8", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p8", refused());
+    // Asked 0.4 s early, the probe's slot is on the candidate at 7.5 s (the reset).
+    t = 8_000 * DAY + 7_100;
+    expect(await keeper.lease("crm", "p8", 5, 20, 0, "", "w1")).toMatchObject({
+      granted: 1,
+      firstSlotAt: 8_000 * DAY + PHASE,
+    });
+    // Another worker's refusal of the spent day arrives before it: the probe is still out.
+    t += 100;
+    await keeper.report("crm", "p8", refused());
+    expect((await keeper.lease("crm", "p8", 5, 20, 0, "", "w2")).kind).toBe("wait");
+    // The probe is admitted at the reset: that is the reset learned.
+    t = 8_000 * DAY + PHASE + 20;
+    await keeper.report("crm", "p8", counted(980));
+    await keeper.persist(true);
+    const [row] = await database.db.execute<{ phase: string }>(
+      sql`select daily_reset_phase_ms as phase from drover.budgets where source_account = 'p8'`,
+    );
+    expect(row!.phase).toBe(String(PHASE));
+  });
+
+  it("learns nothing from a probe admitted without a count after refused ones: a cheaper call may get in on the spent day", async () => {
+    const keeper = keeperFrom(9_000 * DAY + 2_000);
+    await keeper.report("crm", "p9", { burstCapacity: 20, ...counted(500, 0) });
+    await keeper.report("crm", "p9", refused());
+    await nextAsk(keeper, "p9");
+    t += 20;
+    await keeper.report("crm", "p9", refused());
+    await nextAsk(keeper, "p9");
+    t += 20;
+    // A 2-token get admitted, its answer without the daily headers.
+    await keeper.report("crm", "p9", { spent: 2 });
+    await keeper.persist(true);
+    const [row] = await database.db.execute<{ phase: string | null }>(
+      sql`select daily_reset_phase_ms as phase from drover.budgets where source_account = 'p9'`,
+    );
+    expect(row!.phase).toBeNull();
+  });
+
+  it("starts probing when its own count spends the day, though no refusal came and the rule says later", async () => {
+    t = 3_000 * DAY + 500;
+    const keeper = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    t += 1_500;
+    await keeper.report("crm", "p3", { burstCapacity: 20, ...counted(40, 0) });
+    expect(await keeper.lease("crm", "p3", 5, 20, 0, "", "w1")).toMatchObject({ granted: 2 });
+    t += 1_000;
+    const probe = await keeper.lease("crm", "p3", 5, 20, 0, "", "w1");
+    // The next candidate is within a second: its probe is granted at once, on the candidate.
+    expect(probe).toMatchObject({ kind: "granted", granted: 1, firstSlotAt: Math.ceil(t / STEP) * STEP });
+    expect(Math.ceil(t / STEP) * STEP).toBeLessThan(rule().getTime());
+    // Only one of the two slots was used: the source still had 20, and admits the probe, counting
+    // down from its last count. The day had not turned, and no reset is learned from it.
+    t = (probe as { firstSlotAt: number }).firstSlotAt + 20;
+    await keeper.report("crm", "p3", counted(0));
+    // The search goes on: the next ask is a probe again, one slot.
+    expect(await keeper.lease("crm", "p3", 5, 20, 0, "", "w1")).toMatchObject({ granted: 1 });
+    await keeper.persist(true);
+    const [row] = await database.db.execute<{ phase: string | null }>(
+      sql`select daily_reset_phase_ms as phase from drover.budgets where source_account = 'p3'`,
+    );
+    expect(row!.phase).toBeNull();
+  });
+
+  it("waits for the learned reset on later days without a probe, and a new leader reads it from the row", async () => {
+    const keeper = keeperFrom(4_000 * DAY + 2_000);
+    await probeUntilLearned(keeper, "p4");
+    const learned = 4_000 * DAY + PHASE;
+    // The same day, spent by the keeper's own count: parked until a second before the learned
+    // reset a day later, whose slots start on it, the whole day's at once.
+    await keeper.report("crm", "p4", counted(40));
+    t += 3_000;
+    expect(await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).toMatchObject({ granted: 2 });
+    expect(await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: learned + DAY - EARLY,
+    });
+    const reopened = await nextAsk(keeper, "p4");
+    expect(reopened).toMatchObject({ at: learned + DAY + DEFAULT_BUDGET_OPTIONS.leadMs, granted: 5 });
+    await keeper.persist(true);
+
+    // Leadership changes hands: the next leader knows the reset from the row, not from probes.
+    const successor = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, at);
+    t += 4_000;
+    await successor.report("crm", "p4", counted(300));
+    await successor.report("crm", "p4", refused());
+    expect(await successor.lease("crm", "p4", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: learned + 2 * DAY - EARLY,
+    });
+    const [row] = await database.db.execute<{ phase: string; period: string }>(
+      sql`select daily_reset_phase_ms as phase, daily_period_ms as period from drover.budgets where source_account = 'p4'`,
+    );
+    expect(row).toEqual({ phase: String(PHASE), period: String(DAY) });
+  });
+
+  it("searches again when the source refuses at the learned reset, and learns the new one", async () => {
+    const keeper = keeperFrom(5_000 * DAY + 2_000);
+    await probeUntilLearned(keeper, "p5");
+    // The day is spent: its count falls, then a refusal.
+    await keeper.report("crm", "p5", counted(10));
+    await keeper.report("crm", "p5", refused());
+    const learned = 5_000 * DAY + PHASE;
+    expect(await keeper.lease("crm", "p5", 5, 20, 0, "", "w1")).toEqual({
+      kind: "exhausted",
+      retryAt: learned + DAY - EARLY,
+    });
+    // At the learned reset the source refuses (the company moved its time zone): the next candidate is probed.
+    t = learned + DAY + 10;
+    await keeper.report("crm", "p5", refused());
+    expect((await nextAsk(keeper, "p5")).at).toBe(learned + DAY + STEP);
+    t += 20;
+    await keeper.report("crm", "p5", counted(980));
+    await keeper.persist(true);
+    const [row] = await database.db.execute<{ phase: string }>(
+      sql`select daily_reset_phase_ms as phase from drover.budgets where source_account = 'p5'`,
+    );
+    expect(row!.phase).toBe(String(PHASE + STEP));
+  });
+});

@@ -135,6 +135,9 @@ export class LeasedBudgetPacer implements BudgetPacer {
         remaining: daily.remaining,
         resetAt: new Date(daily.resetAt),
         ...(daily.resetBy === "guess" ? { guessed: true } : {}),
+        // A rule's reset is a hint the keeper checks against the source (absent means the rule).
+        ...(daily.resetBy === "rule" || daily.resetBy === undefined ? { ruled: true } : {}),
+        ...(daily.periodMs ? { periodMs: daily.periodMs } : {}),
       };
       urgent = true;
     }

@@ -166,6 +166,32 @@ describe("a spent day", () => {
     expect((err as RateLimitedError).retryAt.getTime()).toBe(resetAt);
   });
 
+  it("is reported with a rule's reset marked as a hint, with the account's day length, so the coordinator probes for the real one", async () => {
+    const reports: Record<string, unknown>[] = [];
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...coordinator(40),
+        reportBudget: async (req) => {
+          reports.push(req as never);
+          return {} as never;
+        },
+      },
+      account,
+    );
+    const resetAt = Date.now() + 300_000;
+    pacer.absorb({
+      status: 429,
+      cost: 20,
+      reading: {
+        daily: { remaining: 0, resetAt, resetBy: "rule", spent: true, periodMs: 30_000 },
+        blockedUntil: Date.now() + 500,
+      },
+    });
+    await pacer.report();
+    expect(reports).toMatchObject([{ dailyRemaining: 0n, dailyResetRuled: true, dailyPeriodMs: 30_000n }]);
+    expect(reports[0]!.dailyResetGuessed).toBeFalsy();
+  });
+
   it("that the coordinator refuses without a time parks until the reset this process knows, not a flat minute", async () => {
     const pacer = new LeasedBudgetPacer(
       {

@@ -300,6 +300,17 @@ export const budgets = drover.table(
      */
     shareDayEndsAt: timestamp("share_day_ends_at", { withTimezone: true }),
     shareGranted: jsonb("share_granted").$type<Record<string, number>>().notNull().default({}),
+    /**
+     * The account's reset, learned from the source (its first answer after a refused probe): ms
+     * past each multiple of daily_period_ms since the epoch. It beats the account's rule on later
+     * days, under any leader; null until a probe found it.
+     */
+    dailyResetPhaseMs: bigint("daily_reset_phase_ms", { mode: "number" }),
+    /** The phase of the last refusal seen before it: the real reset lies between; null when known to a candidate. */
+    dailyResetAfterMs: bigint("daily_reset_after_ms", { mode: "number" }),
+    dailyPeriodMs: bigint("daily_period_ms", { mode: "number" }),
+    /** Where daily_reset_at comes from: the rule (a hint), a probe, the learned reset, or the source. */
+    dailyResetBy: text("daily_reset_by").$type<"rule" | "probe" | "learned" | "stated">(),
     ...timestamps,
   },
   (t) => [uniqueIndex("budgets_account").on(t.source, t.sourceAccount)],

@@ -3,6 +3,7 @@ import {
   type BudgetReading,
   dailyResetOf,
   HeaderBudgetPacer,
+  nextResetCandidate,
   type RunInfo,
   type SourceAdapter,
   SourceClient,
@@ -29,10 +30,12 @@ const EDGE_BLOCK_MS = 60_000;
  *
  * A 429 for a spent day looks like a burst 429 in its headers (they describe the burst window:
  * `x-ratelimit-remaining` above 0, a reset of a second or two); its body says the day's budget is
- * spent, and so does a daily count below the call's cost. Its reset, in the order believed: a header
- * stating it (Pipedrive has none), the body, the account's rule (`dailyReset`, see
- * DEFAULT_DAILY_RESET), else a guess the budget keeper probes. The rule is off by an hour on the day
- * a time zone changes its offset.
+ * spent, and so does a daily count below the call's cost. Nothing says when the day returns: the
+ * account's rule (`dailyReset`, see DEFAULT_DAILY_RESET) is only a hint, since Pipedrive's midnight is
+ * "server time", which "may not be aligned" with the customer's, and the rule is off by an hour on
+ * the day a time zone changes its offset. So a refusal walls the account only until the next half
+ * hour where a midnight may fall (or its Retry-After, if later), and the budget keeper finds the
+ * reset from there by probing.
  */
 export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 86_400): SourceAdapter {
   const dayMs = daySeconds * 1000;
@@ -60,12 +63,17 @@ export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 
       if (remaining !== undefined) reading.burstRemaining = remaining;
       if (dailyLimit !== undefined) reading.dailyLimit = dailyLimit;
       if (reset !== undefined) reading.burstResetAt = now + Math.max(reset, 0) * 1000;
-      const refusal = status === 429 ? dailyRefusal(body) : undefined;
-      if (status === 429 && (refusal !== undefined || (daily !== undefined && daily < cost))) {
-        // The day is spent: nothing goes to the account before its reset, whatever the burst headers say.
-        const { resetAt, resetBy } = dailyResetOf({ body: refusal?.resetAt, rule: rule(now) }, now);
-        reading.daily = { remaining: 0, resetAt, resetBy, spent: true };
-        reading.blockedUntil = resetAt;
+      if (status === 429 && (dailyRefusal(body) || (daily !== undefined && daily < cost))) {
+        // The day is spent: nothing goes to the account before the day may be back, whatever the
+        // burst headers say; when that is, the keeper learns from the source (the rule is a hint).
+        const { resetAt, resetBy } = dailyResetOf({ rule: rule(now) }, now);
+        reading.daily = { remaining: 0, resetAt, resetBy, spent: true, periodMs: dayMs };
+        // Never before the 429's Retry-After either: asking inside it is what draws Cloudflare's 403.
+        const retryAfterS = intHeader(headers, "retry-after") ?? reset ?? RATE_LIMIT_WAIT_S;
+        reading.blockedUntil = Math.max(
+          nextResetCandidate(now, dayMs),
+          now + Math.max(1, retryAfterS) * 1000,
+        );
         return reading;
       }
       if (status === 429) reading.blockedUntil = now + Math.max(1, reset ?? RATE_LIMIT_WAIT_S) * 1000;
@@ -73,7 +81,7 @@ export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 
       // which cost ~1 ms of CPU per answer, a sixth of a worker's time per request at latency 0.
       const ruled = daily === undefined ? undefined : rule(now);
       if (daily !== undefined && ruled !== undefined)
-        reading.daily = { remaining: daily, resetAt: ruled, resetBy: "rule" };
+        reading.daily = { remaining: daily, resetAt: ruled, resetBy: "rule", periodMs: dayMs };
       return reading;
     },
     throttledUntil: ({ status, body }, now) =>
@@ -82,24 +90,21 @@ export function pipedriveAdapter(dailyReset = DEFAULT_DAILY_RESET, daySeconds = 
 }
 
 /**
- * A 429's body that says the company's daily budget is spent (Pipedrive's error envelope), and the
- * reset it states, if any; undefined for any other body (a burst 429's).
+ * Whether a 429's body says the company's daily budget is spent (Pipedrive's error envelope), not
+ * the burst window: it says nothing of when the day returns, and none is read from it.
  */
-export function dailyRefusal(body: string | undefined): { resetAt?: number } | undefined {
-  if (!body) return undefined;
+export function dailyRefusal(body: string | undefined): boolean {
+  if (!body) return false;
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
   } catch {
-    return undefined;
+    return false;
   }
-  if (typeof parsed !== "object" || parsed === null) return undefined;
+  if (typeof parsed !== "object" || parsed === null) return false;
   const { error, error_info: info, code } = parsed as Record<string, unknown>;
   const text = [error, info, code].filter((v) => typeof v === "string").join(" ");
-  if (!/daily/i.test(text) || !/budget|limit/i.test(text)) return undefined;
-  const stated = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})/.exec(text);
-  const resetAt = stated ? Date.parse(stated[0]) : Number.NaN;
-  return Number.isFinite(resetAt) ? { resetAt } : {};
+  return /daily/i.test(text) && /budget|limit/i.test(text);
 }
 
 /**
