@@ -1,0 +1,59 @@
+import type { Queryable } from "@drover/db";
+import { sql } from "drizzle-orm";
+
+/**
+ * A tenant's product tables compared by content, "new ids aside": each row without its own id,
+ * its timestamps and the product's random message key, and each link to another record replaced
+ * by that record's content (itself without ids and links). Two imports of one account, or an
+ * import and a model of the account, compare equal table by table whatever ids they were given.
+ */
+export const PRODUCT_TABLES = [
+  "companies",
+  "contacts",
+  "deals",
+  "leads",
+  "activities",
+  "notes",
+  "emails",
+] as const;
+export type ProductTable = (typeof PRODUCT_TABLES)[number];
+
+/** The links of each table: column → the table it names. */
+const LINKS: Record<ProductTable, Record<string, ProductTable>> = {
+  companies: {},
+  contacts: { company_id: "companies" },
+  deals: { contact_id: "contacts", company_id: "companies" },
+  leads: { contact_id: "contacts", company_id: "companies" },
+  activities: { deal_id: "deals", contact_id: "contacts", company_id: "companies", lead_id: "leads" },
+  notes: { deal_id: "deals", contact_id: "contacts", company_id: "companies", lead_id: "leads" },
+  emails: { deal_id: "deals" },
+};
+
+const IGNORED = ["id", "created_at", "updated_at", "message_key"];
+
+/** `to_jsonb(alias)` without ids, timestamps and links: a record's own content. */
+function ownContent(table: ProductTable, alias: string) {
+  const drop = [...IGNORED, ...Object.keys(LINKS[table])].map((c) => ` - '${c}'`).join("");
+  return sql.raw(`(to_jsonb(${alias})${drop})`);
+}
+
+/** Every row of each product table of the tenant as sorted JSON text, links by the linked record's content. */
+export async function productContent(
+  q: Queryable,
+  tenantId: string,
+): Promise<Record<ProductTable, string[]>> {
+  const out = {} as Record<ProductTable, string[]>;
+  for (const table of PRODUCT_TABLES) {
+    const links = Object.entries(LINKS[table]).map(
+      ([column, parent], i) =>
+        sql`|| jsonb_build_object(${column}::text, (select ${ownContent(parent, `p${i}`)} from ${sql.raw(
+          `app.${parent}`,
+        )} ${sql.raw(`p${i}`)} where ${sql.raw(`p${i}`)}.id = t.${sql.identifier(column)}))`,
+    );
+    const rows = await q.execute<{ row: string }>(sql`
+      select (${ownContent(table, "t")} ${sql.join(links, sql` `)})::text as row
+        from ${sql.raw(`app.${table}`)} t where t.tenant_id = ${tenantId}`);
+    out[table] = rows.map((r) => r.row).sort();
+  }
+  return out;
+}
