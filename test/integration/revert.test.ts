@@ -119,6 +119,11 @@ describe("RevertRun", () => {
     const { run: reverted } = await cluster.client.getRun({ runId: imported.id });
     expect(reverted!.revert?.revertedBy).toBe(revert.id);
 
+    // Re-driving part of a reverted run would bring those records back, without their parents.
+    const redrive = await rejection(cluster.client.retryRun({ runId: imported.id, kind: "persons" }));
+    expect(redrive.code).toBe(Code.FAILED_PRECONDITION);
+    expect(redrive.message).toContain(`reverted by run ${revert.id}`);
+
     const again = await rejection(cluster.client.revertRun({ runId: imported.id }));
     expect(again.code).toBe(Code.FAILED_PRECONDITION);
     expect(again.message).toContain(revert.id);
