@@ -2,7 +2,7 @@ import { droverVitestConfig } from "../vitest.shared.ts";
 
 // The end-to-end and browser suites run in `pnpm test`; chaos and benchmarks have their own commands.
 export default droverVitestConfig("@drover/system-tests", {
-  include: ["integration/**/*.test.ts", "e2e/**/*.test.ts", "browser/**/*.test.ts"],
+  include: ["integration/**/*.test.ts", "e2e/**/*.test.ts", "browser/**/*.test.ts", "model/**/*.test.ts"],
   testTimeout: 240_000,
   hookTimeout: 120_000,
   // These run real processes (NATS nodes, coordinators, workers, Chromium) against real timing on

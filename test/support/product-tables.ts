@@ -29,30 +29,41 @@ const LINKS: Record<ProductTable, Record<string, ProductTable>> = {
   emails: { deal_id: "deals" },
 };
 
-const IGNORED = ["id", "created_at", "updated_at", "message_key"];
+const IGNORED = ["id", "tenant_id", "created_at", "updated_at", "message_key"];
 
 /** `to_jsonb(alias)` without ids, timestamps and links: a record's own content. */
-function ownContent(table: ProductTable, alias: string) {
-  const drop = [...IGNORED, ...Object.keys(LINKS[table])].map((c) => ` - '${c}'`).join("");
+function ownContent(table: ProductTable, alias: string, live: boolean) {
+  const drop = [...IGNORED, ...(live ? ["deleted_at"] : []), ...Object.keys(LINKS[table])]
+    .map((c) => ` - '${c}'`)
+    .join("");
   return sql.raw(`(to_jsonb(${alias})${drop})`);
 }
 
-/** Every row of each product table of the tenant as sorted JSON text, links by the linked record's content. */
+/** A record the source deleted (a follow pass marked it so): in `live` content it is as if absent. */
+const gone = (alias: string) => sql.raw(`${alias}.deleted_at is not null`);
+
+/**
+ * Every row of each product table of the tenant as sorted JSON text, links by the linked record's
+ * content. `live`: only the records the source still has, what one clean import of the source as
+ * it is now gives (a follow run keeps a deleted record, marked deleted; a clean import never sees it).
+ */
 export async function productContent(
   q: Queryable,
   tenantId: string,
+  options: { live?: boolean } = {},
 ): Promise<Record<ProductTable, string[]>> {
+  const live = options.live ?? false;
   const out = {} as Record<ProductTable, string[]>;
   for (const table of PRODUCT_TABLES) {
-    const links = Object.entries(LINKS[table]).map(
-      ([column, parent], i) =>
-        sql`|| jsonb_build_object(${column}::text, (select ${ownContent(parent, `p${i}`)} from ${sql.raw(
-          `app.${parent}`,
-        )} ${sql.raw(`p${i}`)} where ${sql.raw(`p${i}`)}.id = t.${sql.identifier(column)}))`,
-    );
+    const links = Object.entries(LINKS[table]).map(([column, parent], i) => {
+      const p = `p${i}`;
+      return sql`|| jsonb_build_object(${column}::text, (select ${ownContent(parent, p, live)} from ${sql.raw(
+        `app.${parent}`,
+      )} ${sql.raw(p)} where ${sql.raw(p)}.id = t.${sql.identifier(column)} ${live ? sql`and not ${gone(p)}` : sql``}))`;
+    });
     const rows = await q.execute<{ row: string }>(sql`
-      select (${ownContent(table, "t")} ${sql.join(links, sql` `)})::text as row
-        from ${sql.raw(`app.${table}`)} t where t.tenant_id = ${tenantId}`);
+      select (${ownContent(table, "t", live)} ${sql.join(links, sql` `)})::text as row
+        from ${sql.raw(`app.${table}`)} t where t.tenant_id = ${tenantId} ${live ? sql`and not ${gone("t")}` : sql``}`);
     out[table] = rows.map((r) => r.row).sort();
   }
   return out;
