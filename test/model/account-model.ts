@@ -4,7 +4,7 @@ import { type DryRunKind, type Run, RunStatus, timestampDate } from "@drover/pro
 import { providers } from "@drover/providers";
 import { sql } from "drizzle-orm";
 import { expect } from "vitest";
-import { API_TOKEN, type Cluster, TERMINAL, until } from "../support/in-process.js";
+import { API_TOKEN, type Cluster, TERMINAL } from "../support/in-process.js";
 import { PRODUCT_TABLES, type ProductTable, productContent } from "../support/product-tables.js";
 
 /**
@@ -143,6 +143,21 @@ export class World {
     const run = await this.finished((await this.start({ tenant })).id);
     expect(run.status, `reference import of round ${round}`).toBe(RunStatus.SUCCEEDED);
     return { content: await productContent(this.c.database.db, tenant, { live: true }), run };
+  }
+}
+
+/** Polls `fn` every 20 ms (a sequence waits on many short steps) until it returns something truthy. */
+export async function until<T>(
+  fn: () => Promise<T> | T,
+  timeoutMs: number,
+  what: string,
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const got = await fn();
+    if (got) return got as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
   }
 }
 

@@ -1,7 +1,7 @@
 import { RunStatus } from "@drover/proto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cluster, startCluster, until } from "../support/in-process.js";
+import { type Cluster, startCluster } from "../support/in-process.js";
 import {
   asPrediction,
   changeRound,
@@ -11,6 +11,7 @@ import {
   type Model,
   passFinishedAfter,
   predicted,
+  until,
   World,
 } from "./account-model.js";
 
@@ -26,7 +27,7 @@ import {
 const RUNS = Number(process.env.DROVER_MODEL_RUNS ?? 100);
 const SEED = process.env.DROVER_MODEL_SEED ? Number(process.env.DROVER_MODEL_SEED) : undefined;
 const PATH = process.env.DROVER_MODEL_PATH || undefined;
-const MAX_COMMANDS = Number(process.env.DROVER_MODEL_MAX_COMMANDS ?? 6);
+const MAX_COMMANDS = Number(process.env.DROVER_MODEL_MAX_COMMANDS ?? 10);
 
 type Cmd = fc.AsyncCommand<Model, World>;
 
@@ -38,8 +39,11 @@ abstract class Step implements Cmd {
   async run(m: Model, w: World): Promise<void> {
     const prediction = m.prediction;
     m.prediction = null;
+    const t0 = Date.now();
     await this.step(m, w, prediction);
+    const t1 = Date.now();
     await checkInvariants(m, w);
+    if (process.env.DROVER_MODEL_LOG) console.log(`${this} ${t1 - t0} ms, checks ${Date.now() - t1} ms`);
   }
 }
 
@@ -206,6 +210,7 @@ class Complete extends Step {
 class DryRun implements Cmd {
   check = (m: Readonly<Model>) => !m.live;
   async run(m: Model, w: World): Promise<void> {
+    const t0 = Date.now();
     const run = await w.finished((await w.start({ dryRun: true })).id);
     expect(run.status).toBe(RunStatus.SUCCEEDED);
     m.prediction = run.dryRunReport?.kinds ?? [];
@@ -214,6 +219,7 @@ class DryRun implements Cmd {
       expect(predicted(m.prediction)).toEqual(asPrediction(ref));
     }
     await checkInvariants(m, w);
+    if (process.env.DROVER_MODEL_LOG) console.log(`${this} ${Date.now() - t0} ms, checks 0 ms`);
   }
   toString = () => "dry-run";
 }
@@ -234,7 +240,12 @@ const commands = [
 let cluster: Cluster;
 
 beforeAll(async () => {
-  cluster = await startCluster({ workers: 2, laneWidth: 2 });
+  // The reaper at its fastest: a sequence waits on barriers, verifications and follow passes it moves.
+  cluster = await startCluster({
+    workers: 2,
+    laneWidth: 2,
+    coordinatorEnv: { DROVER_REAPER_INTERVAL_MS: "100" },
+  });
 });
 afterAll(async () => {
   await cluster?.close();
