@@ -39,6 +39,21 @@ function ownContent(table: ProductTable, alias: string, live: boolean) {
   return sql.raw(`(to_jsonb(${alias})${drop})`);
 }
 
+/**
+ * Kinds a clean import skips when none of their parents exists (crm writers' NOT_LINKED): in live
+ * content such a row counts only while one of its parents lives.
+ */
+const NEEDS_A_PARENT: readonly ProductTable[] = ["activities", "notes", "emails"];
+
+function linkedToLive(table: ProductTable) {
+  if (!NEEDS_A_PARENT.includes(table)) return sql``;
+  const alive = Object.entries(LINKS[table]).map(
+    ([column, parent]) =>
+      sql`exists (select 1 from ${sql.raw(`app.${parent}`)} l where l.id = t.${sql.identifier(column)} and l.deleted_at is null)`,
+  );
+  return sql`and (${sql.join(alive, sql` or `)})`;
+}
+
 /** A record the source deleted (a follow pass marked it so): in `live` content it is as if absent. */
 const gone = (alias: string) => sql.raw(`${alias}.deleted_at is not null`);
 
@@ -63,7 +78,8 @@ export async function productContent(
     });
     const rows = await q.execute<{ row: string }>(sql`
       select (${ownContent(table, "t", live)} ${sql.join(links, sql` `)})::text as row
-        from ${sql.raw(`app.${table}`)} t where t.tenant_id = ${tenantId} ${live ? sql`and not ${gone("t")}` : sql``}`);
+        from ${sql.raw(`app.${table}`)} t where t.tenant_id = ${tenantId}
+         ${live ? sql`and not ${gone("t")} ${linkedToLive(table)}` : sql``}`);
     out[table] = rows.map((r) => r.row).sort();
   }
   return out;
