@@ -22,11 +22,14 @@ import {
  * additions and deletions, complete, and dry run. After every step the product, the ledger and
  * GetRun's counts are checked against the model (account-model.ts). One cluster serves every
  * sequence, each on a fresh tenant and sandbox. A failure shrinks to a shortest sequence and
- * prints the seed and path that replay it: `pnpm test:model -- --seed S --path P`.
+ * prints the seed, path and replay path that replay it:
+ * `pnpm test:model -- --seed S --path P --replay-path R`.
  */
 const RUNS = Number(process.env.DROVER_MODEL_RUNS ?? 100);
 const SEED = process.env.DROVER_MODEL_SEED ? Number(process.env.DROVER_MODEL_SEED) : undefined;
 const PATH = process.env.DROVER_MODEL_PATH || undefined;
+/** The counterexample's `replayPath="…"`: with the seed and path, replays its commands exactly. */
+const REPLAY_PATH = process.env.DROVER_MODEL_REPLAY_PATH || undefined;
 const MAX_COMMANDS = Number(process.env.DROVER_MODEL_MAX_COMMANDS ?? 7);
 /** In `pnpm test`, at most about four minutes; `pnpm test:model -- --runs N` runs all N. */
 const TIME_LIMIT_MS = Number(
@@ -263,15 +266,21 @@ describe("the ledger's operations in generated sequences", () => {
   }, async () => {
     const began = Date.now();
     const details = await fc.check(
-      fc.asyncProperty(fc.commands(commands, { maxCommands: MAX_COMMANDS }), async (cmds) => {
-        const world = await World.open(cluster);
-        try {
-          await fc.asyncModelRun(() => ({ model: initialModel(), real: world }), cmds);
-        } finally {
-          await settle(world);
-          await world.close();
-        }
-      }),
+      fc.asyncProperty(
+        fc.commands(commands, {
+          maxCommands: MAX_COMMANDS,
+          ...(REPLAY_PATH ? { replayPath: REPLAY_PATH } : {}),
+        }),
+        async (cmds) => {
+          const world = await World.open(cluster);
+          try {
+            await fc.asyncModelRun(() => ({ model: initialModel(), real: world }), cmds);
+          } finally {
+            await settle(world);
+            await world.close();
+          }
+        },
+      ),
       {
         numRuns: RUNS,
         ...(SEED !== undefined ? { seed: SEED } : {}),
