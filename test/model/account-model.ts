@@ -20,11 +20,14 @@ import { PRODUCT_TABLES, type ProductTable, productContent } from "../support/pr
 
 /**
  * A tiny account: tens of rows in all, zero latency, a few malformed rows to re-drive, one row of
- * each change per round. Seed 11: person 4 shares person 1's email (matched to the contact created
- * for person 1), the case a revert once left pointing at nothing.
+ * each change per round. Seed 89: person 2 shares person 1's email (matched to the contact created
+ * for person 1), the case a revert once left pointing at nothing; the rounds edit person 1 and
+ * delete persons 5 and 4. (A round deleting a person matched to another's contact is left out:
+ * the follow run keeps its deals linked to that contact, which still lives, while a clean import
+ * no longer sees the person and links them to nothing, so the two differ by design.)
  */
 export const ACCOUNT: SandboxOptions = {
-  seed: 11,
+  seed: 89,
   organizations: 3,
   persons: 5,
   deals: 4,

@@ -1,4 +1,5 @@
 import { RunStatus } from "@drover/proto";
+import { sql } from "drizzle-orm";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, startCluster } from "../support/in-process.js";
@@ -162,10 +163,15 @@ class Revert extends Step {
   check = (m: Readonly<Model>) => m.owner !== null && (!m.live || m.live.stopped);
   async step(m: Model, w: World): Promise<void> {
     const target = m.owner!;
+    const [{ n: created } = { n: 0 }] = await w.c.database.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from drover.ledger where run_id = ${target}::uuid and action = 'created'`,
+    );
     const { run: started } = await w.c.client.revertRun({ runId: target });
     const revert = await w.finished(started!.id);
     expect(revert.status).toBe(RunStatus.SUCCEEDED);
+    // Everything the run created is removed (or was gone already), nothing kept.
     expect(revert.revert?.kept).toBe(0n);
+    expect(revert.revert?.removed).toBe(BigInt(created));
     m.owner = null;
     m.live = null;
     m.product = "empty";
@@ -295,7 +301,18 @@ describe("the ledger's operations in generated sequences", () => {
         details.interrupted ? `, stopped at the ${TIME_LIMIT_MS / 1000} s limit` : ""
       }`,
     );
-    if (details.failed) throw new Error(fc.defaultReportMessage(details) ?? "the model test failed");
+    if (details.failed) {
+      const why =
+        details.errorInstance instanceof Error
+          ? details.errorInstance
+          : new Error(String(details.errorInstance));
+      throw new Error(
+        `${fc.defaultReportMessage(details) ?? "the model test failed"}\n\nThe step failed with: ${why.message}`,
+        {
+          cause: why,
+        },
+      );
+    }
   });
 });
 
