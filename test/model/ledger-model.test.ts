@@ -42,15 +42,23 @@ type Cmd = fc.AsyncCommand<Model, World>;
 /** A command whose step ends with the invariants checked. */
 abstract class Step implements Cmd {
   abstract check(m: Readonly<Model>): boolean;
+  /** The run whose verification must come out ok, awaited beside the invariants. */
+  protected verify: string | undefined;
   abstract step(m: Model, w: World, prediction: Model["prediction"]): Promise<void>;
   abstract toString(): string;
   async run(m: Model, w: World): Promise<void> {
     const prediction = m.prediction;
     m.prediction = null;
     const t0 = Date.now();
+    this.verify = undefined;
     await this.step(m, w, prediction);
     const t1 = Date.now();
-    await checkInvariants(m, w);
+    const checks = await Promise.allSettled([
+      checkInvariants(m, w),
+      this.verify ? w.expectVerified(this.verify) : undefined,
+    ]);
+    const failed = checks.find((c): c is PromiseRejectedResult => c.status === "rejected");
+    if (failed) throw failed.reason;
     if (process.env.DROVER_MODEL_LOG) console.log(`${this} ${t1 - t0} ms, checks ${Date.now() - t1} ms`);
   }
 }
@@ -66,7 +74,7 @@ class Start extends Step {
     if (m.product === "empty") m.owner = run.id;
     m.product = m.round;
     m.runs.push(run.id);
-    await w.expectVerified(run.id);
+    this.verify = run.id;
   }
   toString = () => "start";
 }
@@ -101,7 +109,7 @@ class Resume extends Step {
     m.live = null;
     m.product = m.round;
     m.runs.push(id);
-    await w.expectVerified(id);
+    this.verify = id;
   }
   toString = () => "resume";
 }
@@ -126,7 +134,7 @@ class StartWorkerStopped extends Step {
     m.owner = run.id;
     m.product = m.round;
     m.runs.push(run.id);
-    await w.expectVerified(run.id);
+    this.verify = run.id;
   }
   toString = () => "start+worker-stop";
 }
@@ -214,7 +222,7 @@ class Complete extends Step {
     m.live = null;
     m.product = m.round;
     m.runs.push(id);
-    await w.expectVerified(id);
+    this.verify = id;
   }
   toString = () => "complete";
 }
