@@ -261,11 +261,12 @@ const commands = [
 let cluster: Cluster;
 
 beforeAll(async () => {
-  // The reaper at its fastest: a sequence waits on barriers, verifications and follow passes it moves.
+  // The reaper at its fastest, and a lost publish sent again after 5 s (the least allowed): a
+  // sequence waits on barriers, verifications and follow passes they move.
   cluster = await startCluster({
     workers: 2,
     laneWidth: 2,
-    coordinatorEnv: { DROVER_REAPER_INTERVAL_MS: "100" },
+    coordinatorEnv: { DROVER_REAPER_INTERVAL_MS: "100", DROVER_REDISPATCH_AFTER_MS: "5000" },
   });
 });
 afterAll(async () => {
