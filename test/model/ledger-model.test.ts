@@ -288,11 +288,14 @@ describe("the ledger's operations in generated sequences", () => {
         }),
         async (cmds) => {
           const world = await World.open(cluster);
+          if (process.env.DROVER_MODEL_LOG) console.log(`--- sequence on tenant ${world.tenant}`);
           try {
             await fc.asyncModelRun(() => ({ model: initialModel(), real: world }), cmds);
           } finally {
+            const t0 = Date.now();
             await settle(world);
             await world.close();
+            if (process.env.DROVER_MODEL_LOG) console.log(`settled in ${Date.now() - t0} ms`);
           }
         },
       ),
@@ -325,7 +328,11 @@ describe("the ledger's operations in generated sequences", () => {
   });
 });
 
-/** Ends whatever the sequence left live, so the next one starts on a quiet cluster. */
+/**
+ * Ends whatever the sequence left live, and waits for the verifications of its finished runs:
+ * the sandbox closes next, and a verification still asking it would keep the workers retrying
+ * against nothing while the next sequence waits for them.
+ */
 async function settle(world: World): Promise<void> {
   const { runs } = await world.c.client.listRuns({ tenantId: world.tenant });
   for (const run of runs) {
@@ -333,5 +340,15 @@ async function settle(world: World): Promise<void> {
     if (run.follow) await world.c.client.completeRun({ runId: run.id }).catch(() => undefined);
     else await world.c.client.stopRun({ runId: run.id }).catch(() => undefined);
     await world.finished(run.id).catch(() => undefined);
+  }
+  const { runs: after } = await world.c.client.listRuns({ tenantId: world.tenant });
+  for (const run of after) {
+    const verified = run.status === RunStatus.SUCCEEDED || run.status === RunStatus.FAILED;
+    if (!verified || run.dryRun || run.revert?.reverts) continue;
+    await until(
+      async () => (await world.getRun(run.id)).verification,
+      30_000,
+      `run ${run.id} verified`,
+    ).catch(() => undefined);
   }
 }
