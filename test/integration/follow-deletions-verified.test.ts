@@ -8,7 +8,10 @@ import { type Cluster, startCluster } from "../support/in-process.js";
  * applied deletions at the source (a lead and a note, which leave every list) failed its own
  * verification, which still expected those rows in the source ("in the ledger, but not in the
  * source (unexpected)", and a count the import's listing no longer matched). Rows a pass found
- * deleted are the source's no more: verification leaves them out.
+ * deleted are the source's no more: verification leaves them out. Then (seed -722942457: follow,
+ * change, complete, start) the next plain run's verification flagged the skipped placeholder of an
+ * activity the round deleted as unexpected: a placeholder holds no record, and verification leaves
+ * it out once the source no longer lists its row.
  */
 let c: Cluster;
 
@@ -31,6 +34,11 @@ describe("verification of a follow run that applied deletions", () => {
       await c.client.completeRun({ runId: started.id });
       expect((await world.finished(started.id)).status).toBe(RunStatus.SUCCEEDED);
       await world.expectVerified(started.id);
+      // A plain run after it verifies ok too: an activity the import skipped (not linked) and the
+      // round deleted leaves a skipped placeholder the deletion sweep never looks at (no record).
+      const again = await world.finished((await world.start()).id);
+      expect(again.status).toBe(RunStatus.SUCCEEDED);
+      await world.expectVerified(again.id);
     } finally {
       await world.close();
     }

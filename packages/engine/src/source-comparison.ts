@@ -119,7 +119,12 @@ async function verifyKinds(
     // more: neither expected in it nor counted, whatever listing the import kept of them.
     const deleted = new Set(held.filter((l) => l.source_deleted).map((l) => l.source_id));
     const { sourceIds, notes } = await sourceIdsOf(db, provider, run, kind, ctx, deleted);
-    const ledger = held.filter((l) => !deleted.has(l.source_id));
+    // A skipped placeholder holds no record: once the source no longer lists its row (deleted
+    // there; the deletion sweep looks only at rows with a record), the product is right without
+    // it, and it is neither expected in the source nor counted.
+    const ledger = held.filter(
+      (l) => !deleted.has(l.source_id) && (l.action !== "skipped" || sourceIds.has(l.source_id)),
+    );
     const failed = await db.execute<{ subject_id: string }>(sql`
       select distinct n.subject_id from drover.notes n
        where n.run_id = ${run.id}::uuid and n.kind = ${kind} and n.level = 'error' and n.subject_id is not null
