@@ -1,9 +1,15 @@
 import { droverVitestConfig } from "../vitest.shared.ts";
 
-// The end-to-end and browser suites run in `pnpm test`, and the bench's own arithmetic; chaos and
-// benchmarks themselves have their own commands.
+// The end-to-end, browser and model-based suites run in `pnpm test`, and the bench's own
+// arithmetic; chaos and benchmarks themselves have their own commands.
 export default droverVitestConfig("@drover/system-tests", {
-  include: ["integration/**/*.test.ts", "e2e/**/*.test.ts", "browser/**/*.test.ts", "bench/**/*.test.ts"],
+  include: [
+    "integration/**/*.test.ts",
+    "e2e/**/*.test.ts",
+    "browser/**/*.test.ts",
+    "model/**/*.test.ts",
+    "bench/**/*.test.ts",
+  ],
   testTimeout: 240_000,
   hookTimeout: 120_000,
   // These run real processes (NATS nodes, coordinators, workers, Chromium) against real timing on

@@ -10,13 +10,13 @@ import {
   until,
   untilFinished,
 } from "../support/in-process.js";
+import { PRODUCT_TABLES, productContent } from "../support/product-tables.js";
 
 /**
  * RevertRun against the sandbox: a revert removes exactly what the run created, table by table,
  * while contacts the product already had (seeded like the demo does) stay as they were; another
  * run's records linking to the run's records stop it unless forced.
  */
-const PRODUCT_TABLES = ["companies", "contacts", "deals", "leads", "activities", "notes", "emails"] as const;
 
 let cluster: Cluster;
 
@@ -119,6 +119,11 @@ describe("RevertRun", () => {
     const { run: reverted } = await cluster.client.getRun({ runId: imported.id });
     expect(reverted!.revert?.revertedBy).toBe(revert.id);
 
+    // Re-driving part of a reverted run would bring those records back, without their parents.
+    const redrive = await rejection(cluster.client.retryRun({ runId: imported.id, kind: "persons" }));
+    expect(redrive.code).toBe(Code.FAILED_PRECONDITION);
+    expect(redrive.message).toContain(`reverted by run ${revert.id}`);
+
     const again = await rejection(cluster.client.revertRun({ runId: imported.id }));
     expect(again.code).toBe(Code.FAILED_PRECONDITION);
     expect(again.message).toContain(revert.id);
@@ -205,4 +210,35 @@ describe("RevertRun", () => {
     );
     expect(cleared.reduce((n, g) => n + Number(g.count), 0)).toBe(Number(linked!.n));
   }, 120_000);
+
+  it("releases the run's matched rows on records it created, so a re-import after the revert equals the first import table by table", async () => {
+    const tenantId = "revert-reimport";
+    const first = await untilFinished(cluster, (await cluster.start(tenantId)).id);
+    expect(first.status).toBe(RunStatus.SUCCEEDED);
+    // Persons sharing an email: the later ones matched to the contact this run created for the first.
+    const [shared] = await cluster.database.db.execute<{ n: string }>(sql`
+      select count(*)::text as n from drover.ledger m
+        join drover.ledger c on c.tenant_id = m.tenant_id and c.record_type = m.record_type
+                            and c.record_id = m.record_id and c.action = 'created' and c.run_id = m.run_id
+       where m.run_id = ${first.id}::uuid and m.action = 'matched'`);
+    expect(Number(shared!.n)).toBeGreaterThan(0);
+    const imported = await productContent(cluster.database.db, tenantId);
+
+    const { run: started } = await cluster.client.revertRun({ runId: first.id });
+    expect((await untilFinished(cluster, started!.id, 60_000)).status).toBe(RunStatus.SUCCEEDED);
+    // Nothing of the run points at a record any more.
+    const [left] = await cluster.database.db.execute<{ n: string }>(sql`
+      select count(*)::text as n from drover.ledger where run_id = ${first.id}::uuid and record_id is not null`);
+    expect(Number(left!.n)).toBe(0);
+
+    const again = await untilFinished(cluster, (await cluster.start(tenantId)).id);
+    expect(again.status).toBe(RunStatus.SUCCEEDED);
+    const reimported = await productContent(cluster.database.db, tenantId);
+    for (const table of PRODUCT_TABLES) {
+      expect(reimported[table].length, table).toBe(imported[table].length);
+      expect(reimported[table], table).toEqual(imported[table]);
+    }
+    const { groups } = await cluster.client.listNotes({ runId: again.id });
+    expect(groups.filter((g) => g.level === "error")).toEqual([]);
+  }, 180_000);
 });

@@ -412,6 +412,10 @@ describe("RunService", { timeout: 60_000 }, () => {
 
       const err = await rejection(c.client.listNotes({ runId, level: "fatal" }));
       expect(err.code).toBe(Code.INVALID_ARGUMENT);
+      // An unknown kind is refused as RetryRun and ExplainRecord refuse it, not answered with no groups.
+      const unknownKind = await rejection(c.client.listNotes({ runId, kind: "persns" }));
+      expect(unknownKind.code).toBe(Code.INVALID_ARGUMENT);
+      expect(unknownKind.message).toContain('unknown kind "persns" for source crm');
     });
   });
 

@@ -291,6 +291,7 @@ async function revertWindow(
     const result = await removeRecords(tx, deps.run.tenantId, table, removable);
     removed += result.removed.length;
     release.push(...result.removed.map((r) => r.id));
+    await releasePointers(tx, deps.run.tenantId, recordType, [...result.removed, ...result.gone]);
     for (const r of result.gone) {
       gone++;
       release.push(r.id);
@@ -309,6 +310,26 @@ async function revertWindow(
   if (release.length > 0)
     await tx.execute(sql`delete from drover.ledger where id = any(${sql.param(release)}::bigint[])`);
   return { removed, gone, kept, notes };
+}
+
+/**
+ * Every other ledger row that points at a record now gone goes with it, whatever its action: a
+ * second source row the run matched to a record it created for the first (two persons sharing an
+ * email) would otherwise stay "already here", and a later import would link its children to a
+ * record that no longer exists. Another run's matched row on such a record only exists here when
+ * the revert was forced (otherwise the record was refused above), and is released the same way.
+ */
+async function releasePointers(
+  tx: Tx,
+  tenantId: string,
+  recordType: string,
+  rows: readonly CreatedRow[],
+): Promise<void> {
+  if (rows.length === 0) return;
+  await tx.execute(sql`
+    delete from drover.ledger
+     where tenant_id = ${tenantId} and record_type = ${recordType}
+       and record_id = any(${sql.param(rows.map((r) => r.record_id!))}::bigint[])`);
 }
 
 /**

@@ -7,7 +7,7 @@ import {
   type RunSummary,
   runs,
 } from "@drover/db";
-import type { Provider, TaskSeed } from "@drover/provider-sdk";
+import { type Provider, REDRIVE_SEED_KEY_PREFIX, type TaskSeed } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { revertPlan, revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
@@ -350,6 +350,10 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
  * violation (23505) for the caller. Returns whether the run moved.
  */
 export async function redriveRun(q: Db, runId: string, seeds: readonly TaskSeed[]): Promise<boolean> {
+  // The task runner knows a re-drive task by its key (a still-bad row does not fail it).
+  const unmarked = seeds.find((s) => !s.seedKey.startsWith(REDRIVE_SEED_KEY_PREFIX));
+  if (unmarked)
+    throw new Error(`re-drive seed ${unmarked.seedKey} does not begin with ${REDRIVE_SEED_KEY_PREFIX}`);
   return q.transaction(async (tx) => {
     const [moved] = await tx.execute<{ last: number }>(sql`
       update drover.runs

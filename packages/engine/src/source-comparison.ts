@@ -104,16 +104,27 @@ async function verifyKinds(
       kinds.push(await verifyLedgerlessKind(db, provider, run, kind, ctx, options.sampleSize));
       continue;
     }
-    const { sourceIds, notes } = await sourceIdsOf(db, provider, run, kind, ctx);
-    const ledger = await db.execute<{
+    const held = await db.execute<{
       source_id: string;
       action: string;
       record_type: string | null;
       record_id: string | null;
+      source_deleted: boolean;
     }>(sql`
-      select source_id, action, record_type, record_id::text as record_id from drover.ledger
+      select source_id, action, record_type, record_id::text as record_id,
+             source_deleted_at is not null as source_deleted from drover.ledger
        where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
          and kind = ${kind}`);
+    // Rows a follow pass found deleted at the source (source-deletions.ts) are not the source's any
+    // more: neither expected in it nor counted, whatever listing the import kept of them.
+    const deleted = new Set(held.filter((l) => l.source_deleted).map((l) => l.source_id));
+    const { sourceIds, notes } = await sourceIdsOf(db, provider, run, kind, ctx, deleted);
+    // A skipped placeholder holds no record: once the source no longer lists its row (deleted
+    // there; the deletion sweep looks only at rows with a record), the product is right without
+    // it, and it is neither expected in the source nor counted.
+    const ledger = held.filter(
+      (l) => !deleted.has(l.source_id) && (l.action !== "skipped" || sourceIds.has(l.source_id)),
+    );
     const failed = await db.execute<{ subject_id: string }>(sql`
       select distinct n.subject_id from drover.notes n
        where n.run_id = ${run.id}::uuid and n.kind = ${kind} and n.level = 'error' and n.subject_id is not null
@@ -155,6 +166,7 @@ async function verifyKinds(
         select source_id, action, record_type, record_id::text as record_id from drover.ledger
          where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
            and kind = ${kind} and action in ('created', 'matched') and record_id is not null
+           and source_deleted_at is null
          order by md5(${run.id} || source_id)
          limit ${Math.max(0, Math.min(options.sampleSize, verifier.sampleLimit?.(kind, options.sampleSize) ?? options.sampleSize))}`);
       const entries: SampleEntry[] = sample.map((s) => ({
@@ -198,22 +210,24 @@ async function sourceIdsOf(
   run: RunRow,
   kind: string,
   ctx: VerifyContext,
+  deleted: ReadonlySet<string>,
 ): Promise<{ sourceIds: Set<string>; notes: string[] }> {
+  const live = (ids: Iterable<string>) => new Set([...ids].filter((id) => !deleted.has(id)));
   const verifier = provider.verifier!;
   const [tasks] = await db.execute<{ total: number; unlisted: number }>(sql`
     select count(*)::int as total,
            (count(*) filter (where status <> 'succeeded' or listed_ids is null))::int as unlisted
       from drover.tasks where run_id = ${run.id}::uuid and kind = ${kind}`);
   if (!tasks || tasks.total === 0 || tasks.unlisted > 0)
-    return { sourceIds: new Set(await verifier.sourceIds(ctx, kind)), notes: [] };
+    return { sourceIds: live(await verifier.sourceIds(ctx, kind)), notes: [] };
   const listed = await db.execute<{ id: string }>(sql`
     select distinct x.id from drover.tasks t, unnest(t.listed_ids) as x(id)
      where t.run_id = ${run.id}::uuid and t.kind = ${kind}`);
-  const sourceIds = new Set(listed.map((r) => r.id));
+  const sourceIds = live(listed.map((r) => r.id));
   const count = await verifier.sourceCount?.(ctx, kind);
   if (count === undefined || count === sourceIds.size) return { sourceIds, notes: [] };
   return {
-    sourceIds: new Set(await verifier.sourceIds(ctx, kind)),
+    sourceIds: live(await verifier.sourceIds(ctx, kind)),
     notes: [
       `the source counts ${count} ${kind} now, the import listed ${sourceIds.size}: listed again to name the rows that differ`,
     ],

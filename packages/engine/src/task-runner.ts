@@ -12,6 +12,7 @@ import {
   type ProductRecords,
   type Provider,
   RateLimitedError,
+  REDRIVE_SEED_KEY_PREFIX,
   type RunInfo,
   redactSecret,
   type TaskContext,
@@ -351,7 +352,10 @@ export async function runAssignment(
         run.revertsRunId ? revertTask(run.revertsRunId, provider.productRecords) : provider.runTask(ctx),
     );
     if (claimLost) return { ...base, status: "lost", summary: total };
-    if (total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {
+    // A re-drive reads rows that failed already: those still bad stay failed with a fresh note, and
+    // the run keeps the outcome it had (a plain retry would find nothing more to do either).
+    const readsAgain = task.seedKey.startsWith(REDRIVE_SEED_KEY_PREFIX);
+    if (!readsAgain && total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {
       // Per-row isolation is right, but a task whose every row failed must not finish green.
       const error = `every row failed (${total.failed}); see the run's notes`;
       await finishTaskFailed(db, task.id, claimToken, error);

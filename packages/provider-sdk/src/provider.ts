@@ -423,6 +423,13 @@ export interface RedriveRow {
   listedIn?: Record<string, unknown>;
 }
 
+/**
+ * What every re-drive task's seed key begins with. A re-drive reads rows that failed already: those
+ * failing again stay failed with a fresh note and do not fail the task (nor the run) the way a
+ * first pass whose every row fails does.
+ */
+export const REDRIVE_SEED_KEY_PREFIX = "redrive:";
+
 /** How a source reads chosen rows again, for re-drive. */
 export interface RowRedrive {
   /** Whether rows of `kind` are read by id or by walking again the listing that held them. */
@@ -432,7 +439,8 @@ export interface RowRedrive {
    */
   refuses(kind: string): string | undefined;
   /**
-   * Tasks reading `rows` of `kind` again; `key` makes their seed keys unique to this re-drive. For
+   * Tasks reading `rows` of `kind` again; `key` makes their seed keys unique to this re-drive, and
+   * every seed key begins with REDRIVE_SEED_KEY_PREFIX (the engine knows a re-drive task by it). For
    * a `by-listing` kind every row carries `listedIn`; a row whose listing the source cannot walk
    * again is a refusal: throw PermanentError saying which.
    */

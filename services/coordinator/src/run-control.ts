@@ -67,14 +67,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
   const rearm = async (run: RunRow, how: Rearm): Promise<void> => {
     if (run.status !== how.from) throw notRearmable(run, how);
     if (run.summary) throw prunedError(run.id);
-    // A reverted run's records were removed on purpose: running it again would bring them back.
-    const by = await revertOf(run.id);
-    if (by)
-      throw new RpcError(
-        Code.FAILED_PRECONDITION,
-        `run ${run.id} was reverted by run ${by}; start a new run to import again`,
-        { reverted_by: by },
-      );
+    await refuseReverted(run);
     let moved: boolean;
     try {
       moved = await rearmRun(db, run.id, how);
@@ -92,6 +85,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
    */
   const redrive = async (run: RunRow, filter: RedriveFilter): Promise<void> => {
     if (run.summary) throw prunedError(run.id);
+    await refuseReverted(run);
     const plan = await planRedrive(db, ctx.providers, provider(run.source), run, filter, randomUUID());
     let moved: boolean;
     try {
@@ -113,6 +107,17 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
       { run_id: run.id, rows: plan.rows, tasks: plan.seeds.length, kind: filter.kind, reason: filter.reason },
       "run re-driven",
     );
+  };
+
+  /** A reverted run's records were removed on purpose: running it again, or part of it, would bring them back. */
+  const refuseReverted = async (run: RunRow): Promise<void> => {
+    const by = await revertOf(run.id);
+    if (by)
+      throw new RpcError(
+        Code.FAILED_PRECONDITION,
+        `run ${run.id} was reverted by run ${by}; start a new run to import again`,
+        { reverted_by: by },
+      );
   };
 
   const revertOf = async (runId: string): Promise<string | undefined> => {

@@ -7,7 +7,14 @@ import { loadVisibleRun } from "./run-access.js";
 import { currentNoteGroups, type NoteGroupFilter } from "./run-outcomes.js";
 import { fromProtoStatus, loadRun, runView, TERMINAL_STATUSES } from "./run-view.js";
 import { DEFAULT_BUCKETS, MAX_BUCKETS, runThroughput } from "./throughput.js";
-import { invalid, optionalText, requireRunId, requireTenant } from "./validation.js";
+import {
+  invalid,
+  optionalText,
+  requireKnownKind,
+  requireProvider,
+  requireRunId,
+  requireTenant,
+} from "./validation.js";
 
 const WATCH_POLL_MS = 500;
 const MAX_PAGE_SIZE = 500;
@@ -97,7 +104,9 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
       if (samples < 0 || samples > 100) throw invalid("samples must be between 1 and 100");
       if (req.level && !["error", "warn", "info"].includes(req.level))
         throw invalid('level must be "error", "warn" or "info"');
-      optionalText("kind", req.kind, 64);
+      // An unknown kind is a caller's mistake, as RetryRun and ExplainRecord say: not an empty answer.
+      if (req.kind)
+        requireKnownKind(requireProvider(ctx.providers, run.source), optionalText("kind", req.kind, 64));
       return {
         groups: await currentNoteGroups(db, ctx.providers, run, {
           kind: req.kind,

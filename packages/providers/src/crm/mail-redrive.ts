@@ -1,5 +1,5 @@
 import type { SourceRow, TaskContext, TaskResult, TaskSeed } from "@drover/provider-sdk";
-import { PermanentError, type RedriveRow } from "@drover/provider-sdk";
+import { PermanentError, REDRIVE_SEED_KEY_PREFIX, type RedriveRow } from "@drover/provider-sdk";
 import { clientFor } from "./client.js";
 import { runSettings } from "./config.js";
 import { sourceId } from "./fields.js";
@@ -51,7 +51,11 @@ export function mailRedriveSeeds(rows: readonly RedriveRow[], key: string): Task
   for (const { deals, ids } of byUnit.values()) {
     for (let i = 0; i < ids.length; i += MESSAGES_PER_TASK) {
       const cursor: MailRedriveCursor = { redrive: ids.slice(i, i + MESSAGES_PER_TASK), deals };
-      seeds.push({ kind: "mail", seedKey: `redrive:${key}:mail:${n++}`, cursor: { ...cursor } });
+      seeds.push({
+        kind: "mail",
+        seedKey: `${REDRIVE_SEED_KEY_PREFIX}${key}:mail:${n++}`,
+        cursor: { ...cursor },
+      });
     }
   }
   return seeds;

@@ -13,18 +13,31 @@ export interface Partition {
 }
 
 /**
- * Where the run's own walk ends and the catch-up pass begins. Partitions end here and the catch-up
- * starts here, the same string both times, so no update_time falls between the two.
+ * Where a pass cuts in time, one rule for every pass: the start of the whole second in which the
+ * run began (its own walk ends there, its catch-up begins there) or, for a follow run's later pass,
+ * the previous pass began. Pipedrive stores update times in whole seconds: a row changed in that
+ * second after its list was read shows a time before the instant itself, so a cut at the instant
+ * would miss it. Cut at the second's start, a pass also reads again what changed in that second
+ * before the instant: a held row applied again unchanged is harmless.
+ */
+export function passCut(at: Date | string): string {
+  return new Date(Math.floor(new Date(at).getTime() / 1000) * 1000).toISOString();
+}
+
+/**
+ * Where the run's own walk ends and the catch-up pass begins (passCut of the run's start).
+ * Partitions end here and the catch-up starts here, the same string both times, so no update_time
+ * falls between the two.
  */
 export function runStart(run: RunInfo): string {
-  return (run.startedAt ?? new Date(0)).toISOString();
+  return passCut(run.startedAt ?? new Date(0));
 }
 
 /**
  * `of` adjacent half-open ranges from the oldest update_time to the run's start. Each range's until
- * is the next one's since, so a row updated exactly at a bound belongs to one range only. Inner
- * bounds are whole seconds, the precision Pipedrive stores and documents its filters in; the last is
- * the run's start to the millisecond, exactly where the catch-up pass begins.
+ * is the next one's since, so a row updated exactly at a bound belongs to one range only. Every
+ * bound is a whole second, the precision Pipedrive stores and documents its filters in; the last is
+ * runStart, exactly where the catch-up pass begins.
  */
 export function partitionRanges(oldestMs: number, start: string, of: number): Partition[] {
   const startMs = Date.parse(start);

@@ -30,7 +30,7 @@ import {
   mailSeeds,
 } from "./mail-counts.js";
 import { redriveMail } from "./mail-redrive.js";
-import { type Partition, runStart, splitList } from "./partitions.js";
+import { type Partition, passCut, runStart, splitList } from "./partitions.js";
 import {
   changedSince,
   parentRefs,
@@ -228,11 +228,8 @@ function runKinds(run: RunInfo): string[] {
 function catchUpSeed(run: RunInfo, limit: number, pass?: SeedContext["pass"]): TaskSeed | undefined {
   const [first, ...chain] = runKinds(run);
   if (!first) return undefined;
-  // Pipedrive keeps update times in whole seconds: a row changed in the second the previous pass
-  // began shows a time before that start, so a later pass asks from the start of that second.
-  const since = pass
-    ? new Date(Math.floor(Date.parse(pass.since) / 1000) * 1000).toISOString()
-    : runStart(run);
+  // One cut for every pass (passCut): the start of the second the run or the previous pass began.
+  const since = pass ? passCut(pass.since) : runStart(run);
   const cursor: ListCursor = {
     list: 0,
     page: 0,

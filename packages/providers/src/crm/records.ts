@@ -268,8 +268,9 @@ export function linkedIds(parentsMap: ParentMap, p: Parents) {
 }
 
 /**
- * Whether the catch-up pass counts a listed row as changed since `since` (the run's start): its
- * update_time is at or after it. A row whose update_time is unreadable counts as changed: parsing
+ * Whether the catch-up pass counts a listed row as changed since `since` (a whole second, passCut
+ * in partitions.ts): its update_time is at or after it, as the source's own updated_since filter
+ * keeps a row. A row whose update_time is unreadable counts as changed: parsing
  * fails it with a reason, or it is applied again rather than missed.
  */
 export function changedSince(raw: unknown, since: string): boolean {

@@ -1,5 +1,6 @@
 import {
   PermanentError,
+  REDRIVE_SEED_KEY_PREFIX,
   type RowRedrive,
   type SourceRow,
   type TaskContext,
@@ -46,7 +47,11 @@ export const crmRedrive: RowRedrive = {
     const seeds = [];
     for (let i = 0; i < sourceIds.length; i += ROWS_PER_TASK) {
       const cursor: RedriveCursor = { redrive: sourceIds.slice(i, i + ROWS_PER_TASK) };
-      seeds.push({ kind, seedKey: `redrive:${key}:${kind}:${i / ROWS_PER_TASK}`, cursor: { ...cursor } });
+      seeds.push({
+        kind,
+        seedKey: `${REDRIVE_SEED_KEY_PREFIX}${key}:${kind}:${i / ROWS_PER_TASK}`,
+        cursor: { ...cursor },
+      });
     }
     return seeds;
   },

@@ -26,6 +26,7 @@ import {
   unwrapMail,
 } from "./records.js";
 import { rowsByIds } from "./rows-by-ids.js";
+import { sharedRecords, unfilled } from "./shared-records.js";
 
 /**
  * Verification for the crm source: whether what the import listed is what the source holds, and
@@ -273,6 +274,7 @@ export const crmVerifier: ProviderVerifier = {
         ? await fetchMailSample(ctx, client, check, entries, records)
         : await fetchSample(ctx, client, check, entries);
     const parents = await resolveParents(ctx, check, fetched);
+    const shared = await sharedRecords(ctx, entries);
     const out: SampleMismatch[] = [];
     for (const entry of entries) {
       const what = `${entry.recordType} ${entry.recordId}`;
@@ -290,12 +292,13 @@ export const crmVerifier: ProviderVerifier = {
         continue;
       }
       const fields = entry.action === "matched" ? check.matchedFields : check.fields;
+      const filledBySharer = entry.action === "created" && shared.has(String(entry.recordId));
       for (const field of fields) {
-        const want = normalize(field.source(got.row));
+        const source = field.source(got.row);
+        const stored = filledBySharer ? unfilled(source, record[field.column]) : record[field.column];
+        const want = normalize(source);
         const have = normalize(
-          entry.action === "matched" && typeof record[field.column] === "string"
-            ? (record[field.column] as string).toLowerCase()
-            : record[field.column],
+          entry.action === "matched" && typeof stored === "string" ? stored.toLowerCase() : stored,
         );
         if (want !== have) {
           out.push({

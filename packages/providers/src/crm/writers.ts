@@ -271,7 +271,15 @@ export async function writePerson(
     const [existing] = await tx
       .select({ id: contacts.id })
       .from(contacts)
-      .where(and(eq(contacts.tenantId, tenantId), sql`lower(${contacts.email}) = lower(${p.email})`))
+      // A contact the source deleted (a follow pass marked it) is no one to match: a new person
+      // with its email is a contact of its own.
+      .where(
+        and(
+          eq(contacts.tenantId, tenantId),
+          sql`lower(${contacts.email}) = lower(${p.email})`,
+          sql`${contacts.deletedAt} is null`,
+        ),
+      )
       .orderBy(contacts.id)
       .limit(1);
     if (existing)
@@ -327,6 +335,7 @@ export function personBatch(tenantId: string, parents: ParentMap): BatchWriter<P
         const found = await tx.execute<{ k: string; id: string }>(sql`
           select lower(email) as k, min(id)::text as id from app.contacts
            where tenant_id = ${tenantId} and lower(email) = any(${sql.param(keys)}::text[])
+             and deleted_at is null
            group by lower(email)`);
         for (const f of found) known.set(f.k, Number(f.id));
         // A dry run's earlier windows were rolled back: the contacts they would have created are

@@ -1,6 +1,7 @@
 import {
   type BatchWriter,
   PermanentError,
+  REDRIVE_SEED_KEY_PREFIX,
   type RowRedrive,
   type SourceRow,
   type TaskContext,
@@ -70,7 +71,7 @@ export const pgTableRedrive: RowRedrive = {
         const cursor: RedriveSlotCursor = { from, to, redrive: keys.slice(i, i + KEYS_PER_TASK) };
         seeds.push({
           kind,
-          seedKey: `redrive:${key}:slot:${new Date(from).toISOString()}:${i / KEYS_PER_TASK}`,
+          seedKey: `${REDRIVE_SEED_KEY_PREFIX}${key}:slot:${new Date(from).toISOString()}:${i / KEYS_PER_TASK}`,
           cursor: { ...cursor },
         });
       }
