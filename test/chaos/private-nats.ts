@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants, createWriteStream, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { connect } from "@nats-io/transport-node";
+import { freePort } from "../support/free-port.js";
 
 /**
  * A nats-server of the chaos run's own: the same binary the machine runs (services.md: JetStream
@@ -43,17 +43,6 @@ export function natsServerBinary(): string | undefined {
     }
   }
   return undefined;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startPrivateNats(options: { logDir: string; binary?: string }): Promise<PrivateNats> {

@@ -8,9 +8,9 @@ import {
   readdirSync,
   rmSync,
 } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "../support/free-port.js";
 
 /**
  * A PostgreSQL server of the chaos run's own: the machine's binaries (Debian's
@@ -51,17 +51,6 @@ function binDir(): string {
       "no PostgreSQL binaries in /usr/lib/postgresql/<version>/bin: set PG_BIN to the folder holding initdb and postgres",
     );
   return join(root, versions[0]!, "bin");
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 const asRoot = process.getuid?.() === 0;
