@@ -99,17 +99,22 @@ class StartStopped extends Step {
   toString = () => "start+stop";
 }
 
+/** The live run, sent on its way (resumed, completed), ends succeeded and holds the account as it is now. */
+async function liveRunSucceeded(m: Model, w: World, id: string): Promise<string> {
+  const run = await w.finished(id);
+  expect(run.status).toBe(RunStatus.SUCCEEDED);
+  m.live = null;
+  m.product = m.round;
+  m.runs.push(id);
+  return id;
+}
+
 class Resume extends Step {
   check = (m: Readonly<Model>) => m.live?.stopped === true;
   async step(m: Model, w: World): Promise<void> {
     const id = m.live!.id;
     await w.c.client.resumeRun({ runId: id });
-    const run = await w.finished(id);
-    expect(run.status).toBe(RunStatus.SUCCEEDED);
-    m.live = null;
-    m.product = m.round;
-    m.runs.push(id);
-    this.verify = id;
+    this.verify = await liveRunSucceeded(m, w, id);
   }
   toString = () => "resume";
 }
@@ -217,12 +222,7 @@ class Complete extends Step {
   async step(m: Model, w: World): Promise<void> {
     const id = m.live!.id;
     await w.c.client.completeRun({ runId: id });
-    const run = await w.finished(id);
-    expect(run.status).toBe(RunStatus.SUCCEEDED);
-    m.live = null;
-    m.product = m.round;
-    m.runs.push(id);
-    this.verify = id;
+    this.verify = await liveRunSucceeded(m, w, id);
   }
   toString = () => "complete";
 }
