@@ -107,6 +107,8 @@ export {
   verificationRequestState,
 } from "./verification-transitions.js";
 export {
+  DESTINATION_PROBE_MS,
+  destinationWindow,
   WINDOW_DEADLINE_MS,
   WINDOW_IDLE_MS,
   WindowDeadlineError,
@@ -115,7 +117,6 @@ export {
 export {
   addSummary,
   BATCH_WINDOW_SIZE,
-  DESTINATION_PROBE_MS,
   emptySummary,
   MAX_SAVEPOINTS_PER_TRANSACTION,
   SavepointLimitError,

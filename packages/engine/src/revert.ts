@@ -3,7 +3,7 @@ import type { ProductRecords, RecordLink, TaskSeed } from "@drover/provider-sdk"
 import { sql } from "drizzle-orm";
 import { appendNotes, type NoteInput } from "./notes.js";
 import { writeCheckpoint } from "./task-transitions.js";
-import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
+import { destinationWindow, WINDOW_DEADLINE_MS } from "./window-transaction.js";
 
 /**
  * Reverting a run: removing from the product every record the run created (its ledger rows with
@@ -165,6 +165,8 @@ export interface RevertTaskDeps {
   notesCap: number;
   windowSize?: number | undefined;
   windowDeadlineMs?: number | undefined;
+  /** How long the run parks when the destination holds a window past its limit (DESTINATION_PROBE_MS). */
+  destinationProbeMs?: number | undefined;
   /** Between windows: true when the run is stopping (the task ends cancelled); throws when the attempt must end. */
   stopRequested(): Promise<boolean>;
 }
@@ -196,31 +198,35 @@ export async function runRevertTask(
   const size = deps.windowSize ?? REVERT_WINDOW_SIZE;
   for (;;) {
     if (await deps.stopRequested()) return { stopped: true, summary };
-    const done = await windowTransaction(deps.db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, async (tx) => {
-      // Ordered by the ledger's id itself, not by its text: the keyset's order. Locked, so that an
-      // attempt whose claim was taken over and its successor never work on one row at once: the
-      // second waits until the first's window rolls back (its checkpoint is refused) or commits.
-      const rows = await tx.execute<CreatedRow>(sql`
+    const done = await destinationWindow(
+      deps.db,
+      { deadlineMs: deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, probeMs: deps.destinationProbeMs },
+      async (tx) => {
+        // Ordered by the ledger's id itself, not by its text: the keyset's order. Locked, so that an
+        // attempt whose claim was taken over and its successor never work on one row at once: the
+        // second waits until the first's window rolls back (its checkpoint is refused) or commits.
+        const rows = await tx.execute<CreatedRow>(sql`
         select l.id::text as id, l.source_id, l.record_type, l.record_id::text as record_id
           from drover.ledger l
          where l.run_id = ${deps.revertsRunId}::uuid and l.kind = ${deps.task.kind} and l.action = 'created'
            and l.id > ${after}
          order by l.id limit ${size} for update`);
-      if (rows.length === 0) return true;
-      const window = await revertWindow(tx, deps, rows);
-      const last = Number(rows[rows.length - 1]!.id);
-      await appendNotes(tx, deps.run.id, deps.task.id, window.notes, deps.notesCap);
-      await writeCheckpoint(tx, deps.task.id, deps.claimToken, {
-        processedOffset: 0,
-        cursor: { afterLedgerId: last } satisfies RevertCursor,
-        statsDelta: { removed: window.removed, gone: window.gone, kept: window.kept },
-      });
-      summary.removed += window.removed;
-      summary.gone += window.gone;
-      summary.kept += window.kept;
-      after = last;
-      return rows.length < size;
-    });
+        if (rows.length === 0) return true;
+        const window = await revertWindow(tx, deps, rows);
+        const last = Number(rows[rows.length - 1]!.id);
+        await appendNotes(tx, deps.run.id, deps.task.id, window.notes, deps.notesCap);
+        await writeCheckpoint(tx, deps.task.id, deps.claimToken, {
+          processedOffset: 0,
+          cursor: { afterLedgerId: last } satisfies RevertCursor,
+          statsDelta: { removed: window.removed, gone: window.gone, kept: window.kept },
+        });
+        summary.removed += window.removed;
+        summary.gone += window.gone;
+        summary.kept += window.kept;
+        after = last;
+        return rows.length < size;
+      },
+    );
     deps.task.cursor = { afterLedgerId: after };
     if (done) return { stopped: false, summary };
   }

@@ -3,7 +3,7 @@ import type { ProductRecords, RunInfo, SourceDeletions } from "@drover/provider-
 import { sql } from "drizzle-orm";
 import { appendNotes, type NoteInput } from "./notes.js";
 import { writeCheckpoint } from "./task-transitions.js";
-import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
+import { destinationWindow, WINDOW_DEADLINE_MS } from "./window-transaction.js";
 
 /**
  * Deletions at the source that no list reports (a follow pass's sweep, crm provider): the ledger
@@ -35,6 +35,8 @@ export interface ApplyDeletionsDeps {
   notesCap: number;
   records: ProductRecords | undefined;
   windowDeadlineMs?: number | undefined;
+  /** How long the run parks when the destination holds a window past its limit (DESTINATION_PROBE_MS). */
+  destinationProbeMs?: number | undefined;
   /** The attempt's source calls since its last checkpoint, counted with this one. */
   takeSourceCalls(): Record<string, number>;
 }
@@ -51,15 +53,18 @@ export async function applySourceDeletions(
   cursor: Record<string, unknown>,
 ): Promise<{ deleted: number; restored: number }> {
   const { run } = deps;
-  return windowTransaction(deps.db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, async (tx) => {
-    const mark = async (ids: readonly string[], deleted: boolean) => {
-      if (ids.length === 0) return [];
-      return tx.execute<{
-        source_id: string;
-        action: string;
-        record_type: string | null;
-        record_id: string | null;
-      }>(sql`
+  return destinationWindow(
+    deps.db,
+    { deadlineMs: deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, probeMs: deps.destinationProbeMs },
+    async (tx) => {
+      const mark = async (ids: readonly string[], deleted: boolean) => {
+        if (ids.length === 0) return [];
+        return tx.execute<{
+          source_id: string;
+          action: string;
+          record_type: string | null;
+          record_id: string | null;
+        }>(sql`
         update drover.ledger
            set source_deleted_at = ${deleted ? sql`now()` : sql`null`}, updated_at = now()
          where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
@@ -67,48 +72,49 @@ export async function applySourceDeletions(
            and action in ('created', 'matched')
            and source_deleted_at is ${deleted ? sql`null` : sql`not null`}
         returning source_id, action, record_type, record_id::text as record_id`);
-    };
-    const gone = await mark(change.gone, true);
-    const back = await mark(change.restored, false);
-    // Only Drover's own records are marked (or unmarked); a matched one keeps what its owner made it.
-    for (const [rows, deleted] of [
-      [gone, true],
-      [back, false],
-    ] as const) {
-      const byTable = new Map<string, string[]>();
-      for (const r of rows) {
-        const table = r.record_type ? deps.records?.tables[r.record_type] : undefined;
-        if (r.action !== "created" || !table || r.record_id === null) continue;
-        byTable.set(table, [...(byTable.get(table) ?? []), r.record_id]);
-      }
-      for (const [table, ids] of byTable)
-        await tx.execute(sql`
+      };
+      const gone = await mark(change.gone, true);
+      const back = await mark(change.restored, false);
+      // Only Drover's own records are marked (or unmarked); a matched one keeps what its owner made it.
+      for (const [rows, deleted] of [
+        [gone, true],
+        [back, false],
+      ] as const) {
+        const byTable = new Map<string, string[]>();
+        for (const r of rows) {
+          const table = r.record_type ? deps.records?.tables[r.record_type] : undefined;
+          if (r.action !== "created" || !table || r.record_id === null) continue;
+          byTable.set(table, [...(byTable.get(table) ?? []), r.record_id]);
+        }
+        for (const [table, ids] of byTable)
+          await tx.execute(sql`
           update ${sql.raw(table)} set deleted_at = ${deleted ? sql`now()` : sql`null`}, updated_at = now()
            where tenant_id = ${run.tenantId} and id = any(${sql.param(ids)}::bigint[])`);
-    }
-    const notes: NoteInput[] = [
-      ...gone.map((r) => ({
-        level: "info" as const,
-        kind,
-        subjectId: r.source_id,
-        reason:
-          r.action === "created"
-            ? "deleted at the source: its record marked deleted"
-            : "deleted at the source: the matched record is not Drover's and was left as it was",
-      })),
-      ...back.map((r) => ({
-        level: "info" as const,
-        kind,
-        subjectId: r.source_id,
-        reason: "restored at the source: listed again, its deletion undone",
-      })),
-    ];
-    await appendNotes(tx, run.id, deps.taskId, notes, deps.notesCap);
-    await writeCheckpoint(tx, deps.taskId, deps.claimToken, {
-      processedOffset: 0,
-      cursor,
-      statsDelta: { ...deps.takeSourceCalls(), deleted: gone.length, restored: back.length },
-    });
-    return { deleted: gone.length, restored: back.length };
-  });
+      }
+      const notes: NoteInput[] = [
+        ...gone.map((r) => ({
+          level: "info" as const,
+          kind,
+          subjectId: r.source_id,
+          reason:
+            r.action === "created"
+              ? "deleted at the source: its record marked deleted"
+              : "deleted at the source: the matched record is not Drover's and was left as it was",
+        })),
+        ...back.map((r) => ({
+          level: "info" as const,
+          kind,
+          subjectId: r.source_id,
+          reason: "restored at the source: listed again, its deletion undone",
+        })),
+      ];
+      await appendNotes(tx, run.id, deps.taskId, notes, deps.notesCap);
+      await writeCheckpoint(tx, deps.taskId, deps.claimToken, {
+        processedOffset: 0,
+        cursor,
+        statsDelta: { ...deps.takeSourceCalls(), deleted: gone.length, restored: back.length },
+      });
+      return { deleted: gone.length, restored: back.length };
+    },
+  );
 }

@@ -6,6 +6,7 @@ import {
   type BudgetPacer,
   classifyError,
   DestinationSchemaError,
+  DestinationStallError,
   describeError,
   FIRST_PROBE_MS,
   PermanentError,
@@ -277,6 +278,7 @@ export async function runAssignment(
           notesCap: deps.notesCap,
           records: provider.productRecords,
           windowDeadlineMs: deps.windowDeadlineMs,
+          destinationProbeMs: deps.destinationProbeMs,
           takeSourceCalls: () => calls.take(),
         },
         kind,
@@ -307,6 +309,7 @@ export async function runAssignment(
       claimToken,
       notesCap: deps.notesCap,
       windowDeadlineMs: deps.windowDeadlineMs,
+      destinationProbeMs: deps.destinationProbeMs,
       windowSize: deps.revertWindowSize,
       stopRequested: interrupted,
     });
@@ -440,7 +443,7 @@ async function endFailedAttempt(
     // hitting it (only the run's own, when it is the run's spent daily share or its destination).
     await parkSiblings(db, run, retryAt, err instanceof RateLimitedError ? err.scope : "account");
     // Said once for the run, not once per row or per parked attempt: the same words every time.
-    if (err instanceof DestinationSchemaError)
+    if (err instanceof DestinationSchemaError || err instanceof DestinationStallError)
       await appendNoteOnce(db, run.id, task.id, {
         level: "warn",
         kind: task.kind,

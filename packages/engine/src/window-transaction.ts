@@ -1,5 +1,10 @@
 import { type Db, executePrepared, pgErrorCode, type Tx } from "@drover/db";
-import { TransientError } from "@drover/provider-sdk";
+import {
+  type DestinationStall,
+  DestinationStallError,
+  destinationTimeout,
+  TransientError,
+} from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 
 /**
@@ -30,11 +35,25 @@ const END_BACKEND_WAIT_MS = 5_000;
  */
 export const WINDOW_IDLE_MS = 10_000;
 
-/** A window's transaction missed its deadline: it was abandoned (and its backend ended), the task retries. */
+/**
+ * How long a run waits after the destination refused or held a window (a schema that no longer takes
+ * its rows, a lock another session keeps) before trying one again: long enough that a product's
+ * migration has time to finish, short enough that a fixed schema costs the run little (an operator's
+ * resume brings it forward).
+ */
+export const DESTINATION_PROBE_MS = 30_000;
+
+/**
+ * A window's transaction missed its deadline: it was abandoned (and its backend ended), the task
+ * retries. `stall` says what the server saw the window wait for when the deadline fired, when that
+ * was another session's lock: the destination's doing, not the client's (see destinationWindow).
+ */
 export class WindowDeadlineError extends TransientError {
-  constructor(deadlineMs: number, options?: { cause?: unknown }) {
+  constructor(deadlineMs: number, options?: { cause?: unknown; stall?: DestinationStall | undefined }) {
     super(`a window's transaction did not settle within ${deadlineMs} ms`, options);
+    this.stall = options?.stall;
   }
+  readonly stall: DestinationStall | undefined;
 }
 
 /** The server-side limits set below; when one fires past the deadline it is the deadline's backstop. */
@@ -115,8 +134,85 @@ export async function windowTransaction<R>(
   // Whatever the abandoned transaction ends with is nobody's answer any more.
   work.catch(() => {});
   // Hung before its first answer, the transaction has no backend to end; the timer still freed the task.
+  const stall = backend ? await lockWaitOf(db, backend, deadlineMs).catch(() => undefined) : undefined;
   if (backend) await endBackend(db, backend).catch(() => {});
-  throw new WindowDeadlineError(deadlineMs);
+  throw new WindowDeadlineError(deadlineMs, { stall });
+}
+
+/**
+ * A window that writes the destination, under the window's deadline: a wait the destination imposed
+ * (another session's lock past the deadline, the server's own lock or statement timeout) becomes a
+ * DestinationStallError, which parks the run until `probeMs` from now instead of spending the task's
+ * attempts on a lock that a product's migration may hold for minutes. A deadline the client missed
+ * by itself (a driver that lost the answer, a backend idle or gone) stays a transient retry.
+ */
+export async function destinationWindow<R>(
+  db: Db,
+  limits: { deadlineMs: number; probeMs?: number | undefined },
+  fn: (tx: Tx) => Promise<R>,
+): Promise<R> {
+  try {
+    return await windowTransaction(db, limits.deadlineMs, fn);
+  } catch (err) {
+    const stall = err instanceof WindowDeadlineError ? err.stall : destinationTimeout(err);
+    if (!stall) throw err;
+    const retryAt = new Date(Date.now() + (limits.probeMs ?? DESTINATION_PROBE_MS));
+    throw new DestinationStallError(stall, retryAt, { cause: err });
+  }
+}
+
+/** Longest a blocker's statement is quoted in a stall's words. */
+const BLOCKER_QUERY_CHARS = 120;
+
+/**
+ * What the expired transaction's backend waits for, read before it is ended: a lock it has not been
+ * granted, on which table (a row lock's wait is on the holder's transaction; the table is the one
+ * of the tuple lock it already holds), and who holds it. Undefined when it waits for no lock (busy,
+ * or idle while its client lost the answer: not the destination's doing). Bounded like the
+ * terminate, since the pool may have nothing to give.
+ */
+async function lockWaitOf(
+  db: Db,
+  backend: { pid: number; xactStart: string },
+  deadlineMs: number,
+): Promise<DestinationStall | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, END_BACKEND_WAIT_MS, undefined);
+  });
+  try {
+    const rows = await Promise.race([
+      db.execute<{
+        mode: string;
+        table: string | null;
+        blocker_pid: number | null;
+        blocker_query: string | null;
+      }>(sql`
+        select w.mode,
+               coalesce(w.relation, t.relation)::regclass::text as table,
+               b.pid as blocker_pid, left(b.query, ${BLOCKER_QUERY_CHARS}) as blocker_query
+          from pg_stat_activity a
+          join lateral (select mode, relation from pg_locks
+                         where pid = a.pid and not granted limit 1) w on true
+          left join lateral (select relation from pg_locks
+                              where pid = a.pid and locktype = 'tuple' limit 1) t on true
+          left join lateral (select pid, query from pg_stat_activity
+                              where pid = any(pg_blocking_pids(a.pid)) order by pid limit 1) b on true
+         where a.pid = ${backend.pid} and a.xact_start = ${backend.xactStart}::timestamptz`),
+      gaveUp,
+    ]);
+    const w = rows?.[0];
+    if (!w) return undefined;
+    const holder = w.blocker_pid
+      ? ` held by pid ${w.blocker_pid}${w.blocker_query ? ` (${w.blocker_query.replace(/\s+/g, " ").trim()})` : ""}`
+      : "";
+    return {
+      table: w.table ?? undefined,
+      message: `waited ${deadlineMs} ms for a ${w.mode}${holder}`,
+    };
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function endBackend(db: Db, backend: { pid: number; xactStart: string }): Promise<void> {

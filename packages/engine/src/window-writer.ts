@@ -32,7 +32,12 @@ import { checkpointPastHeldRows, checkpointWithoutWrites } from "./held-page.js"
 import { traceWindow } from "./instrumentation.js";
 import { appendNotes, type NoteInput, settleNotes } from "./notes.js";
 import { type Checkpoint, LostClaimError, writeCheckpoint } from "./task-transitions.js";
-import { statementWithin, WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
+import {
+  DESTINATION_PROBE_MS,
+  destinationWindow,
+  statementWithin,
+  WINDOW_DEADLINE_MS,
+} from "./window-transaction.js";
 
 /**
  * 25 rows per transaction on the per-row path. Each row gets a savepoint, and Postgres caches only
@@ -48,13 +53,6 @@ export const WINDOW_SIZE = 25;
 export const BATCH_WINDOW_SIZE = 500;
 /** Postgres's per-backend subtransaction cache (PGPROC_MAX_CACHED_SUBXIDS). Never go past it. */
 export const MAX_SAVEPOINTS_PER_TRANSACTION = 64;
-
-/**
- * How long a run waits after the destination's schema refused a window before trying one again:
- * long enough that a product's migration has time to finish, short enough that a fixed schema
- * costs the run little (an operator's resume brings it forward).
- */
-export const DESTINATION_PROBE_MS = 30_000;
 
 /** Thrown inside a row's savepoint to undo our own write when the ledger slot is already taken. */
 class AlreadyHere extends Error {}
@@ -178,7 +176,11 @@ function statement<R>(deps: WindowWriterDeps, run: Promise<R>): Promise<R> {
 
 /** Every transaction of a window goes through here, so none of them can hang the task (window-transaction.ts). */
 function transaction<R>(deps: WindowWriterDeps, fn: (tx: Tx) => Promise<R>): Promise<R> {
-  return windowTransaction(deps.db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, fn);
+  return destinationWindow(
+    deps.db,
+    { deadlineMs: deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, probeMs: deps.destinationProbeMs },
+    fn,
+  );
 }
 
 function perRowWindowSize(deps: WindowWriterDeps): number {

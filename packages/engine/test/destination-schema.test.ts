@@ -1,3 +1,4 @@
+import { type Database, openDatabase } from "@drover/db";
 import type { Provider, RowWriter, SourceRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,15 +12,19 @@ import { type Harness, insertRun, insertTask, openHarness } from "./helpers.js";
  * takes rows again.
  */
 let h: Harness;
+/** The product's own session: its migration holds the locks a window waits on. */
+let product: Database;
 beforeAll(async () => {
   h = await openHarness();
+  product = openDatabase(h.testDb.url, { max: 1 });
   await h.db.execute(sql`create schema product`);
   await h.db.execute(
     sql`create table product.things (tenant_id text not null, id bigserial primary key, name text)`,
   );
 });
 afterAll(async () => {
-  await h.close();
+  await product?.close();
+  await h?.close();
 });
 
 type Thing = { name: string | null };
@@ -159,6 +164,103 @@ describe("the destination's schema changes under a run", () => {
       }
       await h.db.execute(sql`update drover.tasks set available_at = now() where id = ${task.id}`);
       expect(await attempt(d, task.id)).toMatchObject({ status: "succeeded" });
+      expect((await notesOf(run.id)).map((n) => n.level)).toEqual(["warn"]);
+    }
+  });
+});
+
+/** Holds `statement`'s locks in the product's session, as a migration mid-flight does, until released. */
+async function holdInProductSession(statement: string) {
+  let held!: () => void;
+  const holding = new Promise<void>((resolve) => {
+    held = resolve;
+  });
+  let letGo!: () => void;
+  const released = new Promise<void>((resolve) => {
+    letGo = resolve;
+  });
+  const migration = product.sql.begin(async (tx) => {
+    await tx.unsafe(statement);
+    held();
+    await released;
+  });
+  await holding;
+  return async () => {
+    letGo();
+    await migration;
+  };
+}
+
+describe("a destination that holds a window past its limit", () => {
+  const DEADLINE_MS = 800;
+
+  it("a product's migration locking the table past the window's deadline parks the run, naming the table and the lock's holder, and the run goes on once the lock is gone", async () => {
+    const run = await insertRun(h.db);
+    const task = await insertTask(h.db, run.id);
+    const sibling = await insertTask(h.db, run.id);
+    const d = { ...deps(providerWriting(() => rows("lk", 30))), windowDeadlineMs: DEADLINE_MS };
+    const release = await holdInProductSession("lock table product.things in access exclusive mode");
+    try {
+      for (let i = 0; i < 2; i++) {
+        const outcome = await attempt(d, task.id);
+        expect(outcome.status).toBe("parked");
+        await h.db.execute(sql`update drover.tasks set available_at = now() where id = ${task.id}`);
+      }
+      const [t, s] = [await taskState(task.id), await taskState(sibling.id)];
+      expect(t.last_error).toMatch(
+        /table product\.things: waited 800 ms for a RowExclusiveLock held by pid \d+ \(lock table product\.things/,
+      );
+      // Waiting on the product spends none of the task's attempts, and its siblings wait with it.
+      expect(t.attempts).toBe(0);
+      expect({ status: s.status, attempts: s.attempts, parked: s.parked }).toEqual({
+        status: "pending",
+        attempts: 0,
+        parked: true,
+      });
+      const notes = await notesOf(run.id);
+      expect(notes).toHaveLength(1);
+      expect(notes[0]).toMatchObject({ level: "warn", subject_id: null });
+    } finally {
+      await release();
+    }
+    expect(await attempt(d, task.id)).toMatchObject({ status: "succeeded", summary: { created: 30 } });
+    const [written] = await h.db.execute<{ n: number; ids: number }>(sql`
+      select count(*)::int as n, count(distinct source_id)::int as ids from drover.ledger where run_id = ${run.id}::uuid`);
+    expect(written).toEqual({ n: 30, ids: 30 });
+  });
+
+  it("the server's own lock timeout or statement timeout on a window parks the run with its SQLSTATE", async () => {
+    for (const [limit, sqlstate] of [
+      ["lock_timeout", "55P03"],
+      ["statement_timeout", "57014"],
+    ] as const) {
+      const run = await insertRun(h.db);
+      const task = await insertTask(h.db, run.id);
+      // The product's operators set the limit on the destination (a role's or database's setting);
+      // the window's session inherits it. Set here inside the window, where this test can scope it.
+      const limited: RowWriter<Thing> = async (tx, row, sourceId, slot) => {
+        await tx.execute(sql`select set_config(${limit}, '150ms', true)`);
+        return thingWriter(tx, row, sourceId, slot);
+      };
+      const p: Provider = {
+        ...providerWriting(() => []),
+        async runTask(ctx) {
+          await ctx.writeRows(rows(`to${sqlstate}`, 3), limited);
+          return {};
+        },
+      };
+      const release = await holdInProductSession("lock table product.things in access exclusive mode");
+      try {
+        const outcome = await attempt(deps(p), task.id);
+        expect(outcome.status).toBe("parked");
+        const t = await taskState(task.id);
+        expect(t.last_error).toMatch(new RegExp(`held a window past its limit .*SQLSTATE ${sqlstate}`));
+        expect(t.attempts).toBe(0);
+      } finally {
+        await release();
+      }
+      await h.db.execute(sql`update drover.tasks set available_at = now() where id = ${task.id}`);
+      expect(await attempt(deps(p), task.id)).toMatchObject({ status: "succeeded" });
       expect((await notesOf(run.id)).map((n) => n.level)).toEqual(["warn"]);
     }
   });

@@ -71,6 +71,56 @@ export class DestinationSchemaError extends RateLimitedError {
   }
 }
 
+/**
+ * The destination kept a window waiting past a limit: another session holds a lock the window needs
+ * (a product's migration rewriting its table, a long report holding rows), or the server cut the
+ * statement at a statement or lock timeout its operators set. Retrying at once would queue behind
+ * the same lock, and spending attempts on it fails a days-long run for a deploy of the product; so it
+ * parks like a schema fault (the run's own wall, said once, probed again after the probe interval).
+ */
+export class DestinationStallError extends RateLimitedError {
+  constructor(
+    readonly stall: DestinationStall,
+    retryAt: Date,
+    options?: { cause?: unknown },
+  ) {
+    super(describeStall(stall), retryAt, { ...options, scope: "run" });
+  }
+}
+
+export interface DestinationStall {
+  /** The server's, when it cut the statement itself (55P03, 57014); none when the window's own deadline fired. */
+  sqlstate?: string | undefined;
+  table?: string | undefined;
+  /** What the window waited for, in a few words: "a RowExclusiveLock lock held by pid 42 (ALTER TABLE …)". */
+  message: string;
+}
+
+/** One line naming the table, what held the window and the SQLSTATE, and what happens next. */
+export function describeStall(s: DestinationStall): string {
+  const where = s.table ? `table ${s.table}: ` : "";
+  const state = s.sqlstate ? `, SQLSTATE ${s.sqlstate}` : "";
+  return `the destination held a window past its limit (${where}${s.message}${state}); no row is failed for it: the run waits and tries again until a window commits`;
+}
+
+/**
+ * A window's failure that is the server's own limit on a wait, or undefined: a lock timeout
+ * (55P03), or a statement timeout (57014 with the server's "statement timeout" words; the same code
+ * from an operator's pg_cancel_backend says "user request" and stays a transient retry).
+ */
+export function destinationTimeout(err: unknown): DestinationStall | undefined {
+  const code = pgErrorCode(err);
+  if (code !== "55P03" && code !== "57014") return undefined;
+  const pg = pgFields(err);
+  if (code === "57014" && !/statement timeout/i.test(pg.message)) return undefined;
+  return { sqlstate: code, table: pg.table ?? relationIn(pg.where), message: pg.message };
+}
+
+/** The relation a lock wait's context names ("while updating tuple (0,1) in relation \"companies\""). */
+function relationIn(where: string | undefined): string | undefined {
+  return where?.match(/in relation "([^"]+)"/)?.[1];
+}
+
 export interface DestinationSchemaFault {
   sqlstate: string;
   /** As the server names it (schema-qualified when it says the schema); undefined when it does not say. */
@@ -119,6 +169,7 @@ function pgFields(err: unknown): {
   column?: string;
   message: string;
   query?: string;
+  where?: string;
 } {
   let current: unknown = err;
   for (let depth = 0; depth < 8 && current && typeof current === "object"; depth++) {
@@ -129,6 +180,7 @@ function pgFields(err: unknown): {
       table_name?: unknown;
       column_name?: unknown;
       query?: unknown;
+      where?: unknown;
     };
     if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) {
       const table =
@@ -142,6 +194,7 @@ function pgFields(err: unknown): {
         ...(typeof e.column_name === "string" ? { column: e.column_name } : {}),
         message: typeof e.message === "string" ? e.message : String(e.code),
         ...(typeof e.query === "string" ? { query: e.query } : {}),
+        ...(typeof e.where === "string" ? { where: e.where } : {}),
       };
     }
     current = (current as { cause?: unknown }).cause;
@@ -221,7 +274,7 @@ export function classifyError(err: unknown): ErrorClass {
 /** A short, human reason for notes and task errors; never a stack. */
 export function describeError(err: unknown): string {
   // Its own words already name the table, the column and the SQLSTATE, and say what happens next.
-  if (err instanceof DestinationSchemaError) return err.message;
+  if (err instanceof DestinationSchemaError || err instanceof DestinationStallError) return err.message;
   const code = pgErrorCode(err);
   let current: unknown = err;
   // Prefer the driver's message over drizzle's "Failed query: <sql>" wrapper.

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   classifyError,
   describeError,
+  destinationTimeout,
   PermanentError,
   RateLimitedError,
   RowError,
@@ -67,5 +68,22 @@ describe("error taxonomy", () => {
       'null value in column "name" (SQLSTATE 23502)',
     );
     expect(describeError(new Error("x".repeat(600)))).toHaveLength(500);
+  });
+
+  it("reads the server's lock and statement timeouts as the destination's stall, with the table its context names, and an operator's cancel as neither", () => {
+    const lockWait = pgError("55P03", "canceling statement due to lock timeout");
+    Object.assign(lockWait.cause as object, { where: 'while updating tuple (0,1) in relation "companies"' });
+    expect(destinationTimeout(lockWait)).toEqual({
+      sqlstate: "55P03",
+      table: "companies",
+      message: "canceling statement due to lock timeout",
+    });
+    expect(
+      destinationTimeout(pgError("57014", "canceling statement due to statement timeout")),
+    ).toMatchObject({
+      sqlstate: "57014",
+    });
+    expect(destinationTimeout(pgError("57014", "canceling statement due to user request"))).toBeUndefined();
+    expect(destinationTimeout(pgError("40P01"))).toBeUndefined();
   });
 });
