@@ -9,11 +9,24 @@ import {
   REPO_ROOT,
   type ServiceProcess,
 } from "@drover/local-cluster";
-import { createClient, type Run, RunService, RunStatus, type Verification } from "@drover/proto";
+import {
+  createClient,
+  type Run,
+  RunService,
+  RunStatus,
+  timestampDate,
+  type Verification,
+} from "@drover/proto";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { sql } from "drizzle-orm";
 import { type Harness, openClusterHarness } from "../support/cluster-harness.js";
+import {
+  CHANGED_COLUMN,
+  midRunChangeProblems,
+  sourceDeletionProblems,
+  withoutUnseenDeletions,
+} from "../support/mid-run-changes.js";
 import { type NatsCluster, natsServerList, startNatsCluster } from "../support/nats-cluster.js";
 import { type PrivateNats, startPrivateNats } from "./private-nats.js";
 import { startPrivatePostgres } from "./private-postgres.js";
@@ -111,6 +124,13 @@ export interface ChaosOptions {
    * `restart-postgres` restarts (other test files use the shared one meanwhile).
    */
   postgres?: "shared" | "private";
+  /**
+   * A run that follows its source: the sandbox applies one round of the customer's edits, additions
+   * and deletions (its `change-*` flags) at `changeAt` of the run's progress, drawn from the seed,
+   * with faults still coming; once every fault is in and a pass begun after the round has finished,
+   * the run is completed (CompleteRun) and checked against the source as it is then.
+   */
+  follow?: { intervalSeconds: number; changeAt: [number, number] };
 }
 
 export interface InjectedFault {
@@ -264,6 +284,16 @@ export function plan(options: ChaosOptions, random: () => number): PlannedFault[
   return out.sort((a, b) => a.at - b.at);
 }
 
+/** What the sandbox says of one kind (`GET /__sandbox/truth`), its change round's share included. */
+interface SandboxKindTruth {
+  ids: string[];
+  malformed: string[];
+  orphans: string[];
+  edited: string[];
+  added: string[];
+  deleted: string[];
+}
+
 const TENANT = "chaos";
 const ACCOUNT = "sandbox";
 
@@ -273,6 +303,10 @@ export async function runChaos(
 ): Promise<ChaosReport> {
   const random = rng(options.seed);
   const planned = plan(options, random);
+  // Drawn after the plan, so a seed's faults are the same whether its run follows or not.
+  const changeAt = options.follow
+    ? options.follow.changeAt[0] + random() * (options.follow.changeAt[1] - options.follow.changeAt[0])
+    : undefined;
   // One folder per run, even for a replayed seed: two runs' logs never interleave in one file.
   const runStamp = new Date().toISOString().replace(/[:.]/g, "-");
   const logDir = join(
@@ -357,6 +391,7 @@ export async function runChaos(
         apiToken: `chaos-${options.seed}`,
         settings: options.settings,
       },
+      ...(options.follow ? { follow: true, followIntervalSeconds: options.follow.intervalSeconds } : {}),
     });
     const runId = run!.id;
     runStarted = Date.now();
@@ -565,6 +600,8 @@ export async function runChaos(
     };
 
     let nemesisDone = false;
+    /** Every planned fault had its turn (injected, or skipped with a line in the log). */
+    let nemesisFinished = false;
     const nemesis = (async () => {
       for (const fault of planned) {
         while (!nemesisDone && progress < fault.at) await sleep(100);
@@ -576,7 +613,45 @@ export async function runChaos(
           log(`  nemesis: ${fault.kind} failed: ${(err as Error).message}`);
         }
       }
+      nemesisFinished = true;
     })();
+
+    // A follow run: the customer's round of changes, made while the faults come.
+    let changedAt: Date | undefined;
+    let completed = false;
+    const changes = (async () => {
+      if (changeAt === undefined) return;
+      while (!nemesisDone && progress < changeAt) await sleep(100);
+      if (nemesisDone) return;
+      const res = await fetch(`${harness.cluster.sandboxUrl}/__sandbox/changes`, { method: "POST" });
+      const body = (await res.json()) as { applied: boolean; at: string };
+      if (!body.applied) throw new Error("the sandbox applied no round of changes");
+      changedAt = new Date(body.at);
+      log(
+        `  +${((Date.now() - runStarted) / 1000).toFixed(1)}s at ${(progress * 100).toFixed(1)}% changes applied at the source`,
+      );
+    })().catch((err: Error) => log(`  changes failed: ${err.message}`));
+    /**
+     * Cutover, once the faults are all in and a pass begun after the round has finished (it has seen
+     * every change): CompleteRun through whichever coordinator answers.
+     */
+    const completeWhenCaughtUp = async (r: Run): Promise<void> => {
+      if (!options.follow || completed || !nemesisFinished || !changedAt) return;
+      const caughtUp = r.follow?.passes.some(
+        (p) => p.finishedAt && p.startsAt && timestampDate(p.startsAt).getTime() > changedAt!.getTime(),
+      );
+      if (!caughtUp) return;
+      for (const reader of readers) {
+        const ok = await reader
+          .completeRun({ runId }, { deadline: new Date(Date.now() + 3_000) })
+          .then(() => true)
+          .catch(() => false);
+        if (!ok) continue;
+        completed = true;
+        log(`  +${((Date.now() - runStarted) / 1000).toFixed(1)}s CompleteRun: cutover`);
+        return;
+      }
+    };
 
     let lastSeen: Run | undefined;
     const problems: string[] = [];
@@ -586,6 +661,7 @@ export async function runChaos(
         if (r) {
           lastSeen = r;
           observe(r);
+          await completeWhenCaughtUp(r);
         }
         if (r && TERMINAL.includes(r.status)) return r;
         if (Date.now() - lastMoveAt > options.stallTimeoutMs)
@@ -601,6 +677,7 @@ export async function runChaos(
     } finally {
       nemesisDone = true;
       await nemesis;
+      await changes;
       await Promise.all(recoveries);
       for (const reader of readers) reader.close();
       for (const w of paused) w.signal("SIGCONT");
@@ -615,12 +692,11 @@ export async function runChaos(
     );
 
     // The checker: the ledger and notes against the sandbox's truth, then VerifyRun.
-    const truth = await harness.truth();
-    const accounts = await accountFor(
-      db,
-      { tenantId: TENANT, source: "crm", sourceAccount: ACCOUNT, since },
-      truth.kinds,
-    );
+    const truth = (await harness.truth()) as unknown as { kinds: Record<string, SandboxKindTruth> };
+    const scope = { tenantId: TENANT, sourceAccount: ACCOUNT };
+    // A follow run owes the source as it is after the round: less what was deleted before it was read.
+    const owed = options.follow ? await withoutUnseenDeletions(db, scope, truth.kinds) : truth.kinds;
+    const accounts = await accountFor(db, { ...scope, source: "crm", since }, owed);
     const runEnded = TERMINAL.includes(finished.status);
     problems.push(...accountingProblems(accounts, { runEnded }));
     const malformedReasons: Record<string, number> = {};
@@ -641,9 +717,18 @@ export async function runChaos(
       if (missing.length > 0)
         problems.push(`${kind}: ${missing.length} malformed row(s) without a reason: ${missing.join(", ")}`);
     }
-    const rewritten = finished.progress.reduce((n, p) => n + Number(p.alreadyHere), 0);
+    // A follow pass's update of a held row counts as "already here": for a follow run, writes twice
+    // over show in the ledger and the product (duplicated) instead.
+    const rewritten = options.follow ? 0 : finished.progress.reduce((n, p) => n + Number(p.alreadyHere), 0);
     if (rewritten > 0)
       problems.push(`${rewritten} row(s) were written again after a commit (already here within the run)`);
+    if (options.follow) {
+      if (!changedAt) problems.push("the round of changes was never applied at the source");
+      else if (!completed)
+        problems.push("the follow run was never completed (no pass caught up with the changes)");
+      problems.push(...(await midRunChangeProblems(db, scope, truth.kinds, Object.keys(CHANGED_COLUMN))));
+      problems.push(...(await sourceDeletionProblems(db, scope, truth.kinds)).problems);
+    }
     if (finished.status !== RunStatus.SUCCEEDED)
       problems.push(`the run ended ${RunStatus[finished.status]}: ${finished.error}`);
     if (!natsStoreKept) problems.push("the task stream did not survive the NATS restart");

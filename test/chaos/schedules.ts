@@ -56,12 +56,30 @@ export const SMALL: Omit<ChaosOptions, "seed"> = {
 };
 
 /**
+ * The small schedule for a run that follows its source: the customer edits, adds and deletes rows
+ * (three, two and two of each kind) at 35–65 % of the run's progress, while the faults keep coming;
+ * the run is completed once a pass has caught up, and must hold the source as it is then.
+ */
+export const SMALL_FOLLOW: Omit<ChaosOptions, "seed"> = {
+  ...SMALL,
+  variant: "small-follow",
+  sandbox: { ...SMALL.sandbox, "change-edits": 3, "change-adds": 2, "change-deletes": 2 },
+  follow: { intervalSeconds: 2, changeAt: [0.35, 0.65] },
+};
+
+/**
  * `pnpm test:chaos -- --soak <duration>`: the small schedule again and again, a fresh seed each
- * run, with a worker killed every 10–20 % of the run's progress on top of one fault of every other
- * kind (the database restarted among them), until the duration is spent.
+ * run, fresh runs and follow runs in turn, with a worker killed every 10–20 % of the run's progress
+ * on top of one fault of every other kind (the database restarted among them), until the duration
+ * is spent.
  */
 export const SOAK: Omit<ChaosOptions, "seed"> = {
   ...SMALL,
   variant: "soak",
   nemesis: { ...SMALL.nemesis, workerKills: { from: 0.2, every: [0.1, 0.2] } },
+};
+export const SOAK_FOLLOW: Omit<ChaosOptions, "seed"> = {
+  ...SMALL_FOLLOW,
+  variant: "soak-follow",
+  nemesis: SOAK.nemesis,
 };

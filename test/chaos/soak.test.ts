@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { type ChaosReport, EXACT, runChaos } from "./scenario.js";
-import { SOAK } from "./schedules.js";
+import { SOAK, SOAK_FOLLOW } from "./schedules.js";
 
 /** CHAOS_SOAK_MS, set by `pnpm test:chaos -- --soak 30m` (cli.mjs): how long to keep the faults coming. */
 const soakMs = Number(process.env.CHAOS_SOAK_MS ?? 0);
@@ -18,12 +18,15 @@ describe("chaos, soak", () => {
       // A run is started only while it can still finish inside the time (a small run takes ~1 min).
       while (Date.now() - started < soakMs) {
         const seed = Math.floor(Math.random() * 0xffffffff);
-        reports.push(await runChaos({ ...SOAK, seed }));
+        // Fresh runs and follow runs in turn: a follow run meets the faults while the source changes.
+        const schedule = reports.length % 2 === 0 ? SOAK : SOAK_FOLLOW;
+        reports.push(await runChaos({ ...schedule, seed }));
       }
       const sum = (f: (r: ChaosReport) => number) => reports.reduce((n, r) => n + f(r), 0);
       const figures = {
         minutes: Math.round((Date.now() - started) / 600) / 100,
         runs: reports.length,
+        followRuns: reports.filter((r) => r.options.follow).length,
         rows: sum((r) => r.sourceRows),
         faults: sum((r) => r.faults.length),
         faultsByKind: Object.fromEntries(

@@ -3,7 +3,7 @@ import { type Run, RunStatus, timestampDate } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, openClusterHarness, until, watchToEnd } from "../support/cluster-harness.js";
-import { CHANGED_COLUMN } from "../support/mid-run-changes.js";
+import { CHANGED_COLUMN, sourceDeletionProblems } from "../support/mid-run-changes.js";
 
 /**
  * A run that follows its source until cutover (issue 18 §4), with real processes: it imports, then
@@ -160,47 +160,15 @@ async function expectInStep(
       .filter((id) => !String(byId.get(id)!.label).endsWith(suffix));
     expect(stale, `${kind}: edited rows without the latest edit`).toEqual([]);
   }
-  const deals = await h.database.db.execute<{ source_id: string; status: string }>(sql`
-    select l.source_id, d.status from drover.ledger l join app.deals d on d.id = l.record_id
-     where l.tenant_id = ${tenantId} and l.kind = 'deals' and l.action = 'created'`);
-  const status = new Map(deals.map((d) => [d.source_id, d.status]));
-  const deleted = truth.kinds.deals!.deleted;
-  const notMarked = deleted.filter((id) => status.has(id) && status.get(id) !== "deleted");
-  expect(notMarked, "deals the source deleted, not marked deleted").toEqual([]);
-  const markedWrongly = [...status]
-    .filter(([id, s]) => s === "deleted" && !deleted.includes(id))
-    .map(([id]) => id);
-  expect(markedWrongly).toEqual([]);
-  // Deletions no list reports (every other kind): the held rows a pass confirmed gone by id are
-  // marked in the ledger, and so are their records when Drover created them; nothing else is.
-  let heldGone = 0;
-  for (const [kind, { table }] of Object.entries(CHANGED_COLUMN)) {
-    if (kind === "deals") continue;
-    const gone = new Set(truth.kinds[kind]!.deleted);
-    const rows = await h.database.db.execute<{
-      source_id: string;
-      action: string;
-      source_deleted: boolean;
-      record_deleted: boolean | null;
-    }>(sql`
-      select l.source_id, l.action, l.source_deleted_at is not null as source_deleted,
-             d.deleted_at is not null as record_deleted
-        from drover.ledger l left join ${sql.identifier("app")}.${sql.identifier(table)} d on d.id = l.record_id
-       where l.tenant_id = ${tenantId} and l.kind = ${kind} and l.action in ('created', 'matched')`);
-    const wrong = rows
-      .filter(
-        (r) =>
-          r.source_deleted !== gone.has(r.source_id) ||
-          (r.action === "created" && r.record_deleted !== gone.has(r.source_id)) ||
-          (r.action === "matched" && r.record_deleted === true),
-      )
-      .map(
-        (r) => `${r.source_id} (${r.action}, source deleted ${r.source_deleted}, record ${r.record_deleted})`,
-      );
-    expect(wrong, `${kind}: deletions at the source applied wrongly`).toEqual([]);
-    heldGone += rows.filter((r) => gone.has(r.source_id)).length;
-  }
-  return heldGone;
+  // Deals the source deleted are marked so on their records; held rows of other kinds the source
+  // deleted (no list reports them) are marked in the ledger once a pass confirmed them gone by id.
+  const deletions = await sourceDeletionProblems(
+    h.database.db,
+    { tenantId, sourceAccount: "sandbox" },
+    truth.kinds,
+  );
+  expect(deletions.problems).toEqual([]);
+  return deletions.heldGone;
 }
 
 async function runningFollowTasks(runId: string) {

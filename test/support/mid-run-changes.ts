@@ -56,3 +56,95 @@ export async function midRunChangeProblems(
   }
   return problems;
 }
+
+/** A kind's share of the sandbox's truth that its change rounds deleted. */
+export interface DeletionTruth {
+  ids: string[];
+  deleted: string[];
+}
+
+/**
+ * Deals stay listed once deleted (with their status); every other kind's list drops the row, so a
+ * row deleted before the run read it is one the run rightly never saw and owes no ledger row.
+ */
+const LISTED_WHEN_DELETED = new Set(["deals"]);
+
+/**
+ * The truth the ledger owes an account for: `truth` without the rows its rounds deleted before the
+ * run could see them (not listed any more, and not in the ledger).
+ */
+export async function withoutUnseenDeletions<T extends DeletionTruth>(
+  db: Db,
+  scope: { tenantId: string; sourceAccount: string },
+  truth: Readonly<Record<string, T>>,
+): Promise<Record<string, T>> {
+  const out: Record<string, T> = {};
+  for (const [kind, t] of Object.entries(truth)) {
+    if (LISTED_WHEN_DELETED.has(kind) || t.deleted.length === 0) {
+      out[kind] = t;
+      continue;
+    }
+    const held = await db.execute<{ source_id: string }>(sql`
+      select source_id from drover.ledger
+       where tenant_id = ${scope.tenantId} and source = 'crm' and source_account = ${scope.sourceAccount}
+         and kind = ${kind} and source_id = any(${sql.param(t.deleted)}::text[])`);
+    const seen = new Set(held.map((r) => r.source_id));
+    const unseen = new Set(t.deleted.filter((id) => !seen.has(id)));
+    out[kind] = { ...t, ids: t.ids.filter((id) => !unseen.has(id)) };
+  }
+  return out;
+}
+
+/**
+ * Deletions at the source, applied as the ledger's rules say: a deal the source deleted is marked
+ * deleted on its record (and no other deal is); a held row of another kind that the source deleted
+ * has its ledger row marked, and its record too when Drover created it (a matched record is not
+ * Drover's to mark); nothing else is marked. Returns one sentence per problem, and how many held
+ * rows the source deleted.
+ */
+export async function sourceDeletionProblems(
+  db: Db,
+  scope: { tenantId: string; sourceAccount: string },
+  truth: Readonly<Record<string, DeletionTruth>>,
+): Promise<{ problems: string[]; heldGone: number }> {
+  const problems: string[] = [];
+  const deals = await db.execute<{ source_id: string; status: string }>(sql`
+    select l.source_id, d.status from drover.ledger l join app.deals d on d.id = l.record_id
+     where l.tenant_id = ${scope.tenantId} and l.source = 'crm' and l.source_account = ${scope.sourceAccount}
+       and l.kind = 'deals' and l.action = 'created'`);
+  const deletedDeals = new Set(truth.deals?.deleted ?? []);
+  for (const d of deals) {
+    if (deletedDeals.has(d.source_id) && d.status !== "deleted")
+      problems.push(`deals ${d.source_id}: deleted at the source, not marked deleted`);
+    if (!deletedDeals.has(d.source_id) && d.status === "deleted")
+      problems.push(`deals ${d.source_id}: marked deleted, but the source still has it`);
+  }
+  let heldGone = 0;
+  for (const [kind, { table }] of Object.entries(CHANGED_COLUMN)) {
+    if (LISTED_WHEN_DELETED.has(kind) || !truth[kind]) continue;
+    const gone = new Set(truth[kind].deleted);
+    const rows = await db.execute<{
+      source_id: string;
+      action: string;
+      source_deleted: boolean;
+      record_deleted: boolean | null;
+    }>(sql`
+      select l.source_id, l.action, l.source_deleted_at is not null as source_deleted,
+             d.deleted_at is not null as record_deleted
+        from drover.ledger l left join ${sql.identifier("app")}.${sql.identifier(table)} d on d.id = l.record_id
+       where l.tenant_id = ${scope.tenantId} and l.source = 'crm' and l.source_account = ${scope.sourceAccount}
+         and l.kind = ${kind} and l.action in ('created', 'matched')`);
+    for (const r of rows) {
+      const wrong =
+        r.source_deleted !== gone.has(r.source_id) ||
+        (r.action === "created" && r.record_deleted !== gone.has(r.source_id)) ||
+        (r.action === "matched" && r.record_deleted === true);
+      if (wrong)
+        problems.push(
+          `${kind} ${r.source_id}: deletion at the source applied wrongly (${r.action}, source deleted ${r.source_deleted}, record deleted ${r.record_deleted})`,
+        );
+    }
+    heldGone += rows.filter((r) => gone.has(r.source_id)).length;
+  }
+  return { problems, heldGone };
+}
