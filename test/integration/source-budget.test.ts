@@ -1,5 +1,12 @@
 import { startSandbox } from "@drover/crm-sandbox";
-import { Code, createClient, isRpcError, WorkerService } from "@drover/proto";
+import {
+  BudgetExhausted_Scope,
+  Code,
+  createClient,
+  isRpcError,
+  timestampDate,
+  WorkerService,
+} from "@drover/proto";
 import { RateLimitedError, SourceClient } from "@drover/provider-sdk";
 import { nextMidnight, pipedriveAdapter } from "@drover/providers";
 import { type BudgetWall, parseBudgetWall, taskQueueNames } from "@drover/task-queue";
@@ -168,6 +175,10 @@ describe("the daily allowance's reset", () => {
       expect(firstProbe).toBeLessThanOrEqual(Math.min(nextMidnight(before, "UTC"), Date.now() + halfHour));
       expect((err as Error).message).toMatch(/daily allowance .* is used up/);
       expect(sandbox.stats().requests).toBe(1);
+      // On the wire a spent day is the lease's answer, not an error: its fields say until when and whose.
+      const lease = await rpc.leaseBudget({ ...account, want: 1, workerId: "raw", tokensPerSlot: 20 });
+      expect(lease).toMatchObject({ granted: 0, exhausted: { scope: BudgetExhausted_Scope.ACCOUNT } });
+      expect(timestampDate(lease.retryAt!).getTime()).toBe((err as RateLimitedError).retryAt.getTime());
     } finally {
       rpc.close();
       await sandbox.close();

@@ -1,5 +1,6 @@
 import { leaderAddress } from "@drover/db";
 import {
+  BudgetExhausted_Scope,
   type Client,
   Code,
   createClient,
@@ -71,21 +72,22 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
         req.runId,
         req.workerId,
       );
+      const applied = { reportApplied: report !== undefined };
+      // A spent day is an answer, not a failure: the lease says so in its own fields.
       if (result.kind === "exhausted") {
         const until = new Date(result.retryAt).toISOString();
-        throw new RpcError(
-          Code.RESOURCE_EXHAUSTED,
-          result.share
-            ? `run ${req.runId} has spent its daily share of ${source}:${account} until ${until}`
-            : `the daily allowance of ${source}:${account} is used up until ${until}`,
-          {
-            retry_at: until,
-            scope: result.share ? "run" : "account",
-            ...(report ? { report_applied: "true" } : {}),
+        return {
+          ...applied,
+          granted: 0,
+          retryAt: timestampFromDate(new Date(result.retryAt)),
+          exhausted: {
+            scope: result.share ? BudgetExhausted_Scope.RUN : BudgetExhausted_Scope.ACCOUNT,
+            reason: result.share
+              ? `run ${req.runId} has spent its daily share of ${source}:${account} until ${until}`
+              : `the daily allowance of ${source}:${account} is used up until ${until}`,
           },
-        );
+        };
       }
-      const applied = { reportApplied: report !== undefined };
       if (result.kind === "wait")
         return { granted: 0, retryAt: timestampFromDate(new Date(result.retryAt)), ...applied };
       return {

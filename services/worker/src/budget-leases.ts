@@ -1,4 +1,5 @@
 import {
+  BudgetExhausted_Scope,
   type BudgetReport,
   budgetReportRequest,
   type Client,
@@ -310,6 +311,15 @@ export class LeasedBudgetPacer implements BudgetPacer {
           void this.report();
         }
         carried = undefined;
+        if (res.exhausted) {
+          const at = res.retryAt ? timestampDate(res.retryAt).getTime() : this.knownWall();
+          // Every task of this process on the account waits for it too, without asking again; a
+          // run's spent share walls only that run's pacer.
+          const scope = res.exhausted.scope === BudgetExhausted_Scope.RUN ? "run" : "account";
+          if (scope === "account") this.onAccountWall(at);
+          else this.wall(at);
+          throw new RateLimitedError(res.exhausted.reason, new Date(at), { scope });
+        }
         if (res.granted > 0 && res.firstSlotAt) {
           // Without it every slot would count as late and be swapped for another, for ever.
           if (!(res.graceMs > 0))
@@ -331,17 +341,14 @@ export class LeasedBudgetPacer implements BudgetPacer {
         await sleep(Math.max(0, retryAt - Date.now()), signal);
       } catch (err) {
         // Readings the coordinator did not apply go out again with the next lease or report.
-        if (carried && !(isRpcError(err) && err.details.report_applied === "true"))
-          this.restorePending(carried);
+        if (carried) this.restorePending(carried);
         if (err instanceof RateLimitedError || err instanceof TransientError) throw err;
         if (isRpcError(err, Code.RESOURCE_EXHAUSTED)) {
-          const at = Date.parse(err.details.retry_at ?? "") || this.knownWall();
-          // Every task of this process on the account waits for it too, without asking again; a
-          // run's spent share walls only that run's pacer.
-          const scope = err.details.scope === "run" ? "run" : "account";
-          if (scope === "account") this.onAccountWall(at);
-          else this.wall(at);
-          throw new RateLimitedError(err.message, new Date(at), { scope });
+          // A coordinator older than the `exhausted` field refused the lease instead: the account is
+          // walled until what this worker already knows, its first probe at the latest.
+          const at = this.knownWall();
+          this.onAccountWall(at);
+          throw new RateLimitedError(err.message, new Date(at));
         }
         if (signal?.aborted) throw err;
         // The coordinator is restarting or failing over: wait a little, then give the task back.

@@ -1,6 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
+  BudgetExhausted_Scope,
   type Client,
   Code,
   create,
@@ -192,7 +193,37 @@ describe("a spent day", () => {
     expect(reports[0]!.dailyResetGuessed).toBeFalsy();
   });
 
-  it("that the coordinator refuses without a time parks until the reset this process knows, not a flat minute", async () => {
+  it("that the coordinator answers exhausted parks the task until the lease's time, walling the account or only the run as the lease says", async () => {
+    const until = new Date(Date.now() + 3 * 3_600_000);
+    const exhausted = (scope: BudgetExhausted_Scope): Leases => ({
+      ...coordinator(40),
+      leaseBudget: async () =>
+        ({
+          granted: 0,
+          retryAt: timestampFromDate(until),
+          reportApplied: true,
+          exhausted: { scope, reason: "the daily allowance of crm:acct is used up" },
+        }) as never,
+    });
+    const walled: number[] = [];
+    const accountWide = new LeasedBudgetPacer(exhausted(BudgetExhausted_Scope.ACCOUNT), account, "r1", (at) =>
+      walled.push(at),
+    );
+    const err = await accountWide.acquire(20).catch((e) => e);
+    expect(err).toBeInstanceOf(RateLimitedError);
+    expect(err).toMatchObject({ message: "the daily allowance of crm:acct is used up", scope: "account" });
+    expect((err as RateLimitedError).retryAt.getTime()).toBe(until.getTime());
+    expect(walled).toEqual([until.getTime()]);
+
+    const share = new LeasedBudgetPacer(exhausted(BudgetExhausted_Scope.RUN), account, "r2", (at) =>
+      walled.push(at),
+    );
+    expect(await share.acquire(20).catch((e) => e)).toMatchObject({ scope: "run" });
+    // A run's spent share is its own wall: the other runs' pacers on the account are not told.
+    expect(walled).toHaveLength(1);
+  });
+
+  it("that a coordinator older than the exhausted field refuses parks until the reset this process knows, not a flat minute", async () => {
     const pacer = new LeasedBudgetPacer(
       {
         ...coordinator(40),

@@ -2,8 +2,8 @@
 // @generated from file drover/v1/worker_service.proto (package drover.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/worker_service.proto.
  */
 export const file_drover_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5kcm92ZXIvdjEvd29ya2VyX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSLPAQoSTGVhc2VCdWRnZXRSZXF1ZXN0Eg4KBnNvdXJjZRgBIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgCIAEoCRIMCgR3YW50GAMgASgFEhEKCXdvcmtlcl9pZBgEIAEoCRIXCg90b2tlbnNfcGVyX3Nsb3QYBSABKAUSFwoPYnVyc3Rfd2luZG93X21zGAYgASgFEg4KBnJ1bl9pZBgHIAEoCRIuCgZyZXBvcnQYCCABKAsyHi5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVxdWVzdCLGAQoTTGVhc2VCdWRnZXRSZXNwb25zZRIPCgdncmFudGVkGAEgASgFEiwKCHJldHJ5X2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1maXJzdF9zbG90X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpbnRlcnZhbF9tcxgEIAEoARIQCghncmFjZV9tcxgFIAEoARIWCg5yZXBvcnRfYXBwbGllZBgGIAEoCCLFBQoTUmVwb3J0QnVkZ2V0UmVxdWVzdBIOCgZzb3VyY2UYASABKAkSFgoOc291cmNlX2FjY291bnQYAiABKAkSEQoJd29ya2VyX2lkGAMgASgJEhsKDmJ1cnN0X2NhcGFjaXR5GAQgASgFSACIAQESFwoKYnVyc3RfdXNlZBgFIAEoBUgBiAEBEjcKDmJ1cnN0X3Jlc2V0X2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBEhwKD2RhaWx5X3JlbWFpbmluZxgHIAEoA0gDiAEBEjcKDmRhaWx5X3Jlc2V0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEg0KBXNwZW50GAkgASgDEjYKDWJsb2NrZWRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESGwoTZGFpbHlfcmVzZXRfZ3Vlc3NlZBgLIAEoCBIYCgtkYWlseV9saW1pdBgMIAEoA0gGiAEBEg4KBnVudXNlZBgNIAEoAxIOCgZydW5faWQYDiABKAkSNAoLdW51c2VkX2Zyb20YDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAeIAQESGQoRZGFpbHlfcmVzZXRfcnVsZWQYECABKAgSHAoPZGFpbHlfcGVyaW9kX21zGBEgASgDSAiIAQFCEQoPX2J1cnN0X2NhcGFjaXR5Qg0KC19idXJzdF91c2VkQhEKD19idXJzdF9yZXNldF9hdEISChBfZGFpbHlfcmVtYWluaW5nQhEKD19kYWlseV9yZXNldF9hdEIQCg5fYmxvY2tlZF91bnRpbEIOCgxfZGFpbHlfbGltaXRCDgoMX3VudXNlZF9mcm9tQhIKEF9kYWlseV9wZXJpb2RfbXMiFgoUUmVwb3J0QnVkZ2V0UmVzcG9uc2UiVgoTVGFza0ZpbmlzaGVkUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBXBoYXNlGAQgASgFIhYKFFRhc2tGaW5pc2hlZFJlc3BvbnNlIicKEkdldFNldHRpbmdzUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkifwoTR2V0U2V0dGluZ3NSZXNwb25zZRISCgpsYW5lX3dpZHRoGAEgASgFEhQKDG1heF9hdHRlbXB0cxgCIAEoBRIUCgxxdWV1ZV9wcmVmaXgYAyABKAkSEQoJbm90ZXNfY2FwGAQgASgFEhUKDXN0YWxlX3Rhc2tfbXMYBSABKAUyzQIKDVdvcmtlclNlcnZpY2USTAoLTGVhc2VCdWRnZXQSHS5kcm92ZXIudjEuTGVhc2VCdWRnZXRSZXF1ZXN0Gh4uZHJvdmVyLnYxLkxlYXNlQnVkZ2V0UmVzcG9uc2USTwoMUmVwb3J0QnVkZ2V0Eh4uZHJvdmVyLnYxLlJlcG9ydEJ1ZGdldFJlcXVlc3QaHy5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVzcG9uc2USTwoMVGFza0ZpbmlzaGVkEh4uZHJvdmVyLnYxLlRhc2tGaW5pc2hlZFJlcXVlc3QaHy5kcm92ZXIudjEuVGFza0ZpbmlzaGVkUmVzcG9uc2USTAoLR2V0U2V0dGluZ3MSHS5kcm92ZXIudjEuR2V0U2V0dGluZ3NSZXF1ZXN0Gh4uZHJvdmVyLnYxLkdldFNldHRpbmdzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("Ch5kcm92ZXIvdjEvd29ya2VyX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSLPAQoSTGVhc2VCdWRnZXRSZXF1ZXN0Eg4KBnNvdXJjZRgBIAEoCRIWCg5zb3VyY2VfYWNjb3VudBgCIAEoCRIMCgR3YW50GAMgASgFEhEKCXdvcmtlcl9pZBgEIAEoCRIXCg90b2tlbnNfcGVyX3Nsb3QYBSABKAUSFwoPYnVyc3Rfd2luZG93X21zGAYgASgFEg4KBnJ1bl9pZBgHIAEoCRIuCgZyZXBvcnQYCCABKAsyHi5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVxdWVzdCL1AQoTTGVhc2VCdWRnZXRSZXNwb25zZRIPCgdncmFudGVkGAEgASgFEiwKCHJldHJ5X2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1maXJzdF9zbG90X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpbnRlcnZhbF9tcxgEIAEoARIQCghncmFjZV9tcxgFIAEoARIWCg5yZXBvcnRfYXBwbGllZBgGIAEoCBItCglleGhhdXN0ZWQYByABKAsyGi5kcm92ZXIudjEuQnVkZ2V0RXhoYXVzdGVkIpQBCg9CdWRnZXRFeGhhdXN0ZWQSLwoFc2NvcGUYASABKA4yIC5kcm92ZXIudjEuQnVkZ2V0RXhoYXVzdGVkLlNjb3BlEg4KBnJlYXNvbhgCIAEoCSJACgVTY29wZRIVChFTQ09QRV9VTlNQRUNJRklFRBAAEhEKDVNDT1BFX0FDQ09VTlQQARINCglTQ09QRV9SVU4QAiLFBQoTUmVwb3J0QnVkZ2V0UmVxdWVzdBIOCgZzb3VyY2UYASABKAkSFgoOc291cmNlX2FjY291bnQYAiABKAkSEQoJd29ya2VyX2lkGAMgASgJEhsKDmJ1cnN0X2NhcGFjaXR5GAQgASgFSACIAQESFwoKYnVyc3RfdXNlZBgFIAEoBUgBiAEBEjcKDmJ1cnN0X3Jlc2V0X2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBEhwKD2RhaWx5X3JlbWFpbmluZxgHIAEoA0gDiAEBEjcKDmRhaWx5X3Jlc2V0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgEiAEBEg0KBXNwZW50GAkgASgDEjYKDWJsb2NrZWRfdW50aWwYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESGwoTZGFpbHlfcmVzZXRfZ3Vlc3NlZBgLIAEoCBIYCgtkYWlseV9saW1pdBgMIAEoA0gGiAEBEg4KBnVudXNlZBgNIAEoAxIOCgZydW5faWQYDiABKAkSNAoLdW51c2VkX2Zyb20YDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAeIAQESGQoRZGFpbHlfcmVzZXRfcnVsZWQYECABKAgSHAoPZGFpbHlfcGVyaW9kX21zGBEgASgDSAiIAQFCEQoPX2J1cnN0X2NhcGFjaXR5Qg0KC19idXJzdF91c2VkQhEKD19idXJzdF9yZXNldF9hdEISChBfZGFpbHlfcmVtYWluaW5nQhEKD19kYWlseV9yZXNldF9hdEIQCg5fYmxvY2tlZF91bnRpbEIOCgxfZGFpbHlfbGltaXRCDgoMX3VudXNlZF9mcm9tQhIKEF9kYWlseV9wZXJpb2RfbXMiFgoUUmVwb3J0QnVkZ2V0UmVzcG9uc2UiVgoTVGFza0ZpbmlzaGVkUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIPCgdvdXRjb21lGAMgASgJEg0KBXBoYXNlGAQgASgFIhYKFFRhc2tGaW5pc2hlZFJlc3BvbnNlIicKEkdldFNldHRpbmdzUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkifwoTR2V0U2V0dGluZ3NSZXNwb25zZRISCgpsYW5lX3dpZHRoGAEgASgFEhQKDG1heF9hdHRlbXB0cxgCIAEoBRIUCgxxdWV1ZV9wcmVmaXgYAyABKAkSEQoJbm90ZXNfY2FwGAQgASgFEhUKDXN0YWxlX3Rhc2tfbXMYBSABKAUyzQIKDVdvcmtlclNlcnZpY2USTAoLTGVhc2VCdWRnZXQSHS5kcm92ZXIudjEuTGVhc2VCdWRnZXRSZXF1ZXN0Gh4uZHJvdmVyLnYxLkxlYXNlQnVkZ2V0UmVzcG9uc2USTwoMUmVwb3J0QnVkZ2V0Eh4uZHJvdmVyLnYxLlJlcG9ydEJ1ZGdldFJlcXVlc3QaHy5kcm92ZXIudjEuUmVwb3J0QnVkZ2V0UmVzcG9uc2USTwoMVGFza0ZpbmlzaGVkEh4uZHJvdmVyLnYxLlRhc2tGaW5pc2hlZFJlcXVlc3QaHy5kcm92ZXIudjEuVGFza0ZpbmlzaGVkUmVzcG9uc2USTAoLR2V0U2V0dGluZ3MSHS5kcm92ZXIudjEuR2V0U2V0dGluZ3NSZXF1ZXN0Gh4uZHJvdmVyLnYxLkdldFNldHRpbmdzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message drover.v1.LeaseBudgetRequest
@@ -124,6 +124,14 @@ export type LeaseBudgetResponse = Message<"drover.v1.LeaseBudgetResponse"> & {
    * @generated from field: bool report_applied = 6;
    */
   reportApplied: boolean;
+
+  /**
+   * Set when a day's allowance is spent (the account's, or the run's daily share of it): nothing is
+   * granted before retry_at, and the worker parks the task instead of asking again.
+   *
+   * @generated from field: drover.v1.BudgetExhausted exhausted = 7;
+   */
+  exhausted?: BudgetExhausted | undefined;
 };
 
 /**
@@ -132,6 +140,60 @@ export type LeaseBudgetResponse = Message<"drover.v1.LeaseBudgetResponse"> & {
  */
 export const LeaseBudgetResponseSchema: GenMessage<LeaseBudgetResponse> = /*@__PURE__*/
   messageDesc(file_drover_v1_worker_service, 1);
+
+/**
+ * @generated from message drover.v1.BudgetExhausted
+ */
+export type BudgetExhausted = Message<"drover.v1.BudgetExhausted"> & {
+  /**
+   * @generated from field: drover.v1.BudgetExhausted.Scope scope = 1;
+   */
+  scope: BudgetExhausted_Scope;
+
+  /**
+   * Whose allowance and until when, in words for the task's last error and the run's notes.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message drover.v1.BudgetExhausted.
+ * Use `create(BudgetExhaustedSchema)` to create a new message.
+ */
+export const BudgetExhaustedSchema: GenMessage<BudgetExhausted> = /*@__PURE__*/
+  messageDesc(file_drover_v1_worker_service, 2);
+
+/**
+ * @generated from enum drover.v1.BudgetExhausted.Scope
+ */
+export enum BudgetExhausted_Scope {
+  /**
+   * @generated from enum value: SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The source account's day: every run on it waits.
+   *
+   * @generated from enum value: SCOPE_ACCOUNT = 1;
+   */
+  ACCOUNT = 1,
+
+  /**
+   * Only this run's daily share: the other runs on the account go on.
+   *
+   * @generated from enum value: SCOPE_RUN = 2;
+   */
+  RUN = 2,
+}
+
+/**
+ * Describes the enum drover.v1.BudgetExhausted.Scope.
+ */
+export const BudgetExhausted_ScopeSchema: GenEnum<BudgetExhausted_Scope> = /*@__PURE__*/
+  enumDesc(file_drover_v1_worker_service, 2, 0);
 
 /**
  * @generated from message drover.v1.ReportBudgetRequest
@@ -256,7 +318,7 @@ export type ReportBudgetRequest = Message<"drover.v1.ReportBudgetRequest"> & {
  * Use `create(ReportBudgetRequestSchema)` to create a new message.
  */
 export const ReportBudgetRequestSchema: GenMessage<ReportBudgetRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_worker_service, 2);
+  messageDesc(file_drover_v1_worker_service, 3);
 
 /**
  * @generated from message drover.v1.ReportBudgetResponse
@@ -269,7 +331,7 @@ export type ReportBudgetResponse = Message<"drover.v1.ReportBudgetResponse"> & {
  * Use `create(ReportBudgetResponseSchema)` to create a new message.
  */
 export const ReportBudgetResponseSchema: GenMessage<ReportBudgetResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_worker_service, 3);
+  messageDesc(file_drover_v1_worker_service, 4);
 
 /**
  * @generated from message drover.v1.TaskFinishedRequest
@@ -303,7 +365,7 @@ export type TaskFinishedRequest = Message<"drover.v1.TaskFinishedRequest"> & {
  * Use `create(TaskFinishedRequestSchema)` to create a new message.
  */
 export const TaskFinishedRequestSchema: GenMessage<TaskFinishedRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_worker_service, 4);
+  messageDesc(file_drover_v1_worker_service, 5);
 
 /**
  * @generated from message drover.v1.TaskFinishedResponse
@@ -316,7 +378,7 @@ export type TaskFinishedResponse = Message<"drover.v1.TaskFinishedResponse"> & {
  * Use `create(TaskFinishedResponseSchema)` to create a new message.
  */
 export const TaskFinishedResponseSchema: GenMessage<TaskFinishedResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_worker_service, 5);
+  messageDesc(file_drover_v1_worker_service, 6);
 
 /**
  * @generated from message drover.v1.GetSettingsRequest
@@ -333,7 +395,7 @@ export type GetSettingsRequest = Message<"drover.v1.GetSettingsRequest"> & {
  * Use `create(GetSettingsRequestSchema)` to create a new message.
  */
 export const GetSettingsRequestSchema: GenMessage<GetSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_drover_v1_worker_service, 6);
+  messageDesc(file_drover_v1_worker_service, 7);
 
 /**
  * The coordinator's value of each setting a worker must share, named by its environment variable.
@@ -382,7 +444,7 @@ export type GetSettingsResponse = Message<"drover.v1.GetSettingsResponse"> & {
  * Use `create(GetSettingsResponseSchema)` to create a new message.
  */
 export const GetSettingsResponseSchema: GenMessage<GetSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_drover_v1_worker_service, 7);
+  messageDesc(file_drover_v1_worker_service, 8);
 
 /**
  * Internal: workers call the coordinator. Correctness never depends on these calls arriving.
