@@ -62,7 +62,7 @@ const schema = z.object({
   /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
   DROVER_METRICS_PORT: metricsPort(9464),
   DROVER_METRICS_HOST: metricsHost(),
-  // Authentication and secrets (README, "Keys and secrets"). Kept as raw text here and checked by
+  // Authentication and secrets (docs/security.md, "Keys and secrets"). Kept as raw text here and checked by
   // checkAuthConfig, whose messages never echo a key: parseEnv quotes the value it rejects.
   /** `keyId:sha256hex:scope[+scope]`, comma-separated; combined with the keys in drover.api_keys. */
   DROVER_API_KEYS: z.string().optional(),

@@ -70,7 +70,7 @@ const schema = z.object({
   /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
   DROVER_METRICS_PORT: metricsPort(9465),
   DROVER_METRICS_HOST: metricsHost(),
-  // Credentials (README, "Keys and secrets"); checked by checkAuthConfig, which never quotes them.
+  // Credentials (docs/security.md, "Keys and secrets"); checked by checkAuthConfig, which never quotes them.
   /** The worker-scoped bearer token sent on every WorkerService call. Required. */
   DROVER_WORKER_TOKEN: z.string().optional(),
   /** `keyId:base64key[,...]`, the coordinators' keyring: opens the runs' source secrets. */
