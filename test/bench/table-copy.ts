@@ -47,7 +47,7 @@ const QUICK_ROWS = 20_000;
 /**
  * Worker processes (BENCH_TABLE_WORKERS to vary it). One: a table copy is CPU-bound, and on two
  * cores one worker × lane 2 streamed as fast as two (35.2 and 35.6 s for 1,000,000 rows) and copied
- * inside the database a little faster (23.8 against 26.5 s; 2026-12-02), as the README's lanes for a
+ * inside the database a little faster (23.8 against 26.5 s; 2026-12-02), as docs/sources.md's lanes for a
  * table copy say.
  */
 const WORKERS = rowsSetting("BENCH_TABLE_WORKERS", 1);

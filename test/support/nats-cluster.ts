@@ -8,7 +8,7 @@ import { connect } from "@nats-io/transport-node";
 import { freePort } from "./free-port.js";
 
 /**
- * A three-node NATS cluster of the test's own on loopback, as production runs it (README, "Running
+ * A three-node NATS cluster of the test's own on loopback, as production runs it (docs/operating.md, "Running
  * in production"): each node with its own client, route and monitoring ports and its own store
  * folder, JetStream on every node, and `sync_interval: always` (each write is fsynced before it is
  * acknowledged: Jepsen's 2025 analysis of NATS 2.12.1 lost acknowledged messages under the default

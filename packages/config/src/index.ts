@@ -55,7 +55,8 @@ export function postgresUrl(fallback: string) {
     .default(fallback)
     .refine((v) => /^postgres(ql)?:\/\//.test(v), {
       message: "must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/drover",
-    });
+    })
+    .meta({ format: "`postgres://` URL" });
 }
 
 /** host:port. */
@@ -63,7 +64,8 @@ export function address(fallback: string) {
   return z
     .string()
     .default(fallback)
-    .refine((v) => /^[^\s:]+:\d{1,5}$/.test(v), { message: "must be host:port, e.g. 127.0.0.1:50051" });
+    .refine((v) => /^[^\s:]+:\d{1,5}$/.test(v), { message: "must be host:port, e.g. 127.0.0.1:50051" })
+    .meta({ format: "`host:port`" });
 }
 
 export function identifier(fallback: string) {
@@ -72,7 +74,8 @@ export function identifier(fallback: string) {
     .default(fallback)
     .refine((v) => /^[a-zA-Z0-9_-]{1,64}$/.test(v), {
       message: "may only hold letters, digits, '_' and '-'",
-    });
+    })
+    .meta({ format: "name: letters, digits, `_`, `-` (1 to 64)" });
 }
 export { runServiceMain, type ServiceMain } from "./service-main.js";
 export {
@@ -93,7 +96,12 @@ export function metricsPort(fallback: number) {
     .refine((v) => v === "off" || (/^\d{1,5}$/.test(v) && Number(v) <= 65535), {
       message: 'must be a port number (0 picks a free one) or "off"',
     })
-    .transform((v) => (v === "off" ? null : Number(v)));
+    .transform((v) => (v === "off" ? null : Number(v)))
+    .meta({
+      format: "port, or `off`",
+      description:
+        "Port of the Prometheus endpoint `http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics`; `0` picks a free one (named in the ready line), `off` serves none.",
+    });
 }
 
 /** The interface metrics listen on: loopback unless a scraper elsewhere needs it (0.0.0.0). */
@@ -101,7 +109,11 @@ export function metricsHost() {
   return z
     .string()
     .default("127.0.0.1")
-    .refine((v) => /^[0-9a-zA-Z.:_-]{1,253}$/.test(v), { message: "must be a host name or IP address" });
+    .refine((v) => /^[0-9a-zA-Z.:_-]{1,253}$/.test(v), { message: "must be a host name or IP address" })
+    .meta({
+      format: "host name or IP address",
+      description: "Interface the metrics port listens on; `0.0.0.0` for a scraper on another host.",
+    });
 }
 export { NATS_SETTINGS, natsServers, streamReplicas } from "./nats.js";
 export {

@@ -38,7 +38,8 @@ export function natsServers(fallback = "127.0.0.1:4222") {
         return z.NEVER;
       }
       return servers;
-    });
+    })
+    .meta({ format: "`host:port` or `nats://host:port`, comma-separated for a cluster" });
 }
 
 /**
@@ -52,6 +53,10 @@ export function streamReplicas() {
 
 /** NATS_URL and DROVER_STREAM_REPLICAS, for a service's schema. */
 export const NATS_SETTINGS = {
-  NATS_URL: natsServers(),
-  DROVER_STREAM_REPLICAS: streamReplicas(),
+  NATS_URL: natsServers().describe(
+    "The NATS server, or a cluster's servers comma-separated (the client connects to any, and moves on when it goes); JetStream must be enabled.",
+  ),
+  DROVER_STREAM_REPLICAS: streamReplicas().describe(
+    "Copies of the task stream: `3` on a three-node cluster, `1` on a single server (which refuses more). The same on every coordinator and worker; a process whose value differs from the existing stream's refuses to start.",
+  ),
 };

@@ -7,16 +7,21 @@ import { staleTaskMs } from "./task-lock.js";
  * coordinator's at start (GetSettings) and refuses to run on a disagreement.
  */
 export const SHARED_SETTINGS = {
-  /** Tasks a worker runs at once; the dispatcher floors the pool at one worker's lane of it. */
-  DROVER_LANE_WIDTH: intVar(1, 256, 4),
-  /** Names the task stream, its subjects and the workers' consumer. */
-  DROVER_QUEUE_PREFIX: identifier("drover"),
-  /** Transient failures a task may have before it fails for good (the worker's and the reaper's). */
-  DROVER_MAX_ATTEMPTS: intVar(1, 100, 8),
-  /** Notes kept per run. */
-  DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000),
-  /** The reaper's stale-lock threshold; a worker derives and checks its touch interval from it. */
-  DROVER_STALE_TASK_MS: staleTaskMs(),
+  DROVER_LANE_WIDTH: intVar(1, 256, 4).describe(
+    "Tasks a worker runs at once (its lane), each holding at most one database connection at a time; the dispatcher floors the pool at one worker's lane of it.",
+  ),
+  DROVER_QUEUE_PREFIX: identifier("drover").describe(
+    "Names the task stream (`<PREFIX>_TASKS`, `DROVER_TASKS` by default), its subjects and the workers' consumer.",
+  ),
+  DROVER_MAX_ATTEMPTS: intVar(1, 100, 8).describe(
+    "Attempts a task may spend on transient failures, or on workers that keep dying under it, before it fails for good (the worker's count and the reaper's).",
+  ),
+  DROVER_NOTES_CAP: intVar(100, 10_000_000, 50_000).describe(
+    "Warnings kept per run; row failures are never dropped.",
+  ),
+  DROVER_STALE_TASK_MS: staleTaskMs().describe(
+    "A running task whose lock has not moved for this long belongs to a dead worker, and the leader's reaper hands it on: the backstop behind the workers' liveness records. A worker derives and checks its touch interval from it.",
+  ),
 };
 
 export interface SharedSettings {

@@ -20,7 +20,7 @@ import {
  * files differ. Nothing here is edited by hand in deploy/.
  */
 
-/** The production defaults of the shared settings (README, "Running in production"). */
+/** The production defaults of the shared settings (docs/operating.md, "Running in production"). */
 export const PRODUCTION = {
   queuePrefix: "drover",
   laneWidth: 8,
@@ -517,7 +517,7 @@ function secretsExample(): string {
       .filter((s) => s.secrets.includes(name))
       .map((s) => s.name);
     const value = name === "DATABASE_URL" ? "postgres://postgres:CHANGE-ME@postgres:5432/drover" : "";
-    return `# ${users.join(", ")} (README, "Keys and secrets")\n${name}=${value}`;
+    return `# ${users.join(", ")} (docs/security.md, "Keys and secrets")\n${name}=${value}`;
   });
   return `${HEADER.trimEnd()}
 # Copy to deploy/secrets.env (git ignores it), fill in, and put the Postgres password in

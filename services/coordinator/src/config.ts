@@ -13,75 +13,99 @@ import {
 } from "@drover/config";
 
 const schema = z.object({
-  DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
+  DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover").describe(
+    "The Postgres database: created if missing, and migrated at start under an advisory lock.",
+  ),
   /** NATS_URL: a server, or a cluster's servers comma-separated; DROVER_STREAM_REPLICAS: the stream's copies. */
   ...NATS_SETTINGS,
-  DROVER_GRPC_ADDRESS: address("127.0.0.1:50051"),
+  DROVER_GRPC_ADDRESS: address("127.0.0.1:50051").describe(
+    "Where the gRPC server (RunService, WorkerService, health) listens; `host:0` picks a free port (named in the ready line).",
+  ),
   /**
    * Lane width, queue prefix, attempts, notes cap and the stale-lock threshold (a running task whose
    * lock has not moved for this long belongs to a dead worker): the workers must have the same.
    */
   ...SHARED_SETTINGS,
-  /** How often the leader's reaper runs. */
-  DROVER_REAPER_INTERVAL_MS: intVar(100, 600_000, 2_000),
-  /**
-   * A leader silent this long (cut off from Postgres, frozen) loses the lease to another
-   * coordinator; it steps down on its own before then. At least 3× the reaper interval, at which
-   * the lease is refreshed.
-   */
-  DROVER_LEADER_TIMEOUT_MS: intVar(3_000, 600_000, 15_000),
-  /** The reaper interval's former name, read when DROVER_REAPER_INTERVAL_MS is unset. Deprecated. */
-  DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000).optional(),
-  /**
-   * At most this many tasks of one tenant in flight (running, or published and not yet claimed), over
-   * all its live runs: a tenant with many runs or a huge one cannot take the whole pool. 0: no cap.
-   * Within it every live run gets an equal share of the live workers' lane slots (dispatcher.ts).
-   */
-  DROVER_TENANT_MAX_INFLIGHT: intVar(0, 100_000, 0),
-  /**
-   * What becomes of a live run's unused share of the pool (fair-share.ts): `adaptive` lends it to
-   * the other runs while the workers wait on the source and keeps it free while any live worker's
-   * event loop is busy; `lend` always lends; `reserve` never does.
-   */
+  DROVER_REAPER_INTERVAL_MS: intVar(100, 600_000, 2_000).describe(
+    "How often the leader's reaper runs (stale locks, dead workers, lost messages, missed barriers); the leader lease is refreshed at each pass. The former name `DROVER_SWEEP_INTERVAL_MS` is read when this is unset.",
+  ),
+  DROVER_LEADER_TIMEOUT_MS: intVar(3_000, 600_000, 15_000).describe(
+    "A leader silent this long (cut off from Postgres, frozen) loses the lease to another coordinator; it steps down on its own before then. Also how long Postgres waits on a coordinator's silent connection before ending its session. At least 3× `DROVER_REAPER_INTERVAL_MS`, at which the lease is refreshed.",
+  ),
+  DROVER_SWEEP_INTERVAL_MS: intVar(100, 600_000, 2_000)
+    .optional()
+    .describe("Deprecated: the former name of `DROVER_REAPER_INTERVAL_MS`, read when that is unset."),
+  DROVER_TENANT_MAX_INFLIGHT: intVar(0, 100_000, 0).describe(
+    "At most this many tasks of one tenant in flight (running, or published and not yet claimed), over all its live runs, so a tenant with many runs or a huge one cannot take the whole pool; `0`: no cap. Within it every live run gets an equal share of the live workers' lane slots.",
+  ),
   DROVER_FAIR_SHARE: z
     .enum(["adaptive", "lend", "reserve"], { message: "must be adaptive, lend or reserve" })
-    .default("adaptive"),
-  /** A published task still pending after this long was lost by the broker; publish it again. */
-  DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000),
-  /**
-   * Finished runs keep their tasks and notes this long; then the reaper freezes their counts on
-   * the run and deletes them. Pruned notes no longer explain failed rows: keep it long.
-   */
-  DROVER_RETENTION_DAYS: intVar(1, 3650, 90),
-  DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 10_000),
-  /**
-   * Rows per kind that verification fetches from the source again and compares field by field with
-   * their destination record (each costs a get call); 0 checks counts and ids only.
-   */
-  DROVER_VERIFY_SAMPLE_SIZE: intVar(0, 100_000, 200),
-  /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
+    .default("adaptive")
+    .describe(
+      "What becomes of a live run's unused share of the pool: `adaptive` lends it to the other runs while the workers wait on the source and keeps it while any live worker's event loop is busy; `lend` always lends; `reserve` never does.",
+    ),
+  DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000).describe(
+    "A published task still pending after this long was lost by the broker: it is published again.",
+  ),
+  DROVER_RETENTION_DAYS: intVar(1, 3650, 90).describe(
+    "Finished runs keep their tasks and notes this long; then the reaper freezes their counts on the run and deletes them. Pruned notes no longer explain failed rows: keep it long.",
+  ),
+  DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 10_000).describe(
+    "On SIGTERM, how long in-flight RPCs get before the coordinator stops.",
+  ),
+  DROVER_VERIFY_SAMPLE_SIZE: intVar(0, 100_000, 200).describe(
+    "Rows per kind that verification fetches from the source again and compares field by field with their destination record (each costs a get call; a provider fetching one request a row may take fewer: the crm a fifth); `0` checks counts and ids only.",
+  ),
   DROVER_METRICS_PORT: metricsPort(9464),
   DROVER_METRICS_HOST: metricsHost(),
-  // Authentication and secrets (README, "Keys and secrets"). Kept as raw text here and checked by
+  // Authentication and secrets (docs/security.md, "Keys and secrets"). Kept as raw text here and checked by
   // checkAuthConfig, whose messages never echo a key: parseEnv quotes the value it rejects.
-  /** `keyId:sha256hex:scope[+scope]`, comma-separated; combined with the keys in drover.api_keys. */
-  DROVER_API_KEYS: z.string().optional(),
-  /** A file of the same entries (one per line, `#` comments), instead of DROVER_API_KEYS. */
-  DROVER_API_KEYS_FILE: z.string().optional(),
-  /** How soon keys issued or revoked in drover.api_keys take effect. */
-  DROVER_API_KEYS_REFRESH_MS: intVar(100, 600_000, 5_000),
-  /** `keyId:base64key[,...]`: the first encrypts source secrets, every one decrypts. */
-  DROVER_SECRET_KEYS: z.string().optional(),
-  DROVER_SECRET_KEYS_FILE: z.string().optional(),
-  /** TLS for the gRPC server; with DROVER_TLS_CLIENT_CA_FILE, mutual TLS. */
-  DROVER_TLS_CERT_FILE: z.string().optional(),
-  DROVER_TLS_KEY_FILE: z.string().optional(),
-  DROVER_TLS_CLIENT_CA_FILE: z.string().optional(),
-  /** The CA other coordinators' certificates chain to, for forwarding budget calls to the leader. */
-  DROVER_TLS_CA_FILE: z.string().optional(),
-  /** `production` refuses the generated development keys and keyring. */
-  NODE_ENV: z.string().optional(),
+  DROVER_API_KEYS: z
+    .string()
+    .optional()
+    .describe(
+      "API keys, `keyId:sha256hex:scope[+scope]` comma-separated; combined with the keys issued into `drover.api_keys`.",
+    ),
+  DROVER_API_KEYS_FILE: z
+    .string()
+    .optional()
+    .describe("A file of the same entries (one per line, `#` comments), instead of `DROVER_API_KEYS`."),
+  DROVER_API_KEYS_REFRESH_MS: intVar(100, 600_000, 5_000).describe(
+    "How soon keys issued or revoked in `drover.api_keys` take effect.",
+  ),
+  DROVER_SECRET_KEYS: z
+    .string()
+    .optional()
+    .meta({ shownDefault: "the development keyring in `.artifacts/dev-secret-keys`" })
+    .describe(
+      "The keyring sealing source secrets, `keyId:base64key[,...]` (32 random bytes each): the first encrypts, every one decrypts. Required when `NODE_ENV=production`.",
+    ),
+  DROVER_SECRET_KEYS_FILE: z
+    .string()
+    .optional()
+    .describe("A file holding the keyring, instead of `DROVER_SECRET_KEYS`."),
+  DROVER_TLS_CERT_FILE: z
+    .string()
+    .optional()
+    .meta({ shownDefault: "none (plaintext)" })
+    .describe("PEM certificate: with `DROVER_TLS_KEY_FILE`, the gRPC server serves TLS."),
+  DROVER_TLS_KEY_FILE: z.string().optional().describe("PEM private key of `DROVER_TLS_CERT_FILE`."),
+  DROVER_TLS_CLIENT_CA_FILE: z
+    .string()
+    .optional()
+    .describe("Require client certificates signed by this CA (mutual TLS)."),
+  DROVER_TLS_CA_FILE: z
+    .string()
+    .optional()
+    .describe("The CA other coordinators' certificates chain to, for forwarding budget calls to the leader."),
+  NODE_ENV: z
+    .string()
+    .optional()
+    .describe("`production` refuses the generated development keys and keyring."),
 });
+
+/** The coordinator's settings, as the configuration reference (docs/configuration.md) renders them. */
+export const coordinatorSettings = schema;
 
 export type CoordinatorConfig = Omit<z.infer<typeof schema>, "DROVER_SWEEP_INTERVAL_MS">;
 

@@ -2,18 +2,26 @@ import { clientTlsProblems } from "@drover/auth";
 import { address, intVar, metricsHost, metricsPort, parseEnv, z } from "@drover/config";
 
 const schema = z.object({
-  /** Where the run page listens; `host:0` picks a free port (the ready line names it). */
-  DROVER_DASHBOARD_ADDRESS: address("127.0.0.1:8080"),
-  /** The coordinator (any replica) the page's calls go to. */
-  DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051"),
-  /** TLS to the coordinator: the CA its certificate chains to (plaintext without it). */
-  DROVER_TLS_CA_FILE: z.string().optional(),
-  /** How long a SIGTERM waits for open requests (live streams are closed at once). */
-  DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 5_000),
-  /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
+  DROVER_DASHBOARD_ADDRESS: address("127.0.0.1:8080").describe(
+    "Where the run page listens; `host:0` picks a free port (named in the ready line).",
+  ),
+  DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051").describe(
+    "The coordinator (any replica) the page's calls go to.",
+  ),
+  DROVER_TLS_CA_FILE: z
+    .string()
+    .optional()
+    .meta({ shownDefault: "none (plaintext)" })
+    .describe("TLS to the coordinator: the CA its certificate chains to."),
+  DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 5_000).describe(
+    "On SIGTERM, live streams end at once and other open requests get this long.",
+  ),
   DROVER_METRICS_PORT: metricsPort(9466),
   DROVER_METRICS_HOST: metricsHost(),
 });
+
+/** The run page's settings, as the configuration reference (docs/configuration.md) renders them. */
+export const dashboardSettings = schema;
 
 export type DashboardConfig = z.infer<typeof schema>;
 

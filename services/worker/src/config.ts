@@ -23,16 +23,17 @@ import { DESTINATION_PROBE_MS, REVERT_WINDOW_SIZE, WINDOW_DEADLINE_MS } from "@d
 import type { Client, WorkerService } from "@drover/proto";
 
 const schema = z.object({
-  DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover"),
+  DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover").describe(
+    "The Postgres database, the coordinators' (which create and migrate it).",
+  ),
   /** NATS_URL: a server, or a cluster's servers comma-separated; DROVER_STREAM_REPLICAS: the stream's copies. */
   ...NATS_SETTINGS,
-  DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051"),
-  /**
-   * How long a starting worker waits for its coordinator to come up and say its settings (0: it
-   * asks once, and a coordinator not listening yet leaves them unchecked). For a worker started
-   * together with its coordinator (Kubernetes starts pods in no order), so the check is made.
-   */
-  DROVER_COORDINATOR_WAIT_MS: intVar(0, 600_000, 0),
+  DROVER_COORDINATOR_ADDRESS: address("127.0.0.1:50051").describe(
+    "A coordinator (any replica): where budget leases, settings and TaskFinished (best effort) go.",
+  ),
+  DROVER_COORDINATOR_WAIT_MS: intVar(0, 600_000, 0).describe(
+    "At start, how long to wait for a coordinator still starting to say its settings (`0`: ask once, and a coordinator not listening yet leaves them unchecked). For a worker started together with its coordinator (Kubernetes starts pods in no order), so the check is made.",
+  ),
   /**
    * Lane width (tasks this process runs at once, each holding at most one database connection at a
    * time), queue prefix, attempts, notes cap and the reaper's stale-lock threshold (the touch
@@ -42,46 +43,82 @@ const schema = z.object({
   DROVER_WORKER_ID: z
     .string()
     .default(`${hostname()}-${process.pid}`)
-    .refine((v) => v.length <= 100, { message: "must be at most 100 characters" }),
-  /** How long one window's transaction may take before the task retries it (why 60 s: window-transaction.ts). */
-  DROVER_WINDOW_DEADLINE_MS: intVar(1_000, 3_600_000, WINDOW_DEADLINE_MS),
-  /** How long a run waits after the destination's schema refused its rows before trying a window again. */
-  DROVER_DESTINATION_PROBE_MS: intVar(100, 3_600_000, DESTINATION_PROBE_MS),
-  /** Records a revert run removes per window, each window one transaction with its checkpoint. */
-  DROVER_REVERT_WINDOW_SIZE: intVar(1, 10_000, REVERT_WINDOW_SIZE),
-  /** A query returning one numeric `value`: the destination database's pressure. */
-  DROVER_PRESSURE_QUERY: z.string().optional(),
-  /** Above this value workers defer instead of claiming (default: 90 % of connections active). */
-  DROVER_PRESSURE_THRESHOLD: z.coerce.number({ message: "must be a number" }).default(0.9),
-  /** How long a deferred message waits before it is offered again. */
-  DROVER_PRESSURE_DEFER_MS: intVar(100, 600_000, 5_000),
-  /** How long a SIGTERM waits for running tasks to commit their window and hand back. */
-  DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000),
-  /** How often a running task refreshes its lock; unset, derived from DROVER_STALE_TASK_MS. */
-  DROVER_TASK_TOUCH_MS: taskTouchMs(),
-  /**
-   * How long this worker's liveness record lives without a heartbeat (sent every fifth of it): a
-   * worker silent for this long is dead to the reaper, which hands its tasks on at once. A frozen
-   * or partitioned worker that comes back later is fenced. Well under DROVER_STALE_TASK_MS.
-   */
-  DROVER_WORKER_LIVENESS_MS: intVar(2_000, 600_000, 10_000),
-  /** How long the worker tries to get its queue consumer back before it fails (exits non-zero). */
-  DROVER_CONSUMER_RECOVERY_MS: intVar(1_000, 3_600_000, 120_000),
-  /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
+    .refine((v) => v.length <= 100, { message: "must be at most 100 characters" })
+    .meta({ format: "text, at most 100 characters", shownDefault: "`<hostname>-<pid>`" })
+    .describe("This worker's name in task locks, its liveness record and logs."),
+  // Why 60 s: window-transaction.ts.
+  DROVER_WINDOW_DEADLINE_MS: intVar(1_000, 3_600_000, WINDOW_DEADLINE_MS).describe(
+    "A window's transaction not settled by then is ended, and the task retries it.",
+  ),
+  DROVER_DESTINATION_PROBE_MS: intVar(100, 3_600_000, DESTINATION_PROBE_MS).describe(
+    "After the product's schema refused a window (a column added, dropped or renamed under the run), how long the run waits before trying a window again.",
+  ),
+  DROVER_REVERT_WINDOW_SIZE: intVar(1, 10_000, REVERT_WINDOW_SIZE).describe(
+    "Records a revert run removes per window, each window one transaction with its checkpoint.",
+  ),
+  DROVER_PRESSURE_QUERY: z
+    .string()
+    .optional()
+    .meta({ shownDefault: "the share of the server's connection slots in active use" })
+    .describe("A query returning one numeric `value`: the destination database's pressure."),
+  DROVER_PRESSURE_THRESHOLD: z.coerce
+    .number({ message: "must be a number" })
+    .default(0.9)
+    .describe("Above this pressure workers defer task messages instead of claiming them."),
+  DROVER_PRESSURE_DEFER_MS: intVar(100, 600_000, 5_000).describe(
+    "How long a deferred message waits before it is offered again.",
+  ),
+  DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 20_000).describe(
+    "On SIGTERM, how long running tasks get to commit their window and hand back; a task still running then is handed back, fenced by its claim.",
+  ),
+  DROVER_TASK_TOUCH_MS: taskTouchMs()
+    .meta({ shownDefault: "a sixth of `DROVER_STALE_TASK_MS`, at most `15000`" })
+    .describe(
+      "How often a running task refreshes its lock; refused unless `DROVER_STALE_TASK_MS` is at least 3× it.",
+    ),
+  DROVER_WORKER_LIVENESS_MS: intVar(2_000, 600_000, 10_000).describe(
+    "How long this worker's liveness record lives without a heartbeat (sent every fifth of it): a worker silent this long is dead to the reaper, which hands its tasks on at once; one that comes back later is fenced. Well under `DROVER_STALE_TASK_MS`.",
+  ),
+  DROVER_CONSUMER_RECOVERY_MS: intVar(1_000, 3_600_000, 120_000).describe(
+    "How long the worker tries to get its queue consumer back before it fails (hands back what it holds, exits 1).",
+  ),
   DROVER_METRICS_PORT: metricsPort(9465),
   DROVER_METRICS_HOST: metricsHost(),
-  // Credentials (README, "Keys and secrets"); checked by checkAuthConfig, which never quotes them.
-  /** The worker-scoped bearer token sent on every WorkerService call. Required. */
-  DROVER_WORKER_TOKEN: z.string().optional(),
-  /** `keyId:base64key[,...]`, the coordinators' keyring: opens the runs' source secrets. */
-  DROVER_SECRET_KEYS: z.string().optional(),
-  DROVER_SECRET_KEYS_FILE: z.string().optional(),
-  /** TLS to the coordinator: its CA; with a client certificate and key, mutual TLS. */
-  DROVER_TLS_CA_FILE: z.string().optional(),
-  DROVER_TLS_CLIENT_CERT_FILE: z.string().optional(),
-  DROVER_TLS_CLIENT_KEY_FILE: z.string().optional(),
-  NODE_ENV: z.string().optional(),
+  // Credentials (docs/security.md, "Keys and secrets"); checked by checkAuthConfig, which never quotes them.
+  DROVER_WORKER_TOKEN: z
+    .string()
+    .optional()
+    .meta({ shownDefault: "required" })
+    .describe("The worker-scoped bearer token sent on every `WorkerService` call."),
+  DROVER_SECRET_KEYS: z
+    .string()
+    .optional()
+    .meta({ shownDefault: "the development keyring in `.artifacts/dev-secret-keys`" })
+    .describe(
+      "The coordinators' keyring, `keyId:base64key[,...]`: opens the runs' source secrets. Required when `NODE_ENV=production`.",
+    ),
+  DROVER_SECRET_KEYS_FILE: z
+    .string()
+    .optional()
+    .describe("A file holding the keyring, instead of `DROVER_SECRET_KEYS`."),
+  DROVER_TLS_CA_FILE: z
+    .string()
+    .optional()
+    .meta({ shownDefault: "none (plaintext)" })
+    .describe("TLS to the coordinator: the CA its certificate chains to."),
+  DROVER_TLS_CLIENT_CERT_FILE: z
+    .string()
+    .optional()
+    .describe("The worker's certificate under mutual TLS, with `DROVER_TLS_CLIENT_KEY_FILE`."),
+  DROVER_TLS_CLIENT_KEY_FILE: z
+    .string()
+    .optional()
+    .describe("PEM private key of `DROVER_TLS_CLIENT_CERT_FILE`."),
+  NODE_ENV: z.string().optional().describe("`production` refuses the development keyring."),
 });
+
+/** The worker's settings, as the configuration reference (docs/configuration.md) renders them. */
+export const workerSettings = schema;
 
 export type WorkerConfig = z.infer<typeof schema> & {
   DROVER_WORKER_TOKEN: string;
