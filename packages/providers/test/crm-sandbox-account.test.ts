@@ -146,8 +146,12 @@ describe("the mail body mode", () => {
       ([, m]) => m.length > 1 && m[0]!.has_body_flag === 0 && "body" in m[0]! && m[1]!.has_body_flag === 1,
     )?.[0];
     expect(deal, 'a deal whose first message is body-less and says body null or ""').toBeDefined();
+    s.resetStats();
     const { fact, bodies } = await mailTask(s, [deal!]);
     expect(fact).toBe("fetch");
+    // A body is asked for only where the list's has_body_flag says there is one.
+    const withBody = lists.get(deal!)!.filter((m) => m.has_body_flag === 1).length;
+    expect(s.stats().byCallType.get ?? 0).toBe(withBody);
     for (const m of lists.get(deal!)!) {
       const body = bodies.get(String(m.id));
       if (m.has_body_flag === 1) expect(body, String(m.id)).toMatch(/^<html>/);
@@ -175,11 +179,14 @@ describe("the mail body mode", () => {
     const lists = await dealMail(s, DEALS);
     const deals = [...lists].filter(([, m]) => m.length > 0 && m.every((x) => x.has_body_flag === 0));
     expect(deals.length, "deals whose every message is body-less").toBeGreaterThan(0);
+    s.resetStats();
     const { fact, bodies } = await mailTask(
       s,
       deals.map(([d]) => d),
     );
     expect(fact).toBeUndefined();
+    // Their lists say has_body_flag 0: no body is asked for.
+    expect(s.stats().byCallType.get ?? 0).toBe(0);
     expect([...bodies.values()].every((b) => b === null)).toBe(true);
     expect(bodies.size).toBe(deals.reduce((n, [, m]) => n + m.length, 0));
   });

@@ -151,7 +151,10 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
       const committed = k === 0 ? ctx.task.processedOffset : 0;
       for (const raw of listOf(k).slice(committed)) {
         const id = sourceId(raw);
-        if (id !== null && needsBody(id) && !bodies.has(id)) wanted.push(id);
+        if (id === null || !needsBody(id) || bodies.has(id)) continue;
+        // The list says the message has no body: asking for it would cost a request for nothing.
+        if (saysNoBody(raw)) bodies.set(id, null);
+        else wanted.push(id);
       }
     }
     const groupBodies =
@@ -349,6 +352,17 @@ export async function listMessages(
     if (!pagination?.more_items_in_collection || items.length === 0) return out;
     start = typeof pagination.next_start === "number" ? pagination.next_start : start + items.length;
   }
+}
+
+/**
+ * Whether a listed message says it has no body (`has_body_flag` 0, as Pipedrive's MailMessage model
+ * has it: a calendar invite, an empty forward). A missing or unreadable flag says nothing, and the
+ * body is asked for as before.
+ */
+export function saysNoBody(raw: unknown): boolean {
+  if (typeof raw !== "object" || raw === null) return false;
+  const flag = (raw as { has_body_flag?: unknown }).has_body_flag;
+  return flag === 0 || flag === false;
 }
 
 /**
