@@ -58,4 +58,41 @@ describe("verifying from the import's listing", { timeout: 120_000 }, () => {
       ]),
     );
   });
+
+  it("lists no deal's mail where the deal lists say a deal has none, even without a mail listing to go by", async () => {
+    // No deal has mail: the import seeds no mail task, so verification has no mail listing of the
+    // import's and must ask the source. The deal lists answer with each deal's message count.
+    const s = await account.sandbox({
+      seed: 32,
+      organizations: 10,
+      persons: 10,
+      deals: 120,
+      leads: 0,
+      activities: 0,
+      notes: 0,
+      mailPerDealMax: 0,
+      heavyMailDealRate: 0,
+      malformedRate: 0,
+      transientErrorRate: 0,
+    });
+    const runId = await insertCrmRun(account.db, account.secrets, {
+      tenantId: "verify-no-mail",
+      sourceAccount: "verify-no-mail",
+      kinds: ["deals", "mail"],
+      baseUrl: s.url,
+      token: account.token,
+      settings: { pageSize: "50", stripes: "2" },
+    });
+    const tasks = await drainKinds(account.db, account.secrets, runId, [["deals"], ["mail"]]);
+    expect(tasks.filter((t) => t.status !== "succeeded")).toEqual([]);
+    expect(tasks.filter((t) => t.kind === "mail")).toEqual([]);
+
+    s.resetStats();
+    const verified = await verifyCrmRun(account.db, runId, account.token, 50);
+    expect(verified.kinds.find((k) => k.kind === "mail")).toMatchObject({ sourceCount: 0, mismatches: [] });
+    const endpoints = s.stats().byEndpoint;
+    // The deal lists were walked once, with the counts; not one deal's mail was listed (20 tokens each).
+    expect(endpoints["/v1/deals/{id}/mailMessages"]).toBeUndefined();
+    expect(endpoints["/api/v2/deals"]?.requests).toBeGreaterThan(0);
+  });
 });

@@ -82,7 +82,12 @@ export async function readWholeList(
   client: SourceClient,
   list: SourceList,
   limit: number,
-  options: { signal?: AbortSignal; attempt?: PageAttempt; pagesAtOnce?: number } = {},
+  options: {
+    signal?: AbortSignal;
+    attempt?: PageAttempt;
+    pagesAtOnce?: number;
+    filters?: Record<string, string | undefined>;
+  } = {},
 ): Promise<unknown[]> {
   const rows: unknown[] = [];
   if (list.api === "v2") {

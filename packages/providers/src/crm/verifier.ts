@@ -15,6 +15,7 @@ import { sourceId, standInId } from "./fields.js";
 import { readListPage, readWholeList } from "./list-walker.js";
 import { CATCH_UP, KIND_LISTS, type SourceList } from "./lists.js";
 import { listMessages, pooled } from "./mail.js";
+import { MAIL_COUNT_FIELD, mailCountOf } from "./mail-counts.js";
 import {
   parseActivity,
   parseCompany,
@@ -237,7 +238,13 @@ export const crmVerifier: ProviderVerifier = {
       ids = [];
     } else if (kind === "mail") {
       const deals = (await crmVerifier.sourceIds(ctx, "deals")).filter((id) => sourceIdPattern.test(id));
-      ids = await mailIds(ctx, client, deals);
+      // The deal lists' walk also said how many messages each deal has: a deal with none costs no list.
+      const counts = ctx.memo.get(MAIL_COUNTS_MEMO) as Map<string, number> | undefined;
+      ids = await mailIds(
+        ctx,
+        client,
+        deals.filter((deal) => counts?.get(deal) !== 0),
+      );
     } else {
       const lists = KIND_LISTS[kind];
       if (!lists) throw new PermanentError(`crm provider has no kind "${kind}"`);
@@ -343,12 +350,41 @@ async function listIds(
   listIndex: number,
   list: SourceList,
 ): Promise<string[]> {
-  const rows = await readWholeList(client, list, PAGE_LIMIT, {
-    signal: ctx.signal,
-    attempt: (request) => withRetries(request, { signal: ctx.signal }),
-    pagesAtOnce: PAGES_AT_ONCE,
-  });
+  const read = (filters: Record<string, string>) =>
+    readWholeList(client, list, PAGE_LIMIT, {
+      signal: ctx.signal,
+      attempt: (request) => withRetries(request, { signal: ctx.signal }),
+      pagesAtOnce: PAGES_AT_ONCE,
+      filters,
+    });
+  const askCounts = list.mailCounts === true && ctx.run.plan.flat().includes("mail");
+  let rows: unknown[];
+  if (!askCounts) rows = await read({});
+  else {
+    // Asked of the same pages at the same price; an account that refuses the parameter (a 4xx)
+    // is walked without it, and its deals' mail listed as before.
+    const counted = await read({ include_fields: MAIL_COUNT_FIELD }).catch((err) => {
+      if (err instanceof PermanentError) return undefined;
+      throw err;
+    });
+    rows = counted ?? (await read({}));
+    if (counted) rememberMailCounts(ctx, counted);
+  }
   return rows.map((raw) => sourceId(raw) ?? standInId(kind, listIndex, raw));
+}
+
+/** ctx.memo key: each deal's message count, as the deal lists stated it (a deal missing: unknown). */
+const MAIL_COUNTS_MEMO = "mail-counts:deals";
+
+function rememberMailCounts(ctx: VerifyContext, raws: readonly unknown[]): void {
+  const counts = (ctx.memo.get(MAIL_COUNTS_MEMO) as Map<string, number> | undefined) ?? new Map();
+  ctx.memo.set(MAIL_COUNTS_MEMO, counts);
+  for (const raw of raws) {
+    const deal = sourceId(raw);
+    const count = mailCountOf(raw);
+    // Only a count the source stated: a missing or unreadable one leaves the deal's mail listed.
+    if (deal !== null && typeof count === "number") counts.set(deal, count);
+  }
 }
 
 /** Every message of every deal, one deal's list at a time per lane. */
