@@ -106,6 +106,8 @@ export {
   type VerificationRequestState,
   verificationRequestState,
 } from "./verification-transitions.js";
+export type { WindowWriterDeps } from "./window-deps.js";
+export { addSummary, emptySummary } from "./window-tally.js";
 export {
   DESTINATION_PROBE_MS,
   destinationWindow,
@@ -115,14 +117,11 @@ export {
   windowTransaction,
 } from "./window-transaction.js";
 export {
-  addSummary,
   BATCH_WINDOW_SIZE,
-  emptySummary,
   MAX_SAVEPOINTS_PER_TRANSACTION,
   SavepointLimitError,
   TaskCancelledError,
   WINDOW_SIZE,
-  type WindowWriterDeps,
   writeBatches,
   writeRows,
 } from "./window-writer.js";

@@ -48,15 +48,10 @@ import {
   writeCheckpoint,
   yieldSlot,
 } from "./task-transitions.js";
+import type { WindowWriterDeps } from "./window-deps.js";
+import { addSummary, emptySummary } from "./window-tally.js";
 import { WINDOW_DEADLINE_MS, windowTransaction } from "./window-transaction.js";
-import {
-  addSummary,
-  emptySummary,
-  TaskCancelledError,
-  type WindowWriterDeps,
-  writeBatches,
-  writeRows,
-} from "./window-writer.js";
+import { TaskCancelledError, writeBatches, writeRows } from "./window-writer.js";
 
 export interface TaskRunnerDeps {
   db: Db;
