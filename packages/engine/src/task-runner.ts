@@ -150,75 +150,199 @@ export async function runAssignment(
   taskId: number,
   controls: AssignmentControls,
 ): Promise<AssignmentOutcome> {
+  const admitted = await admit(deps, taskId);
+  if ("dropped" in admitted) return admitted.dropped;
+  const { task, run, provider } = admitted;
   const { db } = deps;
-  const [loaded] = await db
-    .select({ task: tasks, run: runs })
-    .from(tasks)
-    .innerJoin(runs, eq(runs.id, tasks.runId))
-    .where(eq(tasks.id, taskId));
-  if (!loaded) return { status: "dropped", reason: "no such task" };
-  const { task, run } = loaded;
-  if (task.status !== "pending") return { status: "dropped", reason: `task is ${task.status}` };
-  if (run.status === "stopping") {
-    await cancelPendingTask(db, task.id);
-    return { status: "dropped", reason: "run is stopping" };
-  }
-  if (run.status !== "running") return { status: "dropped", reason: `run is ${run.status}` };
-  if (task.availableAt.getTime() > Date.now() + 50) {
-    // A duplicate message that arrived before the task is due: let the dispatcher publish it again then.
-    await undispatchTasks(db, [task.id]);
-    return { status: "dropped", reason: "not due yet" };
-  }
-  const provider = deps.providers.get(run.source);
-  if (!provider) return { status: "dropped", reason: `unknown source ${run.source}` };
 
   const claimToken = `${deps.workerId}/${randomUUID().slice(0, 8)}`;
   // A DeadWorkerError (this worker's record expired) propagates: the message comes back for a live worker.
   const claimed = await claimTask(db, task.id, claimToken, deps.workerRecord?.());
   if (!claimed) return { status: "dropped", reason: "claimed by another worker" };
 
-  const info: TaskInfo = {
-    id: claimed.id,
-    kind: claimed.kind,
-    phase: claimed.phase,
-    cursor: claimed.cursor,
-    processedOffset: claimed.processedOffset,
-    attempts: claimed.attempts,
-  };
-  const runInfo = toRunInfo(run);
-  let secret: string | undefined;
-  const total = emptySummary();
-  const abort = new AbortController();
-  const onShutdown = () => abort.abort(controls.shutdown.reason);
-  controls.shutdown.addEventListener("abort", onShutdown, { once: true });
+  const attempt = new Attempt(deps, controls, claimed, toRunInfo(run), claimToken);
+  const ctx = taskContext(deps, attempt, provider, controls);
+  const touching = touchWhileHeld(deps, attempt);
   controls.onClaim?.({ taskId: task.id, claimToken });
-  // Set when a touch finds the claim gone (the reaper handed the task on): from then on the
-  // attempt must not call the source or write anything, another attempt owns the task.
-  let claimLost = false;
+  const base = {
+    taskId: task.id,
+    runId: run.id,
+    phase: task.phase,
+    kind: task.kind,
+    attempt: claimed.attempts,
+  };
+  const total = attempt.total;
+  let secret: string | undefined;
+  try {
+    // Decrypted here and only here, and handed to the provider alone (not to the writer, notes or logs).
+    secret = openSourceSecret(run, deps.secrets);
+    ctx.run = { ...attempt.run, secret };
+    const result = await withAttributes(
+      {
+        [Attr.runId]: run.id,
+        [Attr.taskId]: task.id,
+        [Attr.kind]: task.kind,
+        [Attr.phase]: task.phase,
+        [Attr.attempt]: claimed.attempts,
+      },
+      () =>
+        run.revertsRunId
+          ? revertTask(deps, attempt, run, run.revertsRunId, provider.productRecords)
+          : provider.runTask(ctx),
+    );
+    if (attempt.claimLost) return { ...base, status: "lost", summary: total };
+    // A re-drive reads rows that failed already: those still bad stay failed with a fresh note, and
+    // the run keeps the outcome it had (a plain retry would find nothing more to do either).
+    const readsAgain = task.seedKey.startsWith(REDRIVE_SEED_KEY_PREFIX);
+    if (!readsAgain && total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {
+      // Per-row isolation is right, but a task whose every row failed must not finish green.
+      const error = `every row failed (${total.failed}); see the run's notes`;
+      await finishTaskFailed(db, task.id, claimToken, error);
+      return { ...base, status: "failed", summary: total, error };
+    }
+    // The attempt's last transaction is bounded like its windows: a finish the driver lost track of
+    // must not hold the lane. Fenced by the claim token, so a finish that did commit unseen makes
+    // the retry's release a lost claim, never a second run of the task.
+    const done = await windowTransaction(db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, (tx) =>
+      finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? [], attempt.calls.take()),
+    );
+    return { ...base, status: done ? "succeeded" : "lost", summary: total };
+  } catch (err) {
+    if (attempt.yielded) return { ...base, status: "yielded", summary: total };
+    return {
+      ...base,
+      summary: total,
+      ...(await endFailedAttempt(
+        deps,
+        claimed,
+        claimToken,
+        // Whatever the abort made the provider throw, the attempt ends as a lost claim: no write.
+        attempt.claimLost ? new LostClaimError(task.id) : scrubbed(err, secret),
+        controls.shutdown,
+        attempt.run,
+      )),
+    };
+  } finally {
+    clearInterval(touching);
+    controls.onClaim?.(null);
+    attempt.close();
+  }
+}
 
-  let lastStopCheck = 0;
-  // Set once yieldSlot gave the task back: whatever the provider makes of the throw, the attempt is over.
-  let yielded = false;
-  const stopPoll = deps.stopPollMs ?? DEFAULT_STOP_POLL_MS;
-  const interrupted = async () => {
-    if (claimLost) throw new LostClaimError(task.id);
-    if (controls.shutdown.aborted) throw new ShutdownHandBack();
-    if (Date.now() - lastStopCheck < stopPoll) return false;
-    lastStopCheck = Date.now();
-    const [r] = await db.select({ status: runs.status }).from(runs).where(eq(runs.id, run.id));
+type TaskRow = typeof tasks.$inferSelect;
+type RunRow = typeof runs.$inferSelect;
+
+/** The task and its run, if this assignment may run: else why it is dropped (nothing claimed). */
+async function admit(
+  deps: TaskRunnerDeps,
+  taskId: number,
+): Promise<{ dropped: AssignmentOutcome } | { task: TaskRow; run: RunRow; provider: Provider }> {
+  const { db } = deps;
+  const drop = (reason: string) => ({ dropped: { status: "dropped" as const, reason } });
+  const [loaded] = await db
+    .select({ task: tasks, run: runs })
+    .from(tasks)
+    .innerJoin(runs, eq(runs.id, tasks.runId))
+    .where(eq(tasks.id, taskId));
+  if (!loaded) return drop("no such task");
+  const { task, run } = loaded;
+  if (task.status !== "pending") return drop(`task is ${task.status}`);
+  if (run.status === "stopping") {
+    await cancelPendingTask(db, task.id);
+    return drop("run is stopping");
+  }
+  if (run.status !== "running") return drop(`run is ${run.status}`);
+  if (task.availableAt.getTime() > Date.now() + 50) {
+    // A duplicate message that arrived before the task is due: let the dispatcher publish it again then.
+    await undispatchTasks(db, [task.id]);
+    return drop("not due yet");
+  }
+  const provider = deps.providers.get(run.source);
+  if (!provider) return drop(`unknown source ${run.source}`);
+  return { task, run, provider };
+}
+
+/**
+ * One claimed attempt's state: the task as the provider sees it, what it wrote and spent, and how
+ * it may be interrupted (a stop, a shutdown, a slot yielded to a run under its share, a claim lost).
+ */
+class Attempt {
+  readonly info: TaskInfo;
+  readonly total = emptySummary();
+  /** Aborts the provider's fetches: a shutdown, or the claim found gone. */
+  readonly abort = new AbortController();
+  /**
+   * What this attempt spends on the source, handed to the stats with each checkpoint: a dry run's
+   * cost report is the sum of its tasks' (the same walk a real run makes).
+   */
+  readonly calls: SourceCallCounter;
+  /**
+   * Set when a touch finds the claim gone (the reaper handed the task on): from then on the attempt
+   * must not call the source or write anything, another attempt owns the task.
+   */
+  claimLost = false;
+  /** Set once yieldSlot gave the task back: whatever the provider makes of the throw, the attempt is over. */
+  yielded = false;
+  private lastStopCheck = 0;
+  private readonly onShutdown = () => this.abort.abort(this.controls.shutdown.reason);
+
+  constructor(
+    private readonly deps: TaskRunnerDeps,
+    private readonly controls: AssignmentControls,
+    readonly claimed: TaskRow,
+    readonly run: RunInfo,
+    readonly claimToken: string,
+  ) {
+    this.info = {
+      id: claimed.id,
+      kind: claimed.kind,
+      phase: claimed.phase,
+      cursor: claimed.cursor,
+      processedOffset: claimed.processedOffset,
+      attempts: claimed.attempts,
+    };
+    this.calls = new SourceCallCounter(deps.pacerFor?.(run));
+    controls.shutdown.addEventListener("abort", this.onShutdown, { once: true });
+  }
+
+  /**
+   * Between windows: true when the run no longer goes (the task ends cancelled); throws when the
+   * attempt must end (claim lost, shutdown, slot yielded).
+   */
+  readonly interrupted = async (): Promise<boolean> => {
+    const { db } = this.deps;
+    if (this.claimLost) throw new LostClaimError(this.info.id);
+    if (this.controls.shutdown.aborted) throw new ShutdownHandBack();
+    if (Date.now() - this.lastStopCheck < (this.deps.stopPollMs ?? DEFAULT_STOP_POLL_MS)) return false;
+    this.lastStopCheck = Date.now();
+    const [r] = await db.select({ status: runs.status }).from(runs).where(eq(runs.id, this.run.id));
     if (r?.status !== "running") return true;
     // Between windows is where a slot can change hands without losing work: every committed
     // window is checkpointed, so the run resumes here when its share allows.
-    if ((await overFairShare(db, run.id)) && (await yieldSlot(db, run.id, task.id, claimToken))) {
-      yielded = true;
+    if (
+      (await overFairShare(db, this.run.id)) &&
+      (await yieldSlot(db, this.run.id, this.info.id, this.claimToken))
+    ) {
+      this.yielded = true;
       throw new SlotYielded();
     }
     return false;
   };
 
-  // What this attempt spends on the source, handed to the stats with each checkpoint: a dry run's
-  // cost report is the sum of its tasks' (the same walk a real run makes).
-  const calls = new SourceCallCounter(deps.pacerFor?.(runInfo));
+  close(): void {
+    this.controls.shutdown.removeEventListener("abort", this.onShutdown);
+  }
+}
+
+/** What the provider is handed for one attempt: its task, its pacer, and the engine's writes. */
+function taskContext(
+  deps: TaskRunnerDeps,
+  attempt: Attempt,
+  provider: Provider,
+  controls: AssignmentControls,
+): TaskContext {
+  const { db } = deps;
+  const { info, run: runInfo, claimToken, calls, total } = attempt;
   const writerDeps: WindowWriterDeps = {
     db,
     takeSourceCalls: () => calls.take(),
@@ -227,15 +351,15 @@ export async function runAssignment(
     task: info,
     claimToken,
     notesCap: deps.notesCap,
-    stopRequested: interrupted,
+    stopRequested: attempt.interrupted,
     ledger: provider.ledger ?? "per-row",
     windowDeadlineMs: deps.windowDeadlineMs,
     destinationProbeMs: deps.destinationProbeMs,
   };
-  const ctx: TaskContext = {
+  return {
     run: runInfo,
     task: info,
-    signal: abort.signal,
+    signal: attempt.abort.signal,
     working: controls.working,
     pacer: calls.pacer,
     async writeRows(rows, writer, options) {
@@ -286,106 +410,57 @@ export async function runAssignment(
     },
     resolveParents: (wanted) =>
       resolveParents(db, runInfo, wanted, runInfo.dryRun ? { dryRunId: runInfo.id } : {}),
-    runFact: (key) => readRunFact(db, run.id, key),
-    settleRunFact: (key, value) => settleRunFact(db, run.id, key, value),
-    noteOnce: (note) => appendNoteOnce(db, run.id, info.id, note),
-    keptCursors: (kind, key) => keptCursors(db, run.id, kind, key),
+    runFact: (key) => readRunFact(db, runInfo.id, key),
+    settleRunFact: (key, value) => settleRunFact(db, runInfo.id, key, value),
+    noteOnce: (note) => appendNoteOnce(db, runInfo.id, info.id, note),
+    keptCursors: (kind, key) => keptCursors(db, runInfo.id, kind, key),
   };
+}
 
-  /** A revert run's task (revert.ts): no source call, only the product and the ledger. */
-  const revertTask = async (revertsRunId: string, records: ProductRecords | undefined) => {
-    if (!records) throw new PermanentError(`source ${run.source} cannot remove the records it wrote`);
-    const { stopped } = await runRevertTask({
-      db,
-      run,
-      revertsRunId,
-      records,
-      task: info,
-      claimToken,
-      notesCap: deps.notesCap,
-      windowDeadlineMs: deps.windowDeadlineMs,
-      destinationProbeMs: deps.destinationProbeMs,
-      windowSize: deps.revertWindowSize,
-      stopRequested: interrupted,
-    });
-    if (stopped) throw new TaskCancelledError();
-    return {} as TaskResult;
-  };
+/** A revert run's task (revert.ts): no source call, only the product and the ledger. */
+async function revertTask(
+  deps: TaskRunnerDeps,
+  attempt: Attempt,
+  run: RunRow,
+  revertsRunId: string,
+  records: ProductRecords | undefined,
+): Promise<TaskResult> {
+  if (!records) throw new PermanentError(`source ${run.source} cannot remove the records it wrote`);
+  const { stopped } = await runRevertTask({
+    db: deps.db,
+    run,
+    revertsRunId,
+    records,
+    task: attempt.info,
+    claimToken: attempt.claimToken,
+    notesCap: deps.notesCap,
+    windowDeadlineMs: deps.windowDeadlineMs,
+    destinationProbeMs: deps.destinationProbeMs,
+    windowSize: deps.revertWindowSize,
+    stopRequested: attempt.interrupted,
+  });
+  if (stopped) throw new TaskCancelledError();
+  return {};
+}
 
-  // Windows refresh the lock too; this covers long fetches between them. A touch that finds the
-  // claim gone aborts the attempt at once, down to the provider's fetches: spending the source's
-  // budget for rows another attempt will fetch again is waste, and the writes would be refused anyway.
-  // A touch that fails (the database unreachable) proves nothing and is tried again.
-  const touch = setInterval(
+/**
+ * Windows refresh the lock too; this covers long fetches between them. A touch that finds the
+ * claim gone aborts the attempt at once, down to the provider's fetches: spending the source's
+ * budget for rows another attempt will fetch again is waste, and the writes would be refused anyway.
+ * A touch that fails (the database unreachable) proves nothing and is tried again.
+ */
+function touchWhileHeld(deps: TaskRunnerDeps, attempt: Attempt): NodeJS.Timeout {
+  return setInterval(
     () =>
-      void touchTask(db, task.id, claimToken)
+      void touchTask(deps.db, attempt.info.id, attempt.claimToken)
         .then((held) => {
-          if (held || claimLost) return;
-          claimLost = true;
-          abort.abort(new LostClaimError(task.id));
+          if (held || attempt.claimLost) return;
+          attempt.claimLost = true;
+          attempt.abort.abort(new LostClaimError(attempt.info.id));
         })
         .catch(() => {}),
     deps.touchEveryMs ?? TOUCH_EVERY_MS,
   );
-  const base = {
-    taskId: task.id,
-    runId: run.id,
-    phase: task.phase,
-    kind: task.kind,
-    attempt: claimed.attempts,
-  };
-  try {
-    // Decrypted here and only here, and handed to the provider alone (not to the writer, notes or logs).
-    secret = openSourceSecret(run, deps.secrets);
-    ctx.run = { ...runInfo, secret };
-    const result = await withAttributes(
-      {
-        [Attr.runId]: run.id,
-        [Attr.taskId]: task.id,
-        [Attr.kind]: task.kind,
-        [Attr.phase]: task.phase,
-        [Attr.attempt]: claimed.attempts,
-      },
-      () =>
-        run.revertsRunId ? revertTask(run.revertsRunId, provider.productRecords) : provider.runTask(ctx),
-    );
-    if (claimLost) return { ...base, status: "lost", summary: total };
-    // A re-drive reads rows that failed already: those still bad stay failed with a fresh note, and
-    // the run keeps the outcome it had (a plain retry would find nothing more to do either).
-    const readsAgain = task.seedKey.startsWith(REDRIVE_SEED_KEY_PREFIX);
-    if (!readsAgain && total.attempted >= EVERY_ROW_FAILED_MIN_ROWS && total.failed === total.attempted) {
-      // Per-row isolation is right, but a task whose every row failed must not finish green.
-      const error = `every row failed (${total.failed}); see the run's notes`;
-      await finishTaskFailed(db, task.id, claimToken, error);
-      return { ...base, status: "failed", summary: total, error };
-    }
-    // The attempt's last transaction is bounded like its windows: a finish the driver lost track of
-    // must not hold the lane. Fenced by the claim token, so a finish that did commit unseen makes
-    // the retry's release a lost claim, never a second run of the task.
-    const done = await windowTransaction(db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, (tx) =>
-      finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? [], calls.take()),
-    );
-    return { ...base, status: done ? "succeeded" : "lost", summary: total };
-  } catch (err) {
-    if (yielded) return { ...base, status: "yielded", summary: total };
-    return {
-      ...base,
-      summary: total,
-      ...(await endFailedAttempt(
-        deps,
-        claimed,
-        claimToken,
-        // Whatever the abort made the provider throw, the attempt ends as a lost claim: no write.
-        claimLost ? new LostClaimError(task.id) : scrubbed(err, secret),
-        controls.shutdown,
-        runInfo,
-      )),
-    };
-  } finally {
-    clearInterval(touch);
-    controls.onClaim?.(null);
-    controls.shutdown.removeEventListener("abort", onShutdown);
-  }
 }
 
 /**
