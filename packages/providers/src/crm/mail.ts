@@ -79,53 +79,14 @@ const DEALS_PER_LIST_ROUND = 16;
  * no request twice.
  */
 export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
-  const { baseUrl, settings } = runSettings(ctx.run);
-  const client = clientFor(ctx.run, baseUrl, ctx.pacer);
   const cursor = ctx.task.cursor as unknown as MailCursor;
-  const tenantId = ctx.run.tenantId;
-  const deals = cursor.deals.slice(cursor.index);
-  const lists = new Map<string, unknown[]>(Object.entries(cursor.fetched?.lists ?? {}));
-  const bodies = new Map<string, string | null>(Object.entries(cursor.fetched?.bodies ?? {}));
-  const keepFetched = (err: unknown) => keepUnwritten(ctx, lists, bodies, err);
   const known = cursor.bodies ?? ((await ctx.runFact(BODY_SOURCE_FACT)) as BodySource | undefined);
-  const askBodies = known !== "fetch";
-  const listOf = (k: number) => lists.get(deals[k]!)!;
-  const expected = new Map(cursor.deals.map((deal, i) => [deal, cursor.expected?.[i]]));
-  let bodySource = known;
-  let listed = 0;
-  /** Lists deals from `listed` on until `messages` messages from deal `from` are in hand. */
-  const listAhead = async (from: number, messages: number) => {
-    const inHand = () => {
-      let n = 0;
-      for (let k = from; k < listed; k++) n += listOf(k).length;
-      return n;
-    };
-    while (listed < deals.length && (listed <= from || inHand() < messages)) {
-      const round = deals.slice(listed, listed + DEALS_PER_LIST_ROUND);
-      await pooled(
-        round.filter((deal) => !lists.has(deal)),
-        settings.bodyConcurrency,
-        async (deal) => {
-          const messages = await listMessages(client, deal, settings.pageSize, ctx.signal, askBodies);
-          await noteShortList(ctx, deal, messages.length, expected.get(deal));
-          lists.set(deal, messages);
-        },
-      ).catch(keepFetched);
-      listed += round.length;
-      ctx.working();
-    }
-  };
-
+  const walk = new MailWalk(ctx, cursor, known);
+  const { deals } = walk;
   for (let g = 0; g < deals.length; ) {
-    await listAhead(g, MESSAGES_PER_GROUP);
-    // A group of deals whose messages fit in memory together (always at least one deal). The deal
-    // a retry resumes inside is written alone: its committed offset counts its rows only.
-    let end = g + 1;
-    let size = listOf(g).length;
-    if (!(g === 0 && ctx.task.processedOffset > 0))
-      while (end < listed && size + listOf(end).length <= MESSAGES_PER_GROUP) size += listOf(end++).length;
-
-    const messages = deals.slice(g, end).flatMap((deal) => lists.get(deal)!);
+    await walk.listAhead(g, MESSAGES_PER_GROUP);
+    const end = walk.groupEnd(g);
+    const messages = deals.slice(g, end).flatMap((deal) => walk.lists.get(deal)!);
     // One ledger query for the deals the messages link to and for the messages already imported.
     const parents = await ctx.resolveParents({
       deals: deals.slice(g, end),
@@ -140,36 +101,148 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
      * back during a run, so a message held here is still held when its window looks.
      */
     const needsBody = (id: string) => parents.get("mail", id) === undefined || reapplied.has(id);
-    if (!bodySource) {
+    if (!walk.bodySource) {
       const found = detectBodySource([messages]);
       // Once per run: the first task whose lists carry messages decides for every task after it.
-      if (found) bodySource = (await ctx.settleRunFact(BODY_SOURCE_FACT, found)) as BodySource;
+      if (found) walk.bodySource = (await ctx.settleRunFact(BODY_SOURCE_FACT, found)) as BodySource;
     }
+    const groupBodies =
+      walk.bodySource === "list" ? listedBodies(messages) : await walk.fetchBodies(g, end, needsBody);
+    ctx.working();
+    const { rows, starts } = walk.rowsOf(g, end, groupBodies);
+    // Messages are independent rows: the deals' messages go in multi-row inserts.
+    await ctx.writeBatches(rows, independentBatch(emailKind, ctx.run.tenantId, parents) as never, {
+      windowSize: walk.settings.windowSize,
+      reapply: (row) => reapplied.has(row.sourceId),
+      nextCursor: walk.at(cursor.index + end),
+      positionAfter: (done) => {
+        const { deal, offset } = dealAt(starts, done);
+        return { cursor: walk.at(cursor.index + g + deal), processedOffset: offset };
+      },
+    });
+    g = end;
+  }
+  return {};
+}
 
+/**
+ * One mail task's walk: the deals left, what it has listed and fetched so far (kept in the cursor
+ * when a rate limit or a transient failure ends the attempt), and the account's body source.
+ */
+class MailWalk {
+  readonly settings: ReturnType<typeof runSettings>["settings"];
+  readonly deals: string[];
+  readonly lists: Map<string, unknown[]>;
+  readonly bodies: Map<string, string | null>;
+  private readonly client: SourceClient;
+  private readonly expected: Map<string, number | null | undefined>;
+  /** Deals listed so far, from the first. */
+  private listed = 0;
+  /** The lists ask for bodies unless the run already knew, when the task began, that they carry none. */
+  private readonly askBodies: boolean;
+
+  constructor(
+    private readonly ctx: TaskContext,
+    private readonly cursor: MailCursor,
+    public bodySource: BodySource | undefined,
+  ) {
+    const { baseUrl, settings } = runSettings(ctx.run);
+    this.settings = settings;
+    this.client = clientFor(ctx.run, baseUrl, ctx.pacer);
+    this.deals = cursor.deals.slice(cursor.index);
+    this.lists = new Map(Object.entries(cursor.fetched?.lists ?? {}));
+    this.bodies = new Map(Object.entries(cursor.fetched?.bodies ?? {}));
+    this.expected = new Map(cursor.deals.map((deal, i) => [deal, cursor.expected?.[i]]));
+    this.askBodies = bodySource !== "fetch";
+  }
+
+  private listOf(k: number): unknown[] {
+    return this.lists.get(this.deals[k]!)!;
+  }
+
+  private keepFetched = (err: unknown) => keepUnwritten(this.ctx, this.lists, this.bodies, err);
+
+  /** Lists deals from the last listed on until `messages` messages from deal `from` are in hand. */
+  async listAhead(from: number, messages: number): Promise<void> {
+    const askBodies = this.askBodies;
+    const inHand = () => {
+      let n = 0;
+      for (let k = from; k < this.listed; k++) n += this.listOf(k).length;
+      return n;
+    };
+    while (this.listed < this.deals.length && (this.listed <= from || inHand() < messages)) {
+      const round = this.deals.slice(this.listed, this.listed + DEALS_PER_LIST_ROUND);
+      await pooled(
+        round.filter((deal) => !this.lists.has(deal)),
+        this.settings.bodyConcurrency,
+        async (deal) => {
+          const listed = await listMessages(
+            this.client,
+            deal,
+            this.settings.pageSize,
+            this.ctx.signal,
+            askBodies,
+          );
+          await noteShortList(this.ctx, deal, listed.length, this.expected.get(deal));
+          this.lists.set(deal, listed);
+        },
+      ).catch(this.keepFetched);
+      this.listed += round.length;
+      this.ctx.working();
+    }
+  }
+
+  /**
+   * Where the group of deals from `g` ends: as many as fit in memory together (always at least
+   * one). The deal a retry resumes inside is written alone: its committed offset counts its rows only.
+   */
+  groupEnd(g: number): number {
+    let end = g + 1;
+    let size = this.listOf(g).length;
+    if (!(g === 0 && this.ctx.task.processedOffset > 0))
+      while (end < this.listed && size + this.listOf(end).length <= MESSAGES_PER_GROUP)
+        size += this.listOf(end++).length;
+    return end;
+  }
+
+  /** The bodies of deals [g, end) not committed yet that the group still needs, asked one GET each. */
+  fetchBodies(
+    g: number,
+    end: number,
+    needsBody: (id: string) => boolean,
+  ): Promise<Map<string, string | null>> {
     const wanted: string[] = [];
     for (let k = g; k < end; k++) {
-      const committed = k === 0 ? ctx.task.processedOffset : 0;
-      for (const raw of listOf(k).slice(committed)) {
+      const committed = k === 0 ? this.ctx.task.processedOffset : 0;
+      for (const raw of this.listOf(k).slice(committed)) {
         const id = sourceId(raw);
-        if (id === null || !needsBody(id) || bodies.has(id)) continue;
+        if (id === null || !needsBody(id) || this.bodies.has(id)) continue;
         // The list says the message has no body: asking for it would cost a request for nothing.
-        if (saysNoBody(raw)) bodies.set(id, null);
+        if (saysNoBody(raw)) this.bodies.set(id, null);
         else wanted.push(id);
       }
     }
-    const groupBodies =
-      bodySource === "list"
-        ? listedBodies(messages)
-        : await fetchBodies(client, wanted, settings.bodyConcurrency, ctx.signal, bodies).catch(keepFetched);
-    ctx.working();
+    return fetchBodies(
+      this.client,
+      wanted,
+      this.settings.bodyConcurrency,
+      this.ctx.signal,
+      this.bodies,
+    ).catch(this.keepFetched);
+  }
 
+  /** The rows of deals [g, end), and where each deal's rows start (`starts`, ascending). */
+  rowsOf(
+    g: number,
+    end: number,
+    bodies: ReadonlyMap<string, string | null>,
+  ): { rows: SourceRow<unknown>[]; starts: number[] } {
     const rows: SourceRow<unknown>[] = [];
-    /** Where each deal's rows start in `rows`, and (last) where they end. */
     const starts: number[] = [];
     for (let k = g; k < end; k++) {
-      const deal = deals[k]!;
+      const deal = this.deals[k]!;
       starts.push(rows.length);
-      for (const [j, raw] of listOf(k).entries()) {
+      for (const [j, raw] of this.listOf(k).entries()) {
         const id = sourceId(raw);
         if (id === null) {
           rows.push({
@@ -179,32 +252,26 @@ export async function walkMail(ctx: TaskContext): Promise<TaskResult> {
           continue;
         }
         try {
-          rows.push({ sourceId: id, data: parseEmail(raw, deal, groupBodies.get(id) ?? null) });
+          rows.push({ sourceId: id, data: parseEmail(raw, deal, bodies.get(id) ?? null) });
         } catch (err) {
           rows.push({ sourceId: id, data: { rowError: (err as Error).message } });
         }
       }
     }
-    const at = (index: number) => ({
-      deals: cursor.deals,
-      index,
-      ...(cursor.expected ? { expected: cursor.expected } : {}),
-      ...(bodySource ? { bodies: bodySource } : {}),
-      ...(cursor.since ? { since: cursor.since } : {}),
-    });
-    // Messages are independent rows: the deals' messages go in multi-row inserts.
-    await ctx.writeBatches(rows, independentBatch(emailKind, tenantId, parents) as never, {
-      windowSize: settings.windowSize,
-      reapply: (row) => reapplied.has(row.sourceId),
-      nextCursor: at(cursor.index + end),
-      positionAfter: (done) => {
-        const { deal, offset } = dealAt(starts, done);
-        return { cursor: at(cursor.index + g + deal), processedOffset: offset };
-      },
-    });
-    g = end;
+    return { rows, starts };
   }
-  return {};
+
+  /** The task's cursor at deal `index` of all its deals. */
+  at(index: number): Record<string, unknown> {
+    const c = this.cursor;
+    return {
+      deals: c.deals,
+      index,
+      ...(c.expected ? { expected: c.expected } : {}),
+      ...(this.bodySource ? { bodies: this.bodySource } : {}),
+      ...(c.since ? { since: c.since } : {}),
+    };
+  }
 }
 
 /**
