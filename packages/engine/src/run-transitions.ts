@@ -1,11 +1,17 @@
 import {
   type Db,
+  FINISHED_RUN_STATUSES,
   type FollowPass,
+  OPEN_TASK_STATUSES,
   type Queryable,
   type RunFollow,
   type RunRow,
   type RunSummary,
+  runStatus,
+  runStatusIn,
   runs,
+  taskStatus,
+  taskStatusIn,
 } from "@drover/db";
 import { type Provider, REDRIVE_SEED_KEY_PREFIX, type TaskSeed } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
@@ -119,9 +125,9 @@ export async function advanceBarrier(q: Queryable, runId: string, phase: number)
   const rows = await q.execute(sql`
     update drover.runs r
        set current_phase = ${phase} + 1, updated_at = now()
-     where r.id = ${runId}::uuid and r.current_phase = ${phase} and r.status = 'running'
+     where r.id = ${runId}::uuid and r.current_phase = ${phase} and r.status = ${runStatus.running}
        and not exists (select 1 from drover.tasks t
-                        where t.run_id = r.id and t.phase = ${phase} and t.status in ('pending', 'running'))
+                        where t.run_id = r.id and t.phase = ${phase} and t.status in ${taskStatusIn(OPEN_TASK_STATUSES)})
     returning r.id`);
   return rows.length === 1;
 }
@@ -135,12 +141,12 @@ export async function advanceBarrier(q: Queryable, runId: string, phase: number)
 export async function finalizeRun(q: Queryable, runId: string): Promise<"succeeded" | "failed" | undefined> {
   const rows = await q.execute<{ status: "succeeded" | "failed" }>(sql`
     update drover.runs r
-       set status = case when exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = 'failed')
-                         then 'failed' else 'succeeded' end,
+       set status = case when exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = ${taskStatus.failed})
+                         then ${runStatus.failed} else ${runStatus.succeeded} end,
            error = (select case when count(*) > 0 then count(*) || ' task(s) failed; first: ' || min(t.last_error) end
-                      from drover.tasks t where t.run_id = r.id and t.status = 'failed'),
+                      from drover.tasks t where t.run_id = r.id and t.status = ${taskStatus.failed}),
            finished_at = now(), updated_at = now(), verification = null
-     where r.id = ${runId}::uuid and r.status = 'running' and r.current_phase >= jsonb_array_length(r.plan)
+     where r.id = ${runId}::uuid and r.status = ${runStatus.running} and r.current_phase >= jsonb_array_length(r.plan)
     returning r.status`);
   return rows[0]?.status;
 }
@@ -151,9 +157,9 @@ export async function finalizeRun(q: Queryable, runId: string): Promise<"succeed
  */
 export async function settleStoppingRun(q: Queryable, runId: string): Promise<boolean> {
   const rows = await q.execute(sql`
-    update drover.runs r set status = 'stopped', finished_at = now(), updated_at = now(), verification = null
-     where r.id = ${runId}::uuid and r.status = 'stopping'
-       and not exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = 'running')
+    update drover.runs r set status = ${runStatus.stopped}, finished_at = now(), updated_at = now(), verification = null
+     where r.id = ${runId}::uuid and r.status = ${runStatus.stopping}
+       and not exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = ${taskStatus.running})
     returning r.id`);
   return rows.length === 1;
 }
@@ -167,8 +173,8 @@ export async function settleStoppingRun(q: Queryable, runId: string): Promise<bo
 export async function requestStop(db: Db, runId: string): Promise<boolean> {
   return db.transaction(async (tx) => {
     const moved = await tx.execute(sql`
-      update drover.runs set status = 'stopping', updated_at = now()
-       where id = ${runId}::uuid and status in ('pending', 'running')
+      update drover.runs set status = ${runStatus.stopping}, updated_at = now()
+       where id = ${runId}::uuid and status in ${runStatusIn(["pending", "running"])}
       returning id`);
     await cancelPendingTasksOfRun(tx, runId);
     return moved.length === 1;
@@ -190,7 +196,7 @@ export async function rearmRun(
 ): Promise<boolean> {
   return db.transaction(async (tx) => {
     const moved = await tx.execute(sql`
-      update drover.runs set status = 'running', error = null, finished_at = null, updated_at = now()
+      update drover.runs set status = ${runStatus.running}, error = null, finished_at = null, updated_at = now()
        where id = ${runId}::uuid and status = ${how.from} and summary is null
       returning id`);
     if (moved.length === 0) return false;
@@ -244,17 +250,17 @@ export async function closeFollowPass(q: Queryable, runId: string, phase: number
   // without taking the run row's lock.
   const [going] = await q.execute(sql`
     select 1 from drover.tasks
-     where run_id = ${runId}::uuid and phase = ${phase} and status in ('pending', 'running') limit 1`);
+     where run_id = ${runId}::uuid and phase = ${phase} and status in ${taskStatusIn(OPEN_TASK_STATUSES)} limit 1`);
   if (going) return { kind: "busy" };
   const [locked] = await q.execute<{ follow: RunFollow | null; started_at: Date | string | null }>(sql`
     select follow, started_at from drover.runs
-     where id = ${runId}::uuid and status = 'running' and current_phase = ${phase} and follow is not null
+     where id = ${runId}::uuid and status = ${runStatus.running} and current_phase = ${phase} and follow is not null
        for update`);
   if (!locked?.follow) return { kind: "busy" };
   const follow = locked.follow;
   const [state] = await q.execute<{ busy: boolean; first_ms: number | null; now_ms: number }>(sql`
     select exists (select 1 from drover.tasks t
-                    where t.run_id = ${runId}::uuid and t.phase = ${phase} and t.status in ('pending', 'running')) as busy,
+                    where t.run_id = ${runId}::uuid and t.phase = ${phase} and t.status in ${taskStatusIn(OPEN_TASK_STATUSES)}) as busy,
            (select floor(extract(epoch from min(t.created_at)) * 1000)::float8 from drover.tasks t
              where t.run_id = ${runId}::uuid and t.phase = ${phase}) as first_ms,
            (extract(epoch from now()) * 1000)::float8 as now_ms`);
@@ -321,7 +327,7 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
     const [row] = await tx.execute<{ follow: RunFollow; now_ms: number }>(sql`
       select follow, (extract(epoch from now()) * 1000)::float8 as now_ms from drover.runs
        where id = ${runId}::uuid and follow is not null and (follow ->> 'cutoverAt') is null
-         and status in ('pending', 'running', 'stopping', 'stopped')
+         and status in ${runStatusIn(["pending", "running", "stopping", "stopped"])}
          for update`);
     if (!row) return false;
     const now = new Date(Number(row.now_ms)).toISOString();
@@ -331,7 +337,7 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
       open.startsAt = now;
       await tx.execute(sql`
         update drover.tasks set available_at = now(), updated_at = now()
-         where run_id = ${runId}::uuid and status = 'pending' and available_at > now()
+         where run_id = ${runId}::uuid and status = ${taskStatus.pending} and available_at > now()
            and created_at >= ${open.seededAt}::timestamptz`);
     }
     await tx.execute(sql`
@@ -357,9 +363,9 @@ export async function redriveRun(q: Db, runId: string, seeds: readonly TaskSeed[
   return q.transaction(async (tx) => {
     const [moved] = await tx.execute<{ last: number }>(sql`
       update drover.runs
-         set status = 'running', error = null, finished_at = null, verification = null,
+         set status = ${runStatus.running}, error = null, finished_at = null, verification = null,
              current_phase = jsonb_array_length(plan) - 1, updated_at = now()
-       where id = ${runId}::uuid and status in ('succeeded', 'failed') and summary is null
+       where id = ${runId}::uuid and status in ${runStatusIn(["succeeded", "failed"])} and summary is null
       returning current_phase as last`);
     if (!moved) return false;
     await insertTaskSeeds(tx, runId, Number(moved.last), seeds);
@@ -371,7 +377,7 @@ export async function redriveRun(q: Db, runId: string, seeds: readonly TaskSeed[
 async function rewindBarrier(q: Queryable, runId: string, phase: number): Promise<void> {
   await q.execute(sql`
     update drover.runs set current_phase = least(current_phase, ${phase}), updated_at = now()
-     where id = ${runId}::uuid and status = 'running'`);
+     where id = ${runId}::uuid and status = ${runStatus.running}`);
 }
 
 /**
@@ -397,7 +403,7 @@ export async function pruneFinishedRuns(
       .from(runs)
       .where(
         sql`${runs.id} in (select id from drover.runs
-                       where status in ('succeeded', 'failed', 'stopped') and summary is null
+                       where status in ${runStatusIn(FINISHED_RUN_STATUSES)} and summary is null
                          and finished_at < now() - make_interval(days => ${options.retentionDays})
                        order by finished_at limit ${batch} for update skip locked)`,
       );
@@ -413,4 +419,15 @@ export async function pruneFinishedRuns(
     await tx.execute(sql`delete from drover.notes where run_id = any(${sql.param(ids)}::uuid[])`);
     return due.length;
   });
+}
+
+/**
+ * The runs the reaper advances on each pass: running ones (a barrier to pass, a finish to settle)
+ * and stopping ones (stopped once their running tasks end). A pending run is not yet admitted.
+ */
+export async function runsToAdvance(q: Queryable): Promise<string[]> {
+  const rows = await q.execute<{ id: string }>(
+    sql`select id from drover.runs where status in ${runStatusIn(["running", "stopping"])}`,
+  );
+  return rows.map((r) => r.id);
 }
