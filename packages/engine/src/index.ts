@@ -40,6 +40,7 @@ export {
   redriveRun,
   requestCutover,
   requestStop,
+  runsToAdvance,
   settleStoppingRun,
 } from "./run-transitions.js";
 export {
@@ -49,6 +50,25 @@ export {
   verifyRun,
 } from "./source-comparison.js";
 export { type ApplyDeletionsDeps, applySourceDeletions, heldSourceRows } from "./source-deletions.js";
+export {
+  type KindTaskCounts,
+  taskCountsByKind,
+  taskCountsByStatus,
+  unfinishedKindTasks,
+} from "./task-counts.js";
+export {
+  DISPATCH_LOCK,
+  handOnSlot,
+  markTasksDispatched,
+  overFairShare,
+  type RunDemandRow,
+  recordFairShares,
+  redispatchLostTasks,
+  runDemand,
+  runDispatchLock,
+  undispatchTasks,
+  yieldSlot,
+} from "./task-dispatch.js";
 export {
   type AssignmentControls,
   type AssignmentOutcome,
@@ -63,30 +83,21 @@ export {
   cancelPendingTasksOfRun,
   claimTask,
   DeadWorkerError,
-  DISPATCH_LOCK,
   finishTaskCancelled,
   finishTaskFailed,
   finishTaskSucceeded,
   handBackHeldTasks,
   handBackTask,
-  handOnSlot,
   insertTaskSeeds,
   LostClaimError,
-  markTasksDispatched,
-  overFairShare,
   parkSiblings,
   parkTask,
   rearmTasks,
-  recordFairShares,
-  redispatchLostTasks,
   releaseStaleTasks,
   releaseTask,
   releaseTasksOfDeadWorkers,
-  runDispatchLock,
   touchTask,
-  undispatchTasks,
   writeCheckpoint,
-  yieldSlot,
 } from "./task-transitions.js";
 export { runVerification, type VerificationOutcome } from "./verification-assignment.js";
 export {

@@ -1,4 +1,4 @@
-import type { Queryable } from "@drover/db";
+import { OPEN_TASK_STATUSES, type Queryable, taskStatusIn } from "@drover/db";
 import type { CallsLeft, RunInfo, WorkEstimate } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { runSettings } from "./config.js";
@@ -35,7 +35,7 @@ export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkE
     n: number;
   }>(sql`
     select kind, status, cursor, count(*)::int as n from drover.tasks
-     where run_id = ${run.id}::uuid and status in ('pending', 'running', 'succeeded')
+     where run_id = ${run.id}::uuid and status in ${taskStatusIn([...OPEN_TASK_STATUSES, "succeeded"])}
      group by kind, status, cursor`);
   const [facts] = await q.execute<{ bodies: string | null }>(sql`
     select (select value #>> '{}' from drover.run_facts where run_id = ${run.id}::uuid and key = ${BODY_SOURCE_FACT}) as bodies`);
