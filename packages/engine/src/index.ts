@@ -9,6 +9,7 @@ export {
   type WouldBeRow,
   wouldBeRows,
 } from "./dry-run.js";
+export { LiveRunConflict, type LiveRunScope } from "./live-run-conflict.js";
 export { appendNotes, type NoteInput } from "./notes.js";
 export {
   describeDependent,
@@ -36,6 +37,7 @@ export {
   finalizeRun,
   type NewRun,
   pruneFinishedRuns,
+  RunAlreadyReverted,
   rearmRun,
   redriveRun,
   requestCutover,

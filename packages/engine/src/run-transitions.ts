@@ -14,7 +14,8 @@ import {
   taskStatusIn,
 } from "@drover/db";
 import { type Provider, REDRIVE_SEED_KEY_PREFIX, type TaskSeed } from "@drover/provider-sdk";
-import { sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
+import { LiveRunConflict, takingLiveRunSlot } from "./live-run-conflict.js";
 import { revertPlan, revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
 import { cancelPendingTasksOfRun, insertTaskSeeds, rearmTasks } from "./task-transitions.js";
@@ -52,9 +53,13 @@ export interface NewRun {
 /**
  * Admits a run and seeds its first phase in one transaction. One live run per tenant and source
  * account is enforced by the partial unique index runs_one_live_per_source, so of two admissions at
- * the same instant one fails with a unique violation (23505), which the caller turns into its answer.
+ * the same instant one fails with LiveRunConflict (takingLiveRunSlot).
  */
 export async function admitRun(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
+  return takingLiveRunSlot(db, { scope: input }, () => admitRunOnce(db, provider, input));
+}
+
+async function admitRunOnce(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
   return db.transaction(async (tx) => {
     const [run] = await tx
       .insert(runs)
@@ -78,14 +83,40 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
   });
 }
 
+/** A second revert of one run: `revertedBy` is the revert admitted first (runs_reverts_run). */
+export class RunAlreadyReverted extends Error {
+  constructor(
+    readonly runId: string,
+    readonly revertedBy: string,
+  ) {
+    super(`run ${runId} is already reverted by run ${revertedBy}`);
+    this.name = "RunAlreadyReverted";
+  }
+}
+
 /**
  * Admits a revert run of `target` and seeds its first phase in one transaction (revert.ts). It
  * takes the tenant's live-run slot for the target's source account like any run, so nothing writes
- * that tenant from that account while the revert removes records (a conflict fails with 23505), and
- * runs_reverts_run makes a second revert of one run fail the same way. It calls no source: no
- * credential is kept on it.
+ * that tenant from that account while the revert removes records (a conflict fails with
+ * LiveRunConflict), and runs_reverts_run makes a second revert of one run fail the same way, which
+ * becomes RunAlreadyReverted once the first revert is found. It calls no source: no credential is
+ * kept on it.
  */
 export async function admitRevertRun(
+  db: Db,
+  target: RunRow,
+  input: { id: string; force: boolean; traceContext: Record<string, string> },
+): Promise<RunRow> {
+  try {
+    return await takingLiveRunSlot(db, { scope: target }, () => admitRevertRunOnce(db, target, input));
+  } catch (err) {
+    if (!(err instanceof LiveRunConflict)) throw err;
+    const [by] = await db.select({ id: runs.id }).from(runs).where(eq(runs.revertsRunId, target.id));
+    throw by ? new RunAlreadyReverted(target.id, by.id) : err;
+  }
+}
+
+async function admitRevertRunOnce(
   db: Db,
   target: RunRow,
   input: { id: string; force: boolean; traceContext: Record<string, string> },
@@ -186,10 +217,17 @@ export async function requestStop(db: Db, runId: string): Promise<boolean> {
  * running again, its cancelled (resume) or failed (retry) tasks pending again, and its barrier
  * rewound to the lowest phase with work again, from where it re-advances. Fenced on the run's status:
  * of two racing resumes one moves it. Back to running first: the partial unique index re-checks
- * admission, and a live sibling makes this fail with a unique violation (23505) for the caller.
- * Returns whether the run moved.
+ * admission, and a live sibling makes this fail with LiveRunConflict. Returns whether the run moved.
  */
 export async function rearmRun(
+  db: Db,
+  runId: string,
+  how: { from: "stopped" | "failed"; tasksFrom: "cancelled" | "failed"; resetAttempts: boolean },
+): Promise<boolean> {
+  return takingLiveRunSlot(db, { runId }, () => rearmRunOnce(db, runId, how));
+}
+
+async function rearmRunOnce(
   db: Db,
   runId: string,
   how: { from: "stopped" | "failed"; tasksFrom: "cancelled" | "failed"; resetAttempts: boolean },
@@ -352,14 +390,18 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
  * finalizes again once they end. Its failed tasks stay failed: a re-drive reads only the rows asked
  * for, so a run that failed still ends failed. Fenced on the status like a retry (of two racing
  * re-drives one moves the run; the other's seeds are never written), and back to running first so
- * the partial unique index re-checks admission: a live sibling makes this fail with a unique
- * violation (23505) for the caller. Returns whether the run moved.
+ * the partial unique index re-checks admission: a live sibling makes this fail with
+ * LiveRunConflict. Returns whether the run moved.
  */
 export async function redriveRun(q: Db, runId: string, seeds: readonly TaskSeed[]): Promise<boolean> {
   // The task runner knows a re-drive task by its key (a still-bad row does not fail it).
   const unmarked = seeds.find((s) => !s.seedKey.startsWith(REDRIVE_SEED_KEY_PREFIX));
   if (unmarked)
     throw new Error(`re-drive seed ${unmarked.seedKey} does not begin with ${REDRIVE_SEED_KEY_PREFIX}`);
+  return takingLiveRunSlot(q, { runId }, () => redriveRunOnce(q, runId, seeds));
+}
+
+async function redriveRunOnce(q: Db, runId: string, seeds: readonly TaskSeed[]): Promise<boolean> {
   return q.transaction(async (tx) => {
     const [moved] = await tx.execute<{ last: number }>(sql`
       update drover.runs
