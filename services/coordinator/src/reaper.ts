@@ -36,12 +36,12 @@ export interface ReaperReport {
  */
 export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport> {
   const { db, config } = ctx;
-  const dead = await releaseTasksOfDeadWorkers(db, { maxAttempts: config.DROVER_MAX_ATTEMPTS });
+  const dead = await releaseTasksOfDeadWorkers(db, { maxAttempts: config.maxAttempts });
   const stale = await releaseStaleTasks(db, {
-    staleMs: config.DROVER_STALE_TASK_MS,
-    maxAttempts: config.DROVER_MAX_ATTEMPTS,
+    staleMs: config.staleTaskMs,
+    maxAttempts: config.maxAttempts,
   });
-  const redispatched = await redispatchLostTasks(db, config.DROVER_REDISPATCH_AFTER_MS);
+  const redispatched = await redispatchLostTasks(db, config.redispatchAfterMs);
   const live = await runsToAdvance(db);
   for (const runId of live) {
     try {
@@ -65,7 +65,7 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
 /** Finished runs past DROVER_RETENTION_DAYS lose their tasks and notes, their counts frozen first. */
 export function pruneRunsPastRetention(ctx: CoordinatorContext): Promise<number> {
   return pruneFinishedRuns(ctx.db, {
-    retentionDays: ctx.config.DROVER_RETENTION_DAYS,
+    retentionDays: ctx.config.retentionDays,
     summarize: (q, run) => frozenCounts(q, ctx.providers, run),
   });
 }
