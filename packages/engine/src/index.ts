@@ -56,6 +56,7 @@ export {
   type KindTaskCounts,
   taskCountsByKind,
   taskCountsByStatus,
+  taskTallies,
   unfinishedKindTasks,
 } from "./task-counts.js";
 export {

@@ -1,9 +1,18 @@
-import { ENDED_TASK_STATUSES, type Queryable, type TaskStatus, taskStatus, taskStatusIn } from "@drover/db";
+import {
+  ENDED_TASK_STATUSES,
+  OPEN_TASK_STATUSES,
+  type Queryable,
+  type TaskStatus,
+  taskStatus,
+  taskStatusIn,
+} from "@drover/db";
+import type { TaskTally } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 
 /**
- * How a run's tasks stand, the reads the API, the reaper's pruning and `explain` share: one
- * definition of "done" (ENDED_TASK_STATUSES) and of what keeps a kind from having been read.
+ * How a run's tasks stand, the reads the API, the reaper's pruning, `explain` and a source's work
+ * estimate share: one definition of "done" (ENDED_TASK_STATUSES), of what keeps a kind from having
+ * been read, and of the tasks an estimate counts.
  */
 
 /** A run's tasks by status; statuses it has none of are absent. */
@@ -51,4 +60,12 @@ export async function unfinishedKindTasks(
        and status in ${taskStatusIn(["failed", "cancelled", "pending", "running"])}
      order by case status when ${taskStatus.failed} then 0 when ${taskStatus.cancelled} then 1 else 2 end limit 1`);
   return task ? { status: task.status, n: Number(task.n), lastError: task.last_error } : undefined;
+}
+
+/** The run's tasks still to run, running or succeeded, per kind, status and cursor (TaskTally). */
+export async function taskTallies(q: Queryable, runId: string): Promise<TaskTally[]> {
+  return q.execute<TaskTally & Record<string, unknown>>(sql`
+    select kind, status, cursor, count(*)::int as n from drover.tasks
+     where run_id = ${runId}::uuid and status in ${taskStatusIn([...OPEN_TASK_STATUSES, "succeeded"])}
+     group by kind, status, cursor`);
 }

@@ -1,5 +1,11 @@
 import { budgets, FINISHED_RUN_STATUSES, type Queryable, type RunRow, runs } from "@drover/db";
-import { type KindTaskCounts, taskCountsByKind, taskCountsByStatus, toRunInfo } from "@drover/engine";
+import {
+  type KindTaskCounts,
+  taskCountsByKind,
+  taskCountsByStatus,
+  taskTallies,
+  toRunInfo,
+} from "@drover/engine";
 import {
   create,
   fromProtoRunStatus,
@@ -175,7 +181,7 @@ async function liveEta(
 ): Promise<Eta | undefined> {
   const estimate = sources.get(run.source)?.estimateWork;
   if (!estimate) return undefined;
-  const work = await estimate(q, toRunInfo(run));
+  const work = await estimate(q, toRunInfo(run), await taskTallies(q, run.id));
   const capacity = budget?.burstCapacity ?? DEFAULT_BUDGET_OPTIONS.defaultCapacity;
   const now = new Date();
   return estimateEta(
