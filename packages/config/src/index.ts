@@ -79,10 +79,13 @@ export function identifier(fallback: string) {
 }
 export { runServiceMain, type ServiceMain } from "./service-main.js";
 export {
+  type KeyringOptions,
+  keyringOptions,
   SHARED_SETTINGS,
+  type SharedOptions,
   type SharedSettings,
   settingsDisagreements,
-  sharedSettingsOf,
+  sharedOptions,
 } from "./shared-settings.js";
 
 /**
@@ -102,6 +105,19 @@ export function metricsPort(fallback: number) {
       description:
         "Port of the Prometheus endpoint `http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics`; `0` picks a free one (named in the ready line), `off` serves none.",
     });
+}
+
+/** Where a service serves /metrics; a null port for none. */
+export interface MetricsOptions {
+  host: string;
+  port: number | null;
+}
+
+export function metricsOptions(config: {
+  DROVER_METRICS_HOST: string;
+  DROVER_METRICS_PORT: number | null;
+}): MetricsOptions {
+  return { host: config.DROVER_METRICS_HOST, port: config.DROVER_METRICS_PORT };
 }
 
 /** The interface metrics listen on: loopback unless a scraper elsewhere needs it (0.0.0.0). */

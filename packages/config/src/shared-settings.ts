@@ -32,17 +32,58 @@ export interface SharedSettings {
   DROVER_STALE_TASK_MS: number;
 }
 
-const NAMES = Object.keys(SHARED_SETTINGS) as (keyof SharedSettings)[];
-
-/** Just the shared settings of a service's configuration. */
-export function sharedSettingsOf(config: SharedSettings): SharedSettings {
-  return Object.fromEntries(NAMES.map((name) => [name, config[name]])) as unknown as SharedSettings;
+/** The shared settings as the services' code (and GetSettings) names them. */
+export interface SharedOptions {
+  laneWidth: number;
+  queuePrefix: string;
+  maxAttempts: number;
+  notesCap: number;
+  staleTaskMs: number;
 }
 
-/** One sentence per setting whose values differ, naming both and what to do. */
-export function settingsDisagreements(worker: SharedSettings, coordinator: SharedSettings): string[] {
-  return NAMES.filter((name) => worker[name] !== coordinator[name]).map(
-    (name) =>
-      `${name}: this worker has ${JSON.stringify(worker[name])} but the coordinator ${JSON.stringify(coordinator[name])}; set the same value on both`,
+/** Each shared option's environment variable: the only place the two names meet. */
+const VARIABLE_OF = {
+  laneWidth: "DROVER_LANE_WIDTH",
+  queuePrefix: "DROVER_QUEUE_PREFIX",
+  maxAttempts: "DROVER_MAX_ATTEMPTS",
+  notesCap: "DROVER_NOTES_CAP",
+  staleTaskMs: "DROVER_STALE_TASK_MS",
+} as const satisfies Record<keyof SharedOptions, keyof SharedSettings>;
+
+const OPTIONS = Object.keys(VARIABLE_OF) as (keyof SharedOptions)[];
+
+/** The shared options of a service's parsed environment. */
+export function sharedOptions(config: SharedSettings): SharedOptions {
+  return Object.fromEntries(
+    OPTIONS.map((option) => [option, config[VARIABLE_OF[option]]]),
+  ) as unknown as SharedOptions;
+}
+
+/** One sentence per setting whose values differ, naming its variable, both values and what to do. */
+export function settingsDisagreements(worker: SharedOptions, coordinator: SharedOptions): string[] {
+  return OPTIONS.filter((option) => worker[option] !== coordinator[option]).map(
+    (option) =>
+      `${VARIABLE_OF[option]}: this worker has ${JSON.stringify(worker[option])} but the coordinator ${JSON.stringify(coordinator[option])}; set the same value on both`,
   );
+}
+
+/** The keyring a coordinator seals and a worker opens source secrets with, as @drover/auth takes it. */
+export interface KeyringOptions {
+  keys?: string;
+  file?: string;
+  production: boolean;
+}
+
+/** From a parsed configuration or, for a command without a schema (keys), the environment itself. */
+export function keyringOptions(config: {
+  DROVER_SECRET_KEYS?: string;
+  DROVER_SECRET_KEYS_FILE?: string;
+  NODE_ENV?: string;
+  [variable: string]: unknown;
+}): KeyringOptions {
+  return {
+    keys: config.DROVER_SECRET_KEYS,
+    file: config.DROVER_SECRET_KEYS_FILE,
+    production: config.NODE_ENV === "production",
+  };
 }

@@ -13,4 +13,12 @@ export { MIGRATIONS_FOLDER, migrateDatabase } from "./migrate.js";
 export { isConnectionError, isDatabaseUnavailable, pgErrorCode } from "./pg-error.js";
 export { executePrepared } from "./prepared.js";
 export * from "./schema/index.js";
+export {
+  runStatus,
+  runStatusIn,
+  taskStatus,
+  taskStatusIn,
+  verificationStatus,
+  verificationStatusIn,
+} from "./status-sql.js";
 export * from "./statuses.js";

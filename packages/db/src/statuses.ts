@@ -39,9 +39,19 @@ export const TASK_STATUSES = Object.freeze([
 ] as const);
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
+/** A task still to run or running: a phase holding one has not reached its barrier. */
+export const OPEN_TASK_STATUSES = Object.freeze([
+  "pending",
+  "running",
+] as const satisfies readonly TaskStatus[]);
+
 /** A task whose attempts are over: it counts as done in a run's progress. */
 export const ENDED_TASK_STATUSES = Object.freeze([
   "succeeded",
   "failed",
   "cancelled",
 ] as const satisfies readonly TaskStatus[]);
+
+/** A verification request: pending (due at not_before) → running (claimed by a worker) → done. */
+export const VERIFICATION_REQUEST_STATUSES = Object.freeze(["pending", "running", "done"] as const);
+export type VerificationRequestStatus = (typeof VERIFICATION_REQUEST_STATUSES)[number];

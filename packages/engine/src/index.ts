@@ -9,6 +9,7 @@ export {
   type WouldBeRow,
   wouldBeRows,
 } from "./dry-run.js";
+export { LiveRunConflict, type LiveRunScope } from "./live-run-conflict.js";
 export { appendNotes, type NoteInput } from "./notes.js";
 export {
   describeDependent,
@@ -36,10 +37,12 @@ export {
   finalizeRun,
   type NewRun,
   pruneFinishedRuns,
+  RunAlreadyReverted,
   rearmRun,
   redriveRun,
   requestCutover,
   requestStop,
+  runsToAdvance,
   settleStoppingRun,
 } from "./run-transitions.js";
 export {
@@ -49,6 +52,26 @@ export {
   verifyRun,
 } from "./source-comparison.js";
 export { type ApplyDeletionsDeps, applySourceDeletions, heldSourceRows } from "./source-deletions.js";
+export {
+  type KindTaskCounts,
+  taskCountsByKind,
+  taskCountsByStatus,
+  taskTallies,
+  unfinishedKindTasks,
+} from "./task-counts.js";
+export {
+  DISPATCH_LOCK,
+  handOnSlot,
+  markTasksDispatched,
+  overFairShare,
+  type RunDemandRow,
+  recordFairShares,
+  redispatchLostTasks,
+  runDemand,
+  runDispatchLock,
+  undispatchTasks,
+  yieldSlot,
+} from "./task-dispatch.js";
 export {
   type AssignmentControls,
   type AssignmentOutcome,
@@ -63,30 +86,21 @@ export {
   cancelPendingTasksOfRun,
   claimTask,
   DeadWorkerError,
-  DISPATCH_LOCK,
   finishTaskCancelled,
   finishTaskFailed,
   finishTaskSucceeded,
   handBackHeldTasks,
   handBackTask,
-  handOnSlot,
   insertTaskSeeds,
   LostClaimError,
-  markTasksDispatched,
-  overFairShare,
   parkSiblings,
   parkTask,
   rearmTasks,
-  recordFairShares,
-  redispatchLostTasks,
   releaseStaleTasks,
   releaseTask,
   releaseTasksOfDeadWorkers,
-  runDispatchLock,
   touchTask,
-  undispatchTasks,
   writeCheckpoint,
-  yieldSlot,
 } from "./task-transitions.js";
 export { runVerification, type VerificationOutcome } from "./verification-assignment.js";
 export {

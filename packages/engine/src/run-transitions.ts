@@ -1,14 +1,21 @@
 import {
   type Db,
+  FINISHED_RUN_STATUSES,
   type FollowPass,
+  OPEN_TASK_STATUSES,
   type Queryable,
   type RunFollow,
   type RunRow,
   type RunSummary,
+  runStatus,
+  runStatusIn,
   runs,
+  taskStatus,
+  taskStatusIn,
 } from "@drover/db";
 import { type Provider, REDRIVE_SEED_KEY_PREFIX, type TaskSeed } from "@drover/provider-sdk";
-import { sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
+import { LiveRunConflict, takingLiveRunSlot } from "./live-run-conflict.js";
 import { revertPlan, revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
 import { cancelPendingTasksOfRun, insertTaskSeeds, rearmTasks } from "./task-transitions.js";
@@ -46,9 +53,13 @@ export interface NewRun {
 /**
  * Admits a run and seeds its first phase in one transaction. One live run per tenant and source
  * account is enforced by the partial unique index runs_one_live_per_source, so of two admissions at
- * the same instant one fails with a unique violation (23505), which the caller turns into its answer.
+ * the same instant one fails with LiveRunConflict (takingLiveRunSlot).
  */
 export async function admitRun(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
+  return takingLiveRunSlot(db, { scope: input }, () => admitRunOnce(db, provider, input));
+}
+
+async function admitRunOnce(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
   return db.transaction(async (tx) => {
     const [run] = await tx
       .insert(runs)
@@ -72,14 +83,40 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
   });
 }
 
+/** A second revert of one run: `revertedBy` is the revert admitted first (runs_reverts_run). */
+export class RunAlreadyReverted extends Error {
+  constructor(
+    readonly runId: string,
+    readonly revertedBy: string,
+  ) {
+    super(`run ${runId} is already reverted by run ${revertedBy}`);
+    this.name = "RunAlreadyReverted";
+  }
+}
+
 /**
  * Admits a revert run of `target` and seeds its first phase in one transaction (revert.ts). It
  * takes the tenant's live-run slot for the target's source account like any run, so nothing writes
- * that tenant from that account while the revert removes records (a conflict fails with 23505), and
- * runs_reverts_run makes a second revert of one run fail the same way. It calls no source: no
- * credential is kept on it.
+ * that tenant from that account while the revert removes records (a conflict fails with
+ * LiveRunConflict), and runs_reverts_run makes a second revert of one run fail the same way, which
+ * becomes RunAlreadyReverted once the first revert is found. It calls no source: no credential is
+ * kept on it.
  */
 export async function admitRevertRun(
+  db: Db,
+  target: RunRow,
+  input: { id: string; force: boolean; traceContext: Record<string, string> },
+): Promise<RunRow> {
+  try {
+    return await takingLiveRunSlot(db, { scope: target }, () => admitRevertRunOnce(db, target, input));
+  } catch (err) {
+    if (!(err instanceof LiveRunConflict)) throw err;
+    const [by] = await db.select({ id: runs.id }).from(runs).where(eq(runs.revertsRunId, target.id));
+    throw by ? new RunAlreadyReverted(target.id, by.id) : err;
+  }
+}
+
+async function admitRevertRunOnce(
   db: Db,
   target: RunRow,
   input: { id: string; force: boolean; traceContext: Record<string, string> },
@@ -119,9 +156,9 @@ export async function advanceBarrier(q: Queryable, runId: string, phase: number)
   const rows = await q.execute(sql`
     update drover.runs r
        set current_phase = ${phase} + 1, updated_at = now()
-     where r.id = ${runId}::uuid and r.current_phase = ${phase} and r.status = 'running'
+     where r.id = ${runId}::uuid and r.current_phase = ${phase} and r.status = ${runStatus.running}
        and not exists (select 1 from drover.tasks t
-                        where t.run_id = r.id and t.phase = ${phase} and t.status in ('pending', 'running'))
+                        where t.run_id = r.id and t.phase = ${phase} and t.status in ${taskStatusIn(OPEN_TASK_STATUSES)})
     returning r.id`);
   return rows.length === 1;
 }
@@ -135,12 +172,12 @@ export async function advanceBarrier(q: Queryable, runId: string, phase: number)
 export async function finalizeRun(q: Queryable, runId: string): Promise<"succeeded" | "failed" | undefined> {
   const rows = await q.execute<{ status: "succeeded" | "failed" }>(sql`
     update drover.runs r
-       set status = case when exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = 'failed')
-                         then 'failed' else 'succeeded' end,
+       set status = case when exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = ${taskStatus.failed})
+                         then ${runStatus.failed} else ${runStatus.succeeded} end,
            error = (select case when count(*) > 0 then count(*) || ' task(s) failed; first: ' || min(t.last_error) end
-                      from drover.tasks t where t.run_id = r.id and t.status = 'failed'),
+                      from drover.tasks t where t.run_id = r.id and t.status = ${taskStatus.failed}),
            finished_at = now(), updated_at = now(), verification = null
-     where r.id = ${runId}::uuid and r.status = 'running' and r.current_phase >= jsonb_array_length(r.plan)
+     where r.id = ${runId}::uuid and r.status = ${runStatus.running} and r.current_phase >= jsonb_array_length(r.plan)
     returning r.status`);
   return rows[0]?.status;
 }
@@ -151,9 +188,9 @@ export async function finalizeRun(q: Queryable, runId: string): Promise<"succeed
  */
 export async function settleStoppingRun(q: Queryable, runId: string): Promise<boolean> {
   const rows = await q.execute(sql`
-    update drover.runs r set status = 'stopped', finished_at = now(), updated_at = now(), verification = null
-     where r.id = ${runId}::uuid and r.status = 'stopping'
-       and not exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = 'running')
+    update drover.runs r set status = ${runStatus.stopped}, finished_at = now(), updated_at = now(), verification = null
+     where r.id = ${runId}::uuid and r.status = ${runStatus.stopping}
+       and not exists (select 1 from drover.tasks t where t.run_id = r.id and t.status = ${taskStatus.running})
     returning r.id`);
   return rows.length === 1;
 }
@@ -167,8 +204,8 @@ export async function settleStoppingRun(q: Queryable, runId: string): Promise<bo
 export async function requestStop(db: Db, runId: string): Promise<boolean> {
   return db.transaction(async (tx) => {
     const moved = await tx.execute(sql`
-      update drover.runs set status = 'stopping', updated_at = now()
-       where id = ${runId}::uuid and status in ('pending', 'running')
+      update drover.runs set status = ${runStatus.stopping}, updated_at = now()
+       where id = ${runId}::uuid and status in ${runStatusIn(["pending", "running"])}
       returning id`);
     await cancelPendingTasksOfRun(tx, runId);
     return moved.length === 1;
@@ -180,17 +217,24 @@ export async function requestStop(db: Db, runId: string): Promise<boolean> {
  * running again, its cancelled (resume) or failed (retry) tasks pending again, and its barrier
  * rewound to the lowest phase with work again, from where it re-advances. Fenced on the run's status:
  * of two racing resumes one moves it. Back to running first: the partial unique index re-checks
- * admission, and a live sibling makes this fail with a unique violation (23505) for the caller.
- * Returns whether the run moved.
+ * admission, and a live sibling makes this fail with LiveRunConflict. Returns whether the run moved.
  */
 export async function rearmRun(
   db: Db,
   runId: string,
   how: { from: "stopped" | "failed"; tasksFrom: "cancelled" | "failed"; resetAttempts: boolean },
 ): Promise<boolean> {
+  return takingLiveRunSlot(db, { runId }, () => rearmRunOnce(db, runId, how));
+}
+
+async function rearmRunOnce(
+  db: Db,
+  runId: string,
+  how: { from: "stopped" | "failed"; tasksFrom: "cancelled" | "failed"; resetAttempts: boolean },
+): Promise<boolean> {
   return db.transaction(async (tx) => {
     const moved = await tx.execute(sql`
-      update drover.runs set status = 'running', error = null, finished_at = null, updated_at = now()
+      update drover.runs set status = ${runStatus.running}, error = null, finished_at = null, updated_at = now()
        where id = ${runId}::uuid and status = ${how.from} and summary is null
       returning id`);
     if (moved.length === 0) return false;
@@ -244,17 +288,17 @@ export async function closeFollowPass(q: Queryable, runId: string, phase: number
   // without taking the run row's lock.
   const [going] = await q.execute(sql`
     select 1 from drover.tasks
-     where run_id = ${runId}::uuid and phase = ${phase} and status in ('pending', 'running') limit 1`);
+     where run_id = ${runId}::uuid and phase = ${phase} and status in ${taskStatusIn(OPEN_TASK_STATUSES)} limit 1`);
   if (going) return { kind: "busy" };
   const [locked] = await q.execute<{ follow: RunFollow | null; started_at: Date | string | null }>(sql`
     select follow, started_at from drover.runs
-     where id = ${runId}::uuid and status = 'running' and current_phase = ${phase} and follow is not null
+     where id = ${runId}::uuid and status = ${runStatus.running} and current_phase = ${phase} and follow is not null
        for update`);
   if (!locked?.follow) return { kind: "busy" };
   const follow = locked.follow;
   const [state] = await q.execute<{ busy: boolean; first_ms: number | null; now_ms: number }>(sql`
     select exists (select 1 from drover.tasks t
-                    where t.run_id = ${runId}::uuid and t.phase = ${phase} and t.status in ('pending', 'running')) as busy,
+                    where t.run_id = ${runId}::uuid and t.phase = ${phase} and t.status in ${taskStatusIn(OPEN_TASK_STATUSES)}) as busy,
            (select floor(extract(epoch from min(t.created_at)) * 1000)::float8 from drover.tasks t
              where t.run_id = ${runId}::uuid and t.phase = ${phase}) as first_ms,
            (extract(epoch from now()) * 1000)::float8 as now_ms`);
@@ -321,7 +365,7 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
     const [row] = await tx.execute<{ follow: RunFollow; now_ms: number }>(sql`
       select follow, (extract(epoch from now()) * 1000)::float8 as now_ms from drover.runs
        where id = ${runId}::uuid and follow is not null and (follow ->> 'cutoverAt') is null
-         and status in ('pending', 'running', 'stopping', 'stopped')
+         and status in ${runStatusIn(["pending", "running", "stopping", "stopped"])}
          for update`);
     if (!row) return false;
     const now = new Date(Number(row.now_ms)).toISOString();
@@ -331,7 +375,7 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
       open.startsAt = now;
       await tx.execute(sql`
         update drover.tasks set available_at = now(), updated_at = now()
-         where run_id = ${runId}::uuid and status = 'pending' and available_at > now()
+         where run_id = ${runId}::uuid and status = ${taskStatus.pending} and available_at > now()
            and created_at >= ${open.seededAt}::timestamptz`);
     }
     await tx.execute(sql`
@@ -346,20 +390,24 @@ export async function requestCutover(db: Db, runId: string): Promise<boolean> {
  * finalizes again once they end. Its failed tasks stay failed: a re-drive reads only the rows asked
  * for, so a run that failed still ends failed. Fenced on the status like a retry (of two racing
  * re-drives one moves the run; the other's seeds are never written), and back to running first so
- * the partial unique index re-checks admission: a live sibling makes this fail with a unique
- * violation (23505) for the caller. Returns whether the run moved.
+ * the partial unique index re-checks admission: a live sibling makes this fail with
+ * LiveRunConflict. Returns whether the run moved.
  */
 export async function redriveRun(q: Db, runId: string, seeds: readonly TaskSeed[]): Promise<boolean> {
   // The task runner knows a re-drive task by its key (a still-bad row does not fail it).
   const unmarked = seeds.find((s) => !s.seedKey.startsWith(REDRIVE_SEED_KEY_PREFIX));
   if (unmarked)
     throw new Error(`re-drive seed ${unmarked.seedKey} does not begin with ${REDRIVE_SEED_KEY_PREFIX}`);
+  return takingLiveRunSlot(q, { runId }, () => redriveRunOnce(q, runId, seeds));
+}
+
+async function redriveRunOnce(q: Db, runId: string, seeds: readonly TaskSeed[]): Promise<boolean> {
   return q.transaction(async (tx) => {
     const [moved] = await tx.execute<{ last: number }>(sql`
       update drover.runs
-         set status = 'running', error = null, finished_at = null, verification = null,
+         set status = ${runStatus.running}, error = null, finished_at = null, verification = null,
              current_phase = jsonb_array_length(plan) - 1, updated_at = now()
-       where id = ${runId}::uuid and status in ('succeeded', 'failed') and summary is null
+       where id = ${runId}::uuid and status in ${runStatusIn(["succeeded", "failed"])} and summary is null
       returning current_phase as last`);
     if (!moved) return false;
     await insertTaskSeeds(tx, runId, Number(moved.last), seeds);
@@ -371,7 +419,7 @@ export async function redriveRun(q: Db, runId: string, seeds: readonly TaskSeed[
 async function rewindBarrier(q: Queryable, runId: string, phase: number): Promise<void> {
   await q.execute(sql`
     update drover.runs set current_phase = least(current_phase, ${phase}), updated_at = now()
-     where id = ${runId}::uuid and status = 'running'`);
+     where id = ${runId}::uuid and status = ${runStatus.running}`);
 }
 
 /**
@@ -397,7 +445,7 @@ export async function pruneFinishedRuns(
       .from(runs)
       .where(
         sql`${runs.id} in (select id from drover.runs
-                       where status in ('succeeded', 'failed', 'stopped') and summary is null
+                       where status in ${runStatusIn(FINISHED_RUN_STATUSES)} and summary is null
                          and finished_at < now() - make_interval(days => ${options.retentionDays})
                        order by finished_at limit ${batch} for update skip locked)`,
       );
@@ -413,4 +461,15 @@ export async function pruneFinishedRuns(
     await tx.execute(sql`delete from drover.notes where run_id = any(${sql.param(ids)}::uuid[])`);
     return due.length;
   });
+}
+
+/**
+ * The runs the reaper advances on each pass: running ones (a barrier to pass, a finish to settle)
+ * and stopping ones (stopped once their running tasks end). A pending run is not yet admitted.
+ */
+export async function runsToAdvance(q: Queryable): Promise<string[]> {
+  const rows = await q.execute<{ id: string }>(
+    sql`select id from drover.runs where status in ${runStatusIn(["running", "stopping"])}`,
+  );
+  return rows.map((r) => r.id);
 }

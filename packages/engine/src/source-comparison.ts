@@ -1,4 +1,4 @@
-import type { Queryable, RunRow } from "@drover/db";
+import { type Queryable, type RunRow, taskStatus } from "@drover/db";
 import {
   type BudgetPacer,
   PermanentError,
@@ -216,7 +216,7 @@ async function sourceIdsOf(
   const verifier = provider.verifier!;
   const [tasks] = await db.execute<{ total: number; unlisted: number }>(sql`
     select count(*)::int as total,
-           (count(*) filter (where status <> 'succeeded' or listed_ids is null))::int as unlisted
+           (count(*) filter (where status <> ${taskStatus.succeeded} or listed_ids is null))::int as unlisted
       from drover.tasks where run_id = ${run.id}::uuid and kind = ${kind}`);
   if (!tasks || tasks.total === 0 || tasks.unlisted > 0)
     return { sourceIds: live(await verifier.sourceIds(ctx, kind)), notes: [] };

@@ -31,6 +31,7 @@ import { keptCursors, readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { SourceCallCounter } from "./source-calls.js";
 import { applySourceDeletions, heldSourceRows } from "./source-deletions.js";
+import { overFairShare, undispatchTasks, yieldSlot } from "./task-dispatch.js";
 import {
   cancelPendingTask,
   claimTask,
@@ -39,14 +40,11 @@ import {
   finishTaskSucceeded,
   handBackTask,
   LostClaimError,
-  overFairShare,
   parkSiblings,
   parkTask,
   releaseTask,
   touchTask,
-  undispatchTasks,
   writeCheckpoint,
-  yieldSlot,
 } from "./task-transitions.js";
 import type { WindowWriterDeps } from "./window-deps.js";
 import { addSummary, emptySummary } from "./window-tally.js";

@@ -1,12 +1,12 @@
-import { type Db, executePrepared, type Queryable, type TaskRow } from "@drover/db";
+import { type Db, executePrepared, type Queryable, runStatus, type TaskRow, taskStatus } from "@drover/db";
 import type { TaskSeed } from "@drover/provider-sdk";
 import { type SQL, sql } from "drizzle-orm";
 import { toTaskRow } from "./task-row.js";
 
 /**
  * A task's state machine, every statement that moves one. A task is seeded pending, published
- * (dispatched_at set), claimed (running, under a claim token), and ends its attempt as succeeded,
- * failed or cancelled, or goes back to pending (released, parked, handed back, or released by the
+ * (dispatched_at set; what is published when is task-dispatch.ts), claimed (running, under a claim
+ * token), and ends its attempt as succeeded, failed or cancelled, or goes back to pending (released, parked, handed back, or released by the
  * reaper when its worker died). A stop cancels what is still pending; a resume or retry puts
  * cancelled or failed tasks back to pending. Every statement of an attempt is fenced on
  * (status = 'running', locked_by = claim token): only the attempt that holds the claim moves the
@@ -46,166 +46,6 @@ export async function insertTaskSeeds(
 }
 
 /**
- * Marks a run's deficit of tasks as published: up to `maxInflight` in flight (running, or published
- * and not yet claimed), taken from the run's current phase, due ones only, oldest first. Fenced on
- * the run being 'running'. SKIP LOCKED lets two coordinators top up the same run at once without
- * both marking (and publishing) the same task. Returns what the caller must now publish, with the
- * run's trace context.
- */
-export async function markTasksDispatched(
-  q: Queryable,
-  runId: string,
-  maxInflight: number,
-): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
-  const picked = await q.execute<{ id: string; trace_context: Record<string, string> | null }>(sql`
-    with run as (
-      select r.id, r.current_phase, r.trace_context from drover.runs r where r.id = ${runId}::uuid and r.status = 'running'
-    ), inflight as (
-      select count(*)::int as n from drover.tasks t
-       where t.run_id = ${runId}::uuid and (t.status = 'running' or (t.status = 'pending' and t.dispatched_at is not null))
-    ), due as (
-      select t.id from drover.tasks t, run
-       where t.run_id = run.id and t.phase = run.current_phase and t.status = 'pending'
-         and t.dispatched_at is null and t.available_at <= now()
-       order by t.id
-       limit greatest(${maxInflight} - (select n from inflight), 0)
-       for update of t skip locked
-    )
-    update drover.tasks t set dispatched_at = now()
-      from due, run
-     where t.id = due.id
-    returning t.id, run.trace_context`);
-  return { ids: picked.map((r) => Number(r.id)), traceContext: picked[0]?.trace_context ?? null };
-}
-
-/**
- * Serializes dispatch rounds across coordinators: two rounds computing shares from the same counts
- * would both fill the same deficits. Taken inside the round's transaction.
- */
-export const DISPATCH_LOCK = sql`select pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
-
-/**
- * Serializes the statements that publish one run's tasks (a round marking the run's deficit, a
- * worker handing its slot on): two counting the same in-flight tasks would both fill the same
- * deficit. Per run, so a worker handing on a slot waits only for a round that is marking its run.
- */
-export function runDispatchLock(runId: string) {
-  return sql`select pg_advisory_xact_lock(hashtext('drover.dispatch.run'), hashtext(${runId}))`;
-}
-
-/**
- * Records each run's fair share as a dispatch round dealt it out (runs.fair_share), and the
- * ceiling above which its tasks yield unprompted while shares are reserved (runs.share_ceiling,
- * null while they are lent).
- */
-export async function recordFairShares(
-  q: Queryable,
-  shares: ReadonlyMap<string, number>,
-  ceiling: number | null = null,
-): Promise<void> {
-  if (shares.size === 0) return;
-  await q.execute(sql`
-    update drover.runs r set fair_share = s.share, share_ceiling = ${ceiling}::int
-      from unnest(${sql.param([...shares.keys()])}::uuid[], ${sql.param([...shares.values()])}::int[]) as s(id, share)
-     where r.id = s.id and r.status = 'running'`);
-}
-
-/**
- * A task of the run ended and freed a lane slot: marks the run's next due tasks as published, up to
- * the fair share the last dispatch round gave the run (none before the first round). The worker
- * that freed the slot publishes them at once, so a chain's next page takes the slot its page just
- * left instead of waiting for the coordinator's round, while the run never holds more than its
- * share: a share that shrank (another run arrived) is given back as the run's tasks end. Fenced on
- * the run being 'running' (markTasksDispatched); serialized with rounds marking the run by
- * runDispatchLock.
- */
-export async function handOnSlot(
-  db: Db,
-  runId: string,
-): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
-  return db.transaction(async (tx) => {
-    await tx.execute(runDispatchLock(runId));
-    const [run] = await tx.execute<{ fair_share: number | null }>(
-      sql`select fair_share from drover.runs where id = ${runId}::uuid and status = 'running'`,
-    );
-    if (!run?.fair_share) return { ids: [], traceContext: null };
-    return markTasksDispatched(tx, runId, run.fair_share);
-  });
-}
-
-/**
- * Whether a running task of the run should give its lane slot up now: the run holds more running
- * tasks than the share the last dispatch round gave it (another run arrived, the pool shrank), and
- * a task of another running run is published and waiting to be claimed, a run that would still
- * hold fewer running tasks than this one after the handover. Tasks that go through a whole list in
- * one attempt run for minutes, and nothing running is taken back otherwise, so without this a
- * newcomer's task would wait for the first of them to end. The second condition keeps an uneven
- * split still: rounds hand its odd slot to the runs served least, in turn, and runs a slot apart
- * must not trade it back and forth, each time fetching a page again. Read-only: the task runner
- * asks it between windows and only then tries yieldSlot, which decides under the run's lock.
- * Running tasks of a worker whose liveness record expired are not counted: they hold no slot.
- * While the pool reserves shares (the workers are busy), a run above the share ceiling the last
- * round recorded yields without anyone waiting: the slot stays free for a present run, and a busy
- * worker's CPU goes to the runs within their shares.
- */
-export async function overFairShare(q: Queryable, runId: string): Promise<boolean> {
-  const [row] = await q.execute<{ over: boolean }>(sql`
-    with me as (
-      select r.id, r.fair_share, r.share_ceiling,
-             (select count(*) from drover.tasks t
-               where t.run_id = r.id and t.status = 'running'
-                 and (t.worker is null or exists (select 1 from drover.workers w
-                                                   where w.id = t.worker and w.expires_at > now()))) as running
-        from drover.runs r where r.id = ${runId}::uuid and r.status = 'running')
-    select (me.fair_share is not null and me.running > me.fair_share
-            and (me.running > coalesce(me.share_ceiling, me.running) or exists (
-              select 1 from drover.runs o
-               where o.status = 'running' and o.id <> me.id
-                 and exists (select 1 from drover.tasks ot
-                              where ot.run_id = o.id and ot.status = 'pending'
-                                and ot.dispatched_at is not null and ot.available_at <= now())
-                 and (select count(*) from drover.tasks x where x.run_id = o.id and x.status = 'running') + 1
-                     < me.running))) as over
-      from me`);
-  return row?.over === true;
-}
-
-/**
- * The task gives its lane slot up between windows because its run is over its fair share and
- * another run is waiting (overFairShare): back to pending, cursor and committed windows intact, the
- * attempt not counted, and unpublished (dispatched_at cleared; the worker acks its message), so the
- * run publishes it again when its share allows. Fenced on the claim, and decided again under the
- * run's dispatch lock so that of several tasks asking at once only the run's excess over its share
- * yields, never more: the run keeps its share.
- */
-export async function yieldSlot(db: Db, runId: string, taskId: number, claimToken: string): Promise<boolean> {
-  return db.transaction(async (tx) => {
-    await tx.execute(runDispatchLock(runId));
-    if (!(await overFairShare(tx, runId))) return false;
-    const rows = await tx.execute(sql`
-      update drover.tasks
-         set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
-             worker = null, dispatched_at = null, available_at = now(), updated_at = now()
-       where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
-      returning id`);
-    return rows.length === 1;
-  });
-}
-
-/**
- * Unmarks pending tasks whose message was never published or arrived before the task was due, so
- * the next top-up publishes them again. Fenced on 'pending': a task claimed meanwhile is left alone.
- */
-export async function undispatchTasks(q: Queryable, taskIds: readonly number[]): Promise<number> {
-  if (taskIds.length === 0) return 0;
-  const rows = await q.execute(sql`
-    update drover.tasks set dispatched_at = null
-     where id = any(${sql.param(taskIds)}::bigint[]) and status = 'pending'
-    returning id`);
-  return rows.length;
-}
-
-/**
  * Claims a pending task for one worker. Racers all issue this UPDATE; `status = 'pending'` is the
  * fence, so exactly one of them gets the row back and may run it. The run must still be running:
  * a claim can never slip in after a stop was requested. `claimToken` is unique per claim, and every
@@ -226,11 +66,11 @@ export async function claimTask(
 ): Promise<TaskRow | undefined> {
   const rows = await q.execute(sql`
     update drover.tasks t
-       set status = 'running', attempts = t.attempts + 1, locked_by = ${claimToken}, locked_at = now(),
+       set status = ${taskStatus.running}, attempts = t.attempts + 1, locked_by = ${claimToken}, locked_at = now(),
            worker = ${worker ?? null}::uuid,
            started_at = coalesce(t.started_at, now()), updated_at = now()
-     where t.id = ${taskId} and t.status = 'pending' and t.available_at <= now()
-       and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = 'running')
+     where t.id = ${taskId} and t.status = ${taskStatus.pending} and t.available_at <= now()
+       and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = ${runStatus.running})
        ${worker === undefined ? sql`` : sql`and exists (select 1 from drover.workers w where w.id = ${worker}::uuid and w.expires_at > now())`}
     returning t.*`);
   const row = rows[0];
@@ -255,7 +95,7 @@ export class DeadWorkerError extends Error {
 export async function touchTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks set locked_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+     where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
 }
@@ -331,7 +171,7 @@ export function checkpointMoves(taskId: number, claimToken: string, c: Checkpoin
                                then coalesce(t.listed_ids, '{}') || ${sql.param(c.listed ? [...c.listed] : [])}::text[]
                                else t.listed_ids end,
              locked_at = now(), updated_at = now()
-       where t.id = ${taskId} and t.status = 'running' and t.locked_by = ${claimToken}
+       where t.id = ${taskId} and t.status = ${taskStatus.running} and t.locked_by = ${claimToken}
          and ${gate ?? sql`true`}
       returning t.id, t.run_id),
     logged as (
@@ -355,12 +195,12 @@ export async function finishTaskSucceeded(
   // fetch that wrote nothing), added like a checkpoint's.
   const rows = await q.execute(sql`
     update drover.tasks t
-       set status = 'succeeded', finished_at = now(), locked_by = null, last_error = null, updated_at = now(),
+       set status = ${taskStatus.succeeded}, finished_at = now(), locked_by = null, last_error = null, updated_at = now(),
            listed_ids = coalesce(t.listed_ids, '{}'),
            stats = (select coalesce(jsonb_object_agg(k, coalesce((t.stats ->> k)::bigint, 0) + coalesce((d.delta ->> k)::bigint, 0)), '{}'::jsonb)
                       from (select ${JSON.stringify(statsDelta)}::jsonb as delta) d,
                            jsonb_object_keys(t.stats || d.delta) as k)
-     where t.id = ${task.id} and t.status = 'running' and t.locked_by = ${claimToken}
+     where t.id = ${task.id} and t.status = ${taskStatus.running} and t.locked_by = ${claimToken}
     returning id`);
   if (rows.length !== 1) return false;
   await insertTaskSeeds(q, task.runId, task.phase, successors);
@@ -375,8 +215,8 @@ export async function finishTaskFailed(
 ): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = 'failed', finished_at = now(), locked_by = null, last_error = ${error}, updated_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+       set status = ${taskStatus.failed}, finished_at = now(), locked_by = null, last_error = ${error}, updated_at = now()
+     where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
 }
@@ -389,8 +229,8 @@ export async function finishTaskCancelled(
 ): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = 'cancelled', finished_at = now(), locked_by = null, updated_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+       set status = ${taskStatus.cancelled}, finished_at = now(), locked_by = null, updated_at = now()
+     where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
 }
@@ -408,9 +248,9 @@ export async function releaseTask(
 ): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = 'pending', locked_by = null, locked_at = null, dispatched_at = null, last_error = ${error},
+       set status = ${taskStatus.pending}, locked_by = null, locked_at = null, dispatched_at = null, last_error = ${error},
            available_at = now() + make_interval(secs => ${delayMs / 1000}), updated_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+     where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
 }
@@ -428,10 +268,10 @@ export async function parkTask(
 ): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+       set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
            dispatched_at = null, last_error = ${reason}, available_at = ${retryAt.toISOString()}::timestamptz,
            updated_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+     where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
 }
@@ -453,7 +293,7 @@ export async function parkSiblings(
     update drover.tasks t set available_at = ${retryAt.toISOString()}::timestamptz, dispatched_at = null, updated_at = now()
       from drover.runs r
      where r.id = t.run_id and r.source = ${account.source} and r.source_account = ${account.sourceAccount} ${onlyRun}
-       and r.status = 'running' and t.status = 'pending' and t.available_at < ${retryAt.toISOString()}::timestamptz
+       and r.status = ${runStatus.running} and t.status = ${taskStatus.pending} and t.available_at < ${retryAt.toISOString()}::timestamptz
     returning t.id`);
   return rows.length;
 }
@@ -467,9 +307,9 @@ export async function parkSiblings(
 export async function handBackTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = 'pending', attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+       set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
            dispatched_at = now(), available_at = now(), updated_at = now()
-     where id = ${taskId} and status = 'running' and locked_by = ${claimToken}
+     where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
     returning id`);
   return rows.length === 1;
 }
@@ -494,10 +334,10 @@ export async function handBackHeldTasks(
     await tx.execute(sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
     return tx.execute<{ id: string }>(sql`
       update drover.tasks t
-         set status = 'pending', attempts = greatest(t.attempts - 1, 0), locked_by = null, locked_at = null,
+         set status = ${taskStatus.pending}, attempts = greatest(t.attempts - 1, 0), locked_by = null, locked_at = null,
              dispatched_at = null, available_at = now(), updated_at = now()
         from unnest(${sql.param(claims.map((c) => c.taskId))}::bigint[], ${sql.param(claims.map((c) => c.claimToken))}::text[]) as held(id, token)
-       where t.id = held.id and t.status = 'running' and t.locked_by = held.token
+       where t.id = held.id and t.status = ${taskStatus.running} and t.locked_by = held.token
       returning t.id`);
   });
   return rows.map((r) => Number(r.id));
@@ -506,8 +346,8 @@ export async function handBackHeldTasks(
 /** A pending task of a stopping run never starts: it is cancelled where it stands. */
 export async function cancelPendingTask(q: Queryable, taskId: number): Promise<boolean> {
   const rows = await q.execute(sql`
-    update drover.tasks set status = 'cancelled', finished_at = now(), updated_at = now()
-     where id = ${taskId} and status = 'pending'
+    update drover.tasks set status = ${taskStatus.cancelled}, finished_at = now(), updated_at = now()
+     where id = ${taskId} and status = ${taskStatus.pending}
     returning id`);
   return rows.length === 1;
 }
@@ -519,9 +359,9 @@ export async function cancelPendingTask(q: Queryable, taskId: number): Promise<b
  */
 export async function cancelPendingTasksOfRun(q: Queryable, runId: string): Promise<number> {
   const rows = await q.execute(sql`
-    update drover.tasks t set status = 'cancelled', finished_at = now(), updated_at = now()
-     where t.run_id = ${runId}::uuid and t.status = 'pending'
-       and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = 'stopping')
+    update drover.tasks t set status = ${taskStatus.cancelled}, finished_at = now(), updated_at = now()
+     where t.run_id = ${runId}::uuid and t.status = ${taskStatus.pending}
+       and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = ${runStatus.stopping})
     returning t.id`);
   return rows.length;
 }
@@ -540,12 +380,12 @@ export async function releaseStaleTasks(
   const { staleMs, maxAttempts } = options;
   const rows = await q.execute<{ status: string }>(sql`
     update drover.tasks
-       set status = case when attempts >= ${maxAttempts} then 'failed' else 'pending' end,
+       set status = case when attempts >= ${maxAttempts} then ${taskStatus.failed} else ${taskStatus.pending} end,
            last_error = case when attempts >= ${maxAttempts}
                              then 'its worker stopped responding on every attempt' else 'its worker stopped responding' end,
            finished_at = case when attempts >= ${maxAttempts} then now() end,
            locked_by = null, locked_at = null, dispatched_at = null, available_at = now(), updated_at = now()
-     where status = 'running' and locked_at < now() - make_interval(secs => ${staleMs / 1000})
+     where status = ${taskStatus.running} and locked_at < now() - make_interval(secs => ${staleMs / 1000})
     returning status`);
   return {
     released: rows.filter((t) => t.status === "pending").length,
@@ -575,18 +415,18 @@ export async function releaseTasksOfDeadWorkers(
   const rows = await q.execute<{ what: string; status: string | null; worker_id: string | null }>(sql`
     with orphaned as (
       select t.id from drover.tasks t
-       where t.status = 'running' and t.worker is not null
+       where t.status = ${taskStatus.running} and t.worker is not null
          and not exists (select 1 from drover.workers w where w.id = t.worker and w.expires_at > now())
        for update of t skip locked),
     released as (
       update drover.tasks t
-         set status = case when t.attempts >= ${maxAttempts} then 'failed' else 'pending' end,
+         set status = case when t.attempts >= ${maxAttempts} then ${taskStatus.failed} else ${taskStatus.pending} end,
              last_error = case when t.attempts >= ${maxAttempts}
                                then 'its worker stopped responding on every attempt' else 'its worker stopped responding' end,
              finished_at = case when t.attempts >= ${maxAttempts} then now() end,
              locked_by = null, locked_at = null, dispatched_at = null, available_at = now(), updated_at = now()
         from orphaned
-       where t.id = orphaned.id and t.status = 'running'
+       where t.id = orphaned.id and t.status = ${taskStatus.running}
       returning t.status),
     dead as (
       delete from drover.workers w where w.expires_at <= now() returning w.worker_id)
@@ -598,18 +438,6 @@ export async function releaseTasksOfDeadWorkers(
     failed: rows.filter((r) => r.what === "task" && r.status === "failed").length,
     deadWorkers: rows.filter((r) => r.what === "worker").map((r) => r.worker_id!),
   };
-}
-
-/**
- * Tasks published `afterMs` ago and still pending were lost by the broker (it is only a doorbell):
- * unmarked, the next top-up publishes them again. A duplicate is harmless, the claim being fenced.
- */
-export async function redispatchLostTasks(q: Queryable, afterMs: number): Promise<number> {
-  const rows = await q.execute(sql`
-    update drover.tasks set dispatched_at = null
-     where status = 'pending' and dispatched_at < now() - make_interval(secs => ${afterMs / 1000})
-    returning id`);
-  return rows.length;
 }
 
 /**
@@ -626,7 +454,7 @@ export async function rearmTasks(
   const [lowest] = await q.execute<{ phase: number | null }>(sql`
     with rearmed as (
       update drover.tasks
-         set status = 'pending', available_at = now(), dispatched_at = null, locked_by = null,
+         set status = ${taskStatus.pending}, available_at = now(), dispatched_at = null, locked_by = null,
              finished_at = null, updated_at = now()
              ${options.resetAttempts ? sql`, attempts = 0` : sql``}
        where run_id = ${runId}::uuid and status = ${from}

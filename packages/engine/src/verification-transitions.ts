@@ -1,4 +1,4 @@
-import type { Db, Queryable } from "@drover/db";
+import { type Db, FINISHED_RUN_STATUSES, type Queryable, runStatusIn, verificationStatus } from "@drover/db";
 import { sql } from "drizzle-orm";
 import type { VerificationResult } from "./source-comparison.js";
 
@@ -17,7 +17,7 @@ export const VERIFICATION_REPUBLISH_MS = 30_000;
 /** Transient failures before the failure itself is stored as the verification's result. */
 export const VERIFICATION_MAX_ATTEMPTS = 5;
 
-const FINISHED = sql`('succeeded', 'failed', 'stopped')`;
+const FINISHED = runStatusIn(FINISHED_RUN_STATUSES);
 
 export interface VerificationClaim {
   runId: string;
@@ -40,13 +40,13 @@ export async function requestAutomaticVerifications(
   const rows = await q.execute(sql`
     insert into drover.verification_requests as v (run_id, for_finished_at, sample_size)
     select r.id, r.finished_at, ${options.sampleSize} from drover.runs r
-     where r.status in ('succeeded', 'failed') and r.verification is null and r.summary is null
+     where r.status in ${runStatusIn(["succeeded", "failed"])} and r.verification is null and r.summary is null
        and r.reverts_run_id is null
        and not r.dry_run
        and r.finished_at > now() - make_interval(secs => ${options.withinMs / 1000})
     on conflict (run_id) do update
        set for_finished_at = excluded.for_finished_at, sample_size = excluded.sample_size,
-           status = 'pending', generation = v.generation + 1, attempts = 0, not_before = now(),
+           status = ${verificationStatus.pending}, generation = v.generation + 1, attempts = 0, not_before = now(),
            claim_token = null, claimed_by = null, heartbeat_at = null, published_at = null,
            last_error = null, updated_at = now()
      where v.for_finished_at <> excluded.for_finished_at
@@ -70,15 +70,15 @@ export async function requestVerificationNow(
      where r.id = ${runId}::uuid and r.status in ${FINISHED} and r.finished_at is not null
     on conflict (run_id) do update
        set for_finished_at = excluded.for_finished_at, sample_size = excluded.sample_size,
-           status = 'pending', generation = v.generation + 1, attempts = 0, not_before = now(),
+           status = ${verificationStatus.pending}, generation = v.generation + 1, attempts = 0, not_before = now(),
            claim_token = null, claimed_by = null, heartbeat_at = null, published_at = now(),
            last_error = null, updated_at = now()
-     where v.status <> 'running' or v.for_finished_at <> excluded.for_finished_at
+     where v.status <> ${verificationStatus.running} or v.for_finished_at <> excluded.for_finished_at
     returning v.generation, v.attempts`);
   if (renewed) return renewed;
   const [running] = await q.execute<{ generation: number; attempts: number }>(sql`
     select generation, attempts from drover.verification_requests
-     where run_id = ${runId}::uuid and status = 'running'`);
+     where run_id = ${runId}::uuid and status = ${verificationStatus.running}`);
   return running;
 }
 
@@ -89,7 +89,7 @@ export async function requestVerificationNow(
 export async function unmarkVerificationPublished(q: Queryable, runId: string): Promise<void> {
   await q.execute(sql`
     update drover.verification_requests set published_at = null
-     where run_id = ${runId}::uuid and status = 'pending'`);
+     where run_id = ${runId}::uuid and status = ${verificationStatus.pending}`);
 }
 
 /**
@@ -101,8 +101,8 @@ export async function dueVerifications(q: Queryable, limit = 50): Promise<string
     update drover.verification_requests v set published_at = now()
      where v.run_id in (
        select run_id from drover.verification_requests
-        where ((status = 'pending' and not_before <= now())
-            or (status = 'running' and heartbeat_at < now() - make_interval(secs => ${VERIFICATION_STALE_MS / 1000})))
+        where ((status = ${verificationStatus.pending} and not_before <= now())
+            or (status = ${verificationStatus.running} and heartbeat_at < now() - make_interval(secs => ${VERIFICATION_STALE_MS / 1000})))
           and (published_at is null
             or published_at < now() - make_interval(secs => ${VERIFICATION_REPUBLISH_MS / 1000}))
         limit ${limit})
@@ -127,11 +127,11 @@ export async function claimVerification(
     attempts: number;
   }>(sql`
     update drover.verification_requests v
-       set status = 'running', claim_token = gen_random_uuid(), claimed_by = ${workerId},
+       set status = ${verificationStatus.running}, claim_token = gen_random_uuid(), claimed_by = ${workerId},
            heartbeat_at = now(), attempts = v.attempts + 1, updated_at = now()
      where v.run_id = ${runId}::uuid
-       and ((v.status = 'pending' and v.not_before <= now())
-         or (v.status = 'running'
+       and ((v.status = ${verificationStatus.pending} and v.not_before <= now())
+         or (v.status = ${verificationStatus.running}
              and v.heartbeat_at < now() - make_interval(secs => ${VERIFICATION_STALE_MS / 1000})))
        and exists (select 1 from drover.runs r
                     where r.id = v.run_id and r.status in ${FINISHED} and r.finished_at = v.for_finished_at)
@@ -168,7 +168,7 @@ export async function storeVerification(
   return db.transaction(async (tx) => {
     const [closed] = await tx.execute<{ for_finished_at: string }>(sql`
       update drover.verification_requests
-         set status = 'done', claim_token = null, heartbeat_at = null, last_error = ${result.error ?? null},
+         set status = ${verificationStatus.done}, claim_token = null, heartbeat_at = null, last_error = ${result.error ?? null},
              updated_at = now()
        where run_id = ${claim.runId}::uuid and claim_token = ${claim.token}::uuid
       returning for_finished_at::text`);
@@ -191,7 +191,7 @@ export async function deferVerification(
 ): Promise<void> {
   await q.execute(sql`
     update drover.verification_requests
-       set status = 'pending', claim_token = null, claimed_by = null, heartbeat_at = null,
+       set status = ${verificationStatus.pending}, claim_token = null, claimed_by = null, heartbeat_at = null,
            not_before = now() + make_interval(secs => ${delayMs / 1000}), published_at = null,
            last_error = ${reason}, updated_at = now()
      where run_id = ${claim.runId}::uuid and claim_token = ${claim.token}::uuid`);
@@ -210,7 +210,7 @@ export async function parkVerification(
 ): Promise<void> {
   await q.execute(sql`
     update drover.verification_requests
-       set status = 'pending', claim_token = null, claimed_by = null, heartbeat_at = null,
+       set status = ${verificationStatus.pending}, claim_token = null, claimed_by = null, heartbeat_at = null,
            not_before = greatest(${until.toISOString()}::timestamptz, now()), published_at = null,
            attempts = greatest(attempts - 1, 0), last_error = ${reason}, updated_at = now()
      where run_id = ${claim.runId}::uuid and claim_token = ${claim.token}::uuid`);
@@ -220,7 +220,7 @@ export async function parkVerification(
 export async function handBackVerification(q: Queryable, claim: VerificationClaim): Promise<void> {
   await q.execute(sql`
     update drover.verification_requests
-       set status = 'pending', claim_token = null, claimed_by = null, heartbeat_at = null,
+       set status = ${verificationStatus.pending}, claim_token = null, claimed_by = null, heartbeat_at = null,
            attempts = greatest(attempts - 1, 0), updated_at = now()
      where run_id = ${claim.runId}::uuid and claim_token = ${claim.token}::uuid`);
 }

@@ -356,9 +356,10 @@ export interface Provider {
   /**
    * The source calls a live run still needs, per kind, from what it has learned so far (rows per
    * page, messages per deal, the cost of each call type); the coordinator sets them against the
-   * account's budget for the run's ETA. Reads only (the run's tasks, ledger and facts).
+   * account's budget for the run's ETA. Reads only (its ledger and facts); the run's tasks come
+   * tallied by the engine, which owns what their statuses mean.
    */
-  estimateWork?(q: Queryable, run: RunInfo): Promise<WorkEstimate>;
+  estimateWork?(q: Queryable, run: RunInfo, tasks: readonly TaskTally[]): Promise<WorkEstimate>;
   /**
    * Where the records this provider's writers create live in the product and how they refer to
    * each other: what RevertRun (engine revert.ts) needs to remove a run's records. A provider
@@ -383,6 +384,17 @@ export interface RecordLink {
   column: string;
   parent: string;
   required?: boolean;
+}
+
+/**
+ * A run's tasks still to run, running or succeeded (failed and cancelled ones left out), counted
+ * per kind, status and cursor: what a source's work estimate reads of them.
+ */
+export interface TaskTally {
+  kind: string;
+  status: "pending" | "running" | "succeeded";
+  cursor: Record<string, unknown>;
+  n: number;
 }
 
 /** What one kind of a live run still needs from the source. */

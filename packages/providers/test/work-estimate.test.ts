@@ -1,4 +1,4 @@
-import { toRunInfo } from "@drover/engine";
+import { taskTallies, toRunInfo } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { estimateCrmWork } from "../src/crm/work-estimate.js";
@@ -36,7 +36,7 @@ describe("a crm run's work left", () => {
     const run = toRunInfo(
       (await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
     );
-    const work = await estimateCrmWork(account.db, run);
+    const work = await estimateCrmWork(account.db, run, await taskTallies(account.db, run.id));
     const by = Object.fromEntries(work.kinds.map((k) => [k.kind, k]));
     expect(by.deals).toMatchObject({ requests: 2, tokens: 10 + 20 });
     expect(by.leads).toMatchObject({ requests: 1, tokens: 20 });

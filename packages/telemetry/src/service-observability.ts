@@ -10,15 +10,13 @@ export interface ServiceObservability {
 
 export async function startServiceObservability(
   serviceName: string,
-  config: { DROVER_METRICS_HOST: string; DROVER_METRICS_PORT: number | null },
+  /** Where /metrics is served (DROVER_METRICS_HOST, DROVER_METRICS_PORT); a null port for none. */
+  metrics: { host: string; port: number | null },
 ): Promise<ServiceObservability> {
   const telemetry: TelemetryHandle = initTelemetry({ serviceName });
   let metricsServer: MetricsServer | undefined;
-  if (config.DROVER_METRICS_PORT !== null) {
-    metricsServer = await serveMetrics({
-      host: config.DROVER_METRICS_HOST,
-      port: config.DROVER_METRICS_PORT,
-    }).catch(async (err) => {
+  if (metrics.port !== null) {
+    metricsServer = await serveMetrics({ host: metrics.host, port: metrics.port }).catch(async (err) => {
       await telemetry.shutdown();
       throw err;
     });

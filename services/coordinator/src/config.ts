@@ -3,14 +3,21 @@ import {
   address,
   ConfigError,
   intVar,
+  type KeyringOptions,
+  keyringOptions,
+  type MetricsOptions,
   metricsHost,
+  metricsOptions,
   metricsPort,
   NATS_SETTINGS,
   parseEnv,
   postgresUrl,
   SHARED_SETTINGS,
+  type SharedOptions,
+  sharedOptions,
   z,
 } from "@drover/config";
+import type { FairShareMode } from "./dispatcher.js";
 
 const schema = z.object({
   DATABASE_URL: postgresUrl("postgres://postgres@127.0.0.1:5432/drover").describe(
@@ -107,7 +114,30 @@ const schema = z.object({
 /** The coordinator's settings, as the configuration reference (docs/configuration.md) renders them. */
 export const coordinatorSettings = schema;
 
-export type CoordinatorConfig = Omit<z.infer<typeof schema>, "DROVER_SWEEP_INTERVAL_MS">;
+/**
+ * The coordinator's settings, compiled once from its environment (loadCoordinatorConfig): the
+ * coordinator's code reads these names, never the variables' (each variable is described in the
+ * schema above).
+ */
+export interface CoordinatorConfig extends SharedOptions {
+  databaseUrl: string;
+  natsServers: string[];
+  streamReplicas: number;
+  grpcAddress: string;
+  reaperIntervalMs: number;
+  leaderTimeoutMs: number;
+  /** Tasks in flight per tenant over all its runs; 0 for no cap. */
+  tenantMaxInflight: number;
+  fairShare: FairShareMode;
+  redispatchAfterMs: number;
+  retentionDays: number;
+  shutdownGraceMs: number;
+  verifySampleSize: number;
+  metrics: MetricsOptions;
+  apiKeys: { keys?: string; file?: string; refreshMs: number };
+  keyring: KeyringOptions;
+  tls: { certFile?: string; keyFile?: string; clientCaFile?: string; caFile?: string };
+}
 
 export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): CoordinatorConfig {
   const { DROVER_SWEEP_INTERVAL_MS: deprecated, ...config } = parseEnv(schema, env, checkAuthConfig);
@@ -119,7 +149,34 @@ export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): Coo
     throw new ConfigError([
       `DROVER_LEADER_TIMEOUT_MS (${config.DROVER_LEADER_TIMEOUT_MS}) must be at least 3× DROVER_REAPER_INTERVAL_MS (${config.DROVER_REAPER_INTERVAL_MS}), the lease being refreshed once per reaper pass: raise DROVER_LEADER_TIMEOUT_MS to at least ${3 * config.DROVER_REAPER_INTERVAL_MS} or lower DROVER_REAPER_INTERVAL_MS`,
     ]);
-  return config;
+  return {
+    ...sharedOptions(config),
+    databaseUrl: config.DATABASE_URL,
+    natsServers: config.NATS_URL,
+    streamReplicas: config.DROVER_STREAM_REPLICAS,
+    grpcAddress: config.DROVER_GRPC_ADDRESS,
+    reaperIntervalMs: config.DROVER_REAPER_INTERVAL_MS,
+    leaderTimeoutMs: config.DROVER_LEADER_TIMEOUT_MS,
+    tenantMaxInflight: config.DROVER_TENANT_MAX_INFLIGHT,
+    fairShare: config.DROVER_FAIR_SHARE,
+    redispatchAfterMs: config.DROVER_REDISPATCH_AFTER_MS,
+    retentionDays: config.DROVER_RETENTION_DAYS,
+    shutdownGraceMs: config.DROVER_SHUTDOWN_GRACE_MS,
+    verifySampleSize: config.DROVER_VERIFY_SAMPLE_SIZE,
+    metrics: metricsOptions(config),
+    apiKeys: {
+      keys: config.DROVER_API_KEYS,
+      file: config.DROVER_API_KEYS_FILE,
+      refreshMs: config.DROVER_API_KEYS_REFRESH_MS,
+    },
+    keyring: keyringOptions(config),
+    tls: {
+      certFile: config.DROVER_TLS_CERT_FILE,
+      keyFile: config.DROVER_TLS_KEY_FILE,
+      clientCaFile: config.DROVER_TLS_CLIENT_CA_FILE,
+      caFile: config.DROVER_TLS_CA_FILE,
+    },
+  };
 }
 
 /** What is wrong with the key, secret and TLS variables, without quoting any of them. */

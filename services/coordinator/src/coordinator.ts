@@ -75,19 +75,19 @@ export async function startCoordinator(
 ): Promise<Coordinator> {
   const logger = options.logger ?? createLogger("coordinator");
   // Started while the database restarts (a deploy of both, a failover): wait for it, not exit.
-  await untilDatabaseAnswers(config.DATABASE_URL, {
+  await untilDatabaseAnswers(config.databaseUrl, {
     database: "postgres",
     onWait: (err, waitedMs) => logger.warn({ err, waited_ms: waitedMs }, "waiting for the database"),
     timeoutMs: DATABASE_START_WAIT_MS,
   });
-  await ensureDatabase(config.DATABASE_URL);
-  await migrateDatabase(config.DATABASE_URL);
-  const database = openDatabase(config.DATABASE_URL, {
+  await ensureDatabase(config.databaseUrl);
+  await migrateDatabase(config.databaseUrl);
+  const database = openDatabase(config.databaseUrl, {
     max: 10,
     applicationName: "drover-coordinator",
     // A coordinator cut off mid-transaction (holding the dispatch lock, a run's row) must not stall
     // the others longer than it takes them to replace it as leader.
-    silentClientMs: config.DROVER_LEADER_TIMEOUT_MS,
+    silentClientMs: config.leaderTimeoutMs,
   });
   const security = await prepareSecurity(config, database.db, logger).catch(async (err) => {
     await database.close();
@@ -97,13 +97,13 @@ export async function startCoordinator(
     (options.onDevKeys ?? printDevKeys)(security.devKeys);
   }
   const nc = await connect({
-    servers: config.NATS_URL,
+    servers: config.natsServers,
     name: "drover-coordinator",
     maxReconnectAttempts: -1,
   });
-  const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
+  const names = taskQueueNames(config.queuePrefix);
   const jsm = await jetstreamManager(nc);
-  const queueOptions = { replicas: config.DROVER_STREAM_REPLICAS };
+  const queueOptions = { replicas: config.streamReplicas };
   await ensureTaskQueue(jsm, names, queueOptions).catch(async (err) => {
     await nc.close();
     await database.close();
@@ -129,16 +129,16 @@ export async function startCoordinator(
       db: database.db,
       js,
       names,
-      laneWidth: config.DROVER_LANE_WIDTH,
-      tenantCap: config.DROVER_TENANT_MAX_INFLIGHT,
-      fairShare: config.DROVER_FAIR_SHARE,
+      laneWidth: config.laneWidth,
+      tenantCap: config.tenantMaxInflight,
+      fairShare: config.fairShare,
       ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
     }),
   };
 
   const health = createHealthService();
   const server = await startServer({
-    address: config.DROVER_GRPC_ADDRESS,
+    address: config.grpcAddress,
     credentials: security.serverCredentials,
   });
   // Every RunService and WorkerService call is authenticated and checked against its scopes;
@@ -171,11 +171,11 @@ export async function startCoordinator(
   health.setStatus(RunService.typeName, "SERVING");
   health.setStatus(WorkerService.typeName, "SERVING");
 
-  const address = `${config.DROVER_GRPC_ADDRESS.split(":")[0]}:${server.port}`;
+  const address = `${config.grpcAddress.split(":")[0]}:${server.port}`;
   const leader = leaderLease(
-    config.DATABASE_URL,
+    config.databaseUrl,
     { holder: `${hostname()}-${process.pid}`, address },
-    { timeoutMs: config.DROVER_LEADER_TIMEOUT_MS },
+    { timeoutMs: config.leaderTimeoutMs },
   );
   lease = leader;
   let stopping = false;
@@ -215,7 +215,7 @@ export async function startCoordinator(
       .then(pass)
       .catch((err) => logger.error({ err }, "reaper pass failed"));
   };
-  const timer = setInterval(tick, config.DROVER_REAPER_INTERVAL_MS);
+  const timer = setInterval(tick, config.reaperIntervalMs);
   // At once, not an interval from now: a cluster's first coordinator (or one started where the lease
   // is free) leads, serves budget leases and reaps from its start; runs started meanwhile would wait.
   tick();
@@ -234,7 +234,7 @@ export async function startCoordinator(
         health.setStatus("", "NOT_SERVING");
         // VerifyRuns waiting on a worker answer UNAVAILABLE now rather than hold the shutdown.
         verifications.stop();
-        await server.shutdown(config.DROVER_SHUTDOWN_GRACE_MS);
+        await server.shutdown(config.shutdownGraceMs);
         await reaping.catch(() => {});
         await leasing.catch(() => {});
         if (leader.held)

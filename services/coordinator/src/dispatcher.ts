@@ -4,14 +4,14 @@ import {
   liveLaneSlots,
   markTasksDispatched,
   recordFairShares,
+  runDemand,
   runDispatchLock,
   undispatchTasks,
 } from "@drover/engine";
 import { publishTask, type TaskQueueNames } from "@drover/task-queue";
 import { Attr, extractTraceContext, injectTraceContext, SpanKind, withSpan } from "@drover/telemetry";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { sql } from "drizzle-orm";
-import { fairShares, type RunDemand, shareCeiling } from "./fair-share.js";
+import { fairShares, shareCeiling } from "./fair-share.js";
 
 export interface DispatcherDeps {
   db: Db;
@@ -31,15 +31,6 @@ export interface DispatcherDeps {
 }
 
 export type FairShareMode = "adaptive" | "reserve" | "lend";
-
-/**
- * A run that moved (a phase advanced) this recently, or with a task of its current phase due this
- * soon, is present (fair-share.ts): the gap between two phases or two pages of a chain does not give
- * its share away, while a run parked until tomorrow's budget does not hold one.
- */
-const PRESENT_WITHIN_S = 5;
-
-type DemandRow = RunDemand & { traceContext: Record<string, string> | null } & Record<string, unknown>;
 
 /**
  * Dispatch rounds, coalesced: every task that ends asks for a round, and under a large run they
@@ -86,29 +77,8 @@ export async function dispatch(deps: DispatcherDeps): Promise<number> {
     await tx.execute(DISPATCH_LOCK);
     const live = await liveLaneSlots(tx);
     const slots = Math.max(live.slots, deps.laneWidth);
-    // No run can be given more than the whole pool: ready tasks are counted up to that, so a run
-    // with thousands seeded costs no more to weigh than one with a few.
-    const demand = await tx.execute<DemandRow>(sql`
-      select r.id as "runId", r.tenant_id as "tenantId", r.trace_context as "traceContext",
-             coalesce(f.running, 0)::int as running, coalesce(f.queued, 0)::int as queued,
-             (select count(*)::int from (
-                select 1 from drover.tasks t
-                 where t.run_id = r.id and t.status = 'pending' and t.dispatched_at is null
-                   and t.phase = r.current_phase and t.available_at <= now()
-                 limit ${slots + 1}) due) as ready,
-             r.updated_at > now() - make_interval(secs => ${PRESENT_WITHIN_S})
-               or exists (select 1 from drover.tasks t
-                           where t.run_id = r.id and t.status = 'pending' and t.phase = r.current_phase
-                             and t.available_at <= now() + make_interval(secs => ${PRESENT_WITHIN_S})) as present
-        from drover.runs r
-        left join lateral (
-          select count(*) filter (where t.status = 'running') as running,
-                 count(*) filter (where t.status = 'pending') as queued
-            from drover.tasks t
-           where t.run_id = r.id
-             and (t.status = 'running' or (t.status = 'pending' and t.dispatched_at is not null))) f on true
-       where r.status = 'running'
-       order by r.created_at`);
+    // No run can be given more than the whole pool: its ready tasks are counted up to that.
+    const demand = await runDemand(tx, slots + 1);
     if (demand.length === 0) return [];
     const reserve = deps.fairShare === "reserve" || (deps.fairShare === "adaptive" && live.busy);
     const options = { slots, tenantCap: deps.tenantCap, reserve };

@@ -1,4 +1,5 @@
-import type { Queryable } from "@drover/db";
+import { LIVE_RUN_STATUSES, type Queryable } from "@drover/db";
+import { taskCountsByKind, unfinishedKindTasks } from "@drover/engine";
 import { sql } from "drizzle-orm";
 
 export interface MissingRow {
@@ -33,16 +34,13 @@ export async function explainMissingRow(q: Queryable, row: MissingRow): Promise<
   if (!run) return `${subject}: no run has imported tenant ${row.tenantId} from this account yet`;
   const phase = run.plan.findIndex((kinds) => kinds.includes(row.kind));
   if (phase < 0) return `${subject}: the latest run, ${run.id}, did not import ${row.kind}`;
-  const live = ["pending", "running", "stopping"].includes(run.status);
+  const live = (LIVE_RUN_STATUSES as readonly string[]).includes(run.status);
   if (live && run.current_phase < phase) {
     return `${subject}: run ${run.id} is in phase ${run.current_phase + 1} of ${run.plan.length} and reaches ${row.kind} in phase ${phase + 1}`;
   }
-  const [task] = await q.execute<{ status: string; n: string; last_error: string | null }>(sql`
-    select status, count(*) over (partition by status) as n, last_error from drover.tasks
-     where run_id = ${run.id}::uuid and kind = ${row.kind} and status in ('failed', 'cancelled', 'pending', 'running')
-     order by case status when 'failed' then 0 when 'cancelled' then 1 else 2 end limit 1`);
+  const task = await unfinishedKindTasks(q, run.id, row.kind);
   if (task?.status === "failed") {
-    return `${subject}: in run ${run.id}, ${task.n} ${row.kind} task(s) failed${task.last_error ? ` (${task.last_error})` : ""}, so the row may never have been read`;
+    return `${subject}: in run ${run.id}, ${task.n} ${row.kind} task(s) failed${task.lastError ? ` (${task.lastError})` : ""}, so the row may never have been read`;
   }
   if (task?.status === "cancelled") {
     return `${subject}: run ${run.id} was stopped before its ${row.kind} tasks finished; resume it to read the rest`;
@@ -54,10 +52,9 @@ export async function explainMissingRow(q: Queryable, row: MissingRow): Promise<
     select reason from drover.notes
      where run_id = ${run.id}::uuid and kind = ${row.kind} and subject_id is null and level in ('warn', 'info')
      group by reason order by min(id) limit 3`);
-  const [{ read } = { read: "0" }] = await q.execute<{ read: string }>(sql`
-    select count(*) as read from drover.tasks where run_id = ${run.id}::uuid and kind = ${row.kind}`);
+  const read = (await taskCountsByKind(q, run.id)).get(row.kind)?.total ?? 0;
   const reasons = said.map((n) => n.reason).join("; ");
-  if (Number(read) === 0) {
+  if (read === 0) {
     return `${subject}: run ${run.id} read no ${row.kind}: ${
       reasons ||
       `no ${row.kind} task was started (the source had nothing to list, or what ${row.kind} hangs off was not imported)`

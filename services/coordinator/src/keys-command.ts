@@ -11,6 +11,7 @@ import {
   ScopeError,
   SecretKeyError,
 } from "@drover/auth";
+import { keyringOptions } from "@drover/config";
 import { ensureDatabase, migrateDatabase, openDatabase, pgErrorCode } from "@drover/db";
 import { insertApiKey, listStoredApiKeys, revokeApiKey } from "./api-key-store.js";
 import { reencryptSecrets } from "./source-secrets.js";
@@ -117,11 +118,7 @@ export async function keysCommand(argv: string[], io: KeysIo): Promise<number> {
             }
             return 0;
           }
-          const { keyring } = loadSecretKeyring({
-            keys: io.env.DROVER_SECRET_KEYS,
-            file: io.env.DROVER_SECRET_KEYS_FILE,
-            production: io.env.NODE_ENV === "production",
-          });
+          const { keyring } = loadSecretKeyring(keyringOptions(io.env));
           const result = await reencryptSecrets(db, keyring);
           json({ event: "secrets-reencrypted", key_id: keyring.primaryKeyId, ...result });
           if (result.unreadable > 0) {

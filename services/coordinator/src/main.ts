@@ -11,7 +11,7 @@ runServiceMain({
   logger,
   load: () => loadCoordinatorConfig(),
   start: async (config) => {
-    observability = await startServiceObservability("drover-coordinator", config);
+    observability = await startServiceObservability("drover-coordinator", config.metrics);
     return startCoordinator(config, { logger });
   },
   // Parents (the demo, tests) read this line to learn the port when DROVER_GRPC_ADDRESS ends in :0.

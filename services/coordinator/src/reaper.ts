@@ -1,11 +1,13 @@
-import { ENDED_TASK_STATUSES, type Queryable, type RunRow, type RunSummary } from "@drover/db";
+import type { Queryable, RunRow, RunSummary } from "@drover/db";
 import {
   pruneFinishedRuns,
   redispatchLostTasks,
   releaseStaleTasks,
   releaseTasksOfDeadWorkers,
+  runsToAdvance,
+  taskCountsByKind,
+  taskCountsByStatus,
 } from "@drover/engine";
-import { sql } from "drizzle-orm";
 import type { CoordinatorContext } from "./context.js";
 import { advanceRun } from "./run-advance.js";
 import { kindOutcomes, type Sources } from "./run-outcomes.js";
@@ -34,20 +36,18 @@ export interface ReaperReport {
  */
 export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport> {
   const { db, config } = ctx;
-  const dead = await releaseTasksOfDeadWorkers(db, { maxAttempts: config.DROVER_MAX_ATTEMPTS });
+  const dead = await releaseTasksOfDeadWorkers(db, { maxAttempts: config.maxAttempts });
   const stale = await releaseStaleTasks(db, {
-    staleMs: config.DROVER_STALE_TASK_MS,
-    maxAttempts: config.DROVER_MAX_ATTEMPTS,
+    staleMs: config.staleTaskMs,
+    maxAttempts: config.maxAttempts,
   });
-  const redispatched = await redispatchLostTasks(db, config.DROVER_REDISPATCH_AFTER_MS);
-  const live = await db.execute<{ id: string }>(
-    sql`select id from drover.runs where status in ('running', 'stopping')`,
-  );
-  for (const run of live) {
+  const redispatched = await redispatchLostTasks(db, config.redispatchAfterMs);
+  const live = await runsToAdvance(db);
+  for (const runId of live) {
     try {
-      await advanceRun(ctx, run.id, { dispatch: false });
+      await advanceRun(ctx, runId, { dispatch: false });
     } catch (err) {
-      ctx.logger.error({ err, run_id: run.id }, "the reaper could not advance a run");
+      ctx.logger.error({ err, run_id: runId }, "the reaper could not advance a run");
     }
   }
   await ctx.dispatch();
@@ -65,7 +65,7 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
 /** Finished runs past DROVER_RETENTION_DAYS lose their tasks and notes, their counts frozen first. */
 export function pruneRunsPastRetention(ctx: CoordinatorContext): Promise<number> {
   return pruneFinishedRuns(ctx.db, {
-    retentionDays: ctx.config.DROVER_RETENTION_DAYS,
+    retentionDays: ctx.config.retentionDays,
     summarize: (q, run) => frozenCounts(q, ctx.providers, run),
   });
 }
@@ -76,13 +76,7 @@ export function pruneRunsPastRetention(ctx: CoordinatorContext): Promise<number>
  */
 async function frozenCounts(q: Queryable, sources: Sources, run: RunRow): Promise<RunSummary> {
   const outcomes = await kindOutcomes(q, sources, run);
-  const kindTasks = await q.execute<{ kind: string; total: string; done: string }>(sql`
-    select kind, count(*) as total,
-           count(*) filter (where status = any(${sql.param([...ENDED_TASK_STATUSES])}::text[])) as done
-      from drover.tasks where run_id = ${run.id}::uuid group by kind`);
-  const byStatus = await q.execute<{ status: string; n: string }>(sql`
-    select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`);
-  const tasksOf = new Map(kindTasks.map((t) => [t.kind, t]));
+  const tasksOf = await taskCountsByKind(q, run.id);
   return {
     kinds: Object.fromEntries(
       [...new Set([...outcomes.keys(), ...tasksOf.keys()])].map((kind) => {
@@ -95,12 +89,12 @@ async function frozenCounts(q: Queryable, sources: Sources, run: RunRow): Promis
             already_here: Number(o?.alreadyHere ?? 0),
             skipped: Number(o?.skipped ?? 0),
             failed: Number(o?.failed ?? 0),
-            tasks_total: Number(tasksOf.get(kind)?.total ?? 0),
-            tasks_done: Number(tasksOf.get(kind)?.done ?? 0),
+            tasks_total: tasksOf.get(kind)?.total ?? 0,
+            tasks_done: tasksOf.get(kind)?.done ?? 0,
           },
         ];
       }),
     ),
-    tasks: Object.fromEntries(byStatus.map((t) => [t.status, Number(t.n)])),
+    tasks: await taskCountsByStatus(q, run.id),
   };
 }

@@ -15,7 +15,7 @@ export async function advanceRun(
   options: { dispatch?: boolean } = {},
 ): Promise<RunProgress> {
   const progress = await progressRun(
-    { db: ctx.db, providers: ctx.providers, notesCap: ctx.config.DROVER_NOTES_CAP },
+    { db: ctx.db, providers: ctx.providers, notesCap: ctx.config.notesCap },
     runId,
   );
   if (options.dispatch !== false) await ctx.dispatch();

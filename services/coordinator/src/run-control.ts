@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
-import { FINISHED_RUN_STATUSES, pgErrorCode, type RunRow, runs } from "@drover/db";
+import { FINISHED_RUN_STATUSES, type RunRow, runs } from "@drover/db";
 import {
   admitRevertRun,
   describeDependent,
   findRevertDependents,
+  LiveRunConflict,
+  RunAlreadyReverted,
   rearmRun,
   redriveRun,
   requestCutover,
@@ -14,7 +16,7 @@ import { Code, RpcError, type Run, type RunService, type ServiceImplementation }
 import type { Provider } from "@drover/provider-sdk";
 import { injectTraceContext } from "@drover/telemetry";
 import { eq } from "drizzle-orm";
-import { admit, conflict } from "./admission.js";
+import { admit, liveRunConflictError } from "./admission.js";
 import { requireActsFor } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
 import { buildPlan } from "./plan.js";
@@ -72,7 +74,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     try {
       moved = await rearmRun(db, run.id, how);
     } catch (err) {
-      if (pgErrorCode(err) === "23505") throw await conflict(db, run, run.id);
+      if (err instanceof LiveRunConflict) throw liveRunConflictError(err);
       throw err;
     }
     // Another call moved it between the read and the fenced transition.
@@ -91,7 +93,7 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     try {
       moved = await redriveRun(db, run.id, plan.seeds);
     } catch (err) {
-      if (pgErrorCode(err) === "23505") throw await conflict(db, run, run.id);
+      if (err instanceof LiveRunConflict) throw liveRunConflictError(err);
       throw err;
     }
     // Another call moved it between the read and the fenced transition.
@@ -261,9 +263,9 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
           traceContext: injectTraceContext(),
         });
       } catch (err) {
-        if (pgErrorCode(err) !== "23505") throw err;
-        const racing = await revertOf(target.id);
-        throw racing ? alreadyReverted(target.id, racing) : await conflict(db, target);
+        if (err instanceof RunAlreadyReverted) throw alreadyReverted(target.id, err.revertedBy);
+        if (err instanceof LiveRunConflict) throw liveRunConflictError(err);
+        throw err;
       }
       ctx.logger.info(
         { run_id: run.id, reverts: target.id, force: req.force, dependents: dependents.length },

@@ -1,5 +1,11 @@
 import { budgets, FINISHED_RUN_STATUSES, type Queryable, type RunRow, runs } from "@drover/db";
-import { toRunInfo } from "@drover/engine";
+import {
+  type KindTaskCounts,
+  taskCountsByKind,
+  taskCountsByStatus,
+  taskTallies,
+  toRunInfo,
+} from "@drover/engine";
 import {
   create,
   fromProtoRunStatus,
@@ -47,13 +53,8 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
   const [outcomes, taskCounts, kindTasks, [budget], facts] = await Promise.all([
     // A pruned run's counts were frozen on it with its tasks and notes deleted: nothing to count.
     run.summary ? new Map<string, KindOutcome>() : kindOutcomes(q, sources, run),
-    q.execute<{ status: string; n: string }>(sql`
-      select status, count(*) as n from drover.tasks where run_id = ${run.id}::uuid group by status`),
-    q.execute<{ kind: string; total: string; done: string; running: string }>(sql`
-      select kind, count(*) as total,
-             count(*) filter (where status in ('succeeded', 'failed', 'cancelled')) as done,
-             count(*) filter (where status = 'running') as running
-        from drover.tasks where run_id = ${run.id}::uuid group by kind`),
+    taskCountsByStatus(q, run.id),
+    taskCountsByKind(q, run.id),
     q
       .select()
       .from(budgets)
@@ -62,17 +63,14 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
       select key, value::text as value from drover.run_facts where run_id = ${run.id}::uuid order by key`),
   ]);
   // A pruned run's per-kind task counts were frozen with its row counts (none before they were).
-  const tasksOf = new Map<
-    string,
-    { total: string | number; done: string | number; running: string | number }
-  >(
-    run.summary
-      ? Object.entries(run.summary.kinds).map(([kind, c]) => [
+  const tasksOf: ReadonlyMap<string, KindTaskCounts> = run.summary
+    ? new Map(
+        Object.entries(run.summary.kinds).map(([kind, c]) => [
           kind,
           { total: c.tasks_total ?? 0, done: c.tasks_done ?? 0, running: 0 },
-        ])
-      : kindTasks.map((t) => [t.kind, t]),
-  );
+        ]),
+      )
+    : kindTasks;
   // A pruned run has no tasks left; its counts were frozen on the run when they were deleted.
   const frozen = run.summary;
   const byKind: ReadonlyMap<string, KindOutcome> = frozen
@@ -82,7 +80,7 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
   const counts = Object.fromEntries(
     frozen
       ? Object.entries(frozen.tasks).map(([s, n]) => [s, BigInt(n)])
-      : taskCounts.map((t) => [t.status, BigInt(t.n)]),
+      : Object.entries(taskCounts).map(([s, n]) => [s, BigInt(n ?? 0)]),
   );
   // A revert run calls no source: the account's budget says nothing of how long it needs.
   const eta =
@@ -183,7 +181,7 @@ async function liveEta(
 ): Promise<Eta | undefined> {
   const estimate = sources.get(run.source)?.estimateWork;
   if (!estimate) return undefined;
-  const work = await estimate(q, toRunInfo(run));
+  const work = await estimate(q, toRunInfo(run), await taskTallies(q, run.id));
   const capacity = budget?.burstCapacity ?? DEFAULT_BUDGET_OPTIONS.defaultCapacity;
   const now = new Date();
   return estimateEta(

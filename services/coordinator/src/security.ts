@@ -32,15 +32,11 @@ export interface Security {
  */
 export async function prepareSecurity(config: CoordinatorConfig, db: Db, logger: Logger): Promise<Security> {
   const configured: ApiKey[] = loadApiKeys({
-    keys: config.DROVER_API_KEYS,
-    file: config.DROVER_API_KEYS_FILE,
+    keys: config.apiKeys.keys,
+    file: config.apiKeys.file,
   });
-  const production = config.NODE_ENV === "production";
-  const { keyring: secrets, origin } = loadSecretKeyring({
-    keys: config.DROVER_SECRET_KEYS,
-    file: config.DROVER_SECRET_KEYS_FILE,
-    production,
-  });
+  const { production } = config.keyring;
+  const { keyring: secrets, origin } = loadSecretKeyring(config.keyring);
   if (origin === "dev") {
     logger.warn(
       "no DROVER_SECRET_KEYS: source secrets are encrypted with the development keyring in .artifacts/",
@@ -60,7 +56,7 @@ export async function prepareSecurity(config: CoordinatorConfig, db: Db, logger:
       logger.warn("generated the development keys dev-admin and dev-worker; their tokens are printed once");
   }
   const authenticator = new ApiKeyAuthenticator(db, configured, {
-    refreshMs: config.DROVER_API_KEYS_REFRESH_MS,
+    refreshMs: config.apiKeys.refreshMs,
     logger,
   });
   await authenticator.refresh();
@@ -69,9 +65,9 @@ export async function prepareSecurity(config: CoordinatorConfig, db: Db, logger:
   if (sealed > 0) logger.info({ runs: sealed }, "encrypted plaintext source secrets of earlier runs");
 
   const server = {
-    certFile: config.DROVER_TLS_CERT_FILE,
-    keyFile: config.DROVER_TLS_KEY_FILE,
-    clientCaFile: config.DROVER_TLS_CLIENT_CA_FILE,
+    certFile: config.tls.certFile,
+    keyFile: config.tls.keyFile,
+    clientCaFile: config.tls.clientCaFile,
   };
   const tls = isServerTls(server);
   const mutual = tls && Boolean(server.clientCaFile);
@@ -83,7 +79,7 @@ export async function prepareSecurity(config: CoordinatorConfig, db: Db, logger:
     serverCredentials: serverCredentials(server),
     clientCredentials: channelCredentials(
       {
-        caFile: config.DROVER_TLS_CA_FILE ?? config.DROVER_TLS_CLIENT_CA_FILE,
+        caFile: config.tls.caFile ?? config.tls.clientCaFile,
         // Under mutual TLS this coordinator shows its own certificate to the leader.
         certFile: mutual ? server.certFile : undefined,
         keyFile: mutual ? server.keyFile : undefined,

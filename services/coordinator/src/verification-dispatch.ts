@@ -49,7 +49,7 @@ export class Verifications {
   async pass(): Promise<void> {
     if (this.abort.signal.aborted || !this.ctx.isLeader()) return;
     await requestAutomaticVerifications(this.ctx.db, {
-      sampleSize: this.ctx.config.DROVER_VERIFY_SAMPLE_SIZE,
+      sampleSize: this.ctx.config.verifySampleSize,
       withinMs: AUTOMATIC_WITHIN_MS,
     });
     for (const runId of await dueVerifications(this.ctx.db)) await this.publish(runId);
@@ -66,11 +66,7 @@ export class Verifications {
    * permanent one is stored and returned as the verification's error.
    */
   async onDemand(run: RunRow, call: CallContext): Promise<Verification> {
-    const asked = await requestVerificationNow(
-      this.ctx.db,
-      run.id,
-      this.ctx.config.DROVER_VERIFY_SAMPLE_SIZE,
-    );
+    const asked = await requestVerificationNow(this.ctx.db, run.id, this.ctx.config.verifySampleSize);
     if (!asked)
       throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} is not finished; verify it when it is`);
     try {

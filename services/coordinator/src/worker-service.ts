@@ -35,11 +35,11 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
     async getSettings() {
       const c = ctx.config;
       return {
-        laneWidth: c.DROVER_LANE_WIDTH,
-        maxAttempts: c.DROVER_MAX_ATTEMPTS,
-        queuePrefix: c.DROVER_QUEUE_PREFIX,
-        notesCap: c.DROVER_NOTES_CAP,
-        staleTaskMs: c.DROVER_STALE_TASK_MS,
+        laneWidth: c.laneWidth,
+        maxAttempts: c.maxAttempts,
+        queuePrefix: c.queuePrefix,
+        notesCap: c.notesCap,
+        staleTaskMs: c.staleTaskMs,
       };
     },
 

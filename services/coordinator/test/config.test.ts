@@ -4,15 +4,15 @@ import { loadCoordinatorConfig } from "../src/config.js";
 
 describe("the reaper interval", () => {
   it("is read from DROVER_REAPER_INTERVAL_MS, 2 s by default", () => {
-    expect(loadCoordinatorConfig({}).DROVER_REAPER_INTERVAL_MS).toBe(2_000);
-    expect(loadCoordinatorConfig({ DROVER_REAPER_INTERVAL_MS: "750" }).DROVER_REAPER_INTERVAL_MS).toBe(750);
+    expect(loadCoordinatorConfig({}).reaperIntervalMs).toBe(2_000);
+    expect(loadCoordinatorConfig({ DROVER_REAPER_INTERVAL_MS: "750" }).reaperIntervalMs).toBe(750);
   });
 
   it("still honours the deprecated DROVER_SWEEP_INTERVAL_MS, and the new name wins when both are set", () => {
-    expect(loadCoordinatorConfig({ DROVER_SWEEP_INTERVAL_MS: "300" }).DROVER_REAPER_INTERVAL_MS).toBe(300);
+    expect(loadCoordinatorConfig({ DROVER_SWEEP_INTERVAL_MS: "300" }).reaperIntervalMs).toBe(300);
     expect(
       loadCoordinatorConfig({ DROVER_SWEEP_INTERVAL_MS: "300", DROVER_REAPER_INTERVAL_MS: "900" })
-        .DROVER_REAPER_INTERVAL_MS,
+        .reaperIntervalMs,
     ).toBe(900);
   });
 
@@ -26,8 +26,8 @@ describe("the reaper interval", () => {
 
 describe("the leader timeout", () => {
   it("is 15 s by default, and read from DROVER_LEADER_TIMEOUT_MS", () => {
-    expect(loadCoordinatorConfig({}).DROVER_LEADER_TIMEOUT_MS).toBe(15_000);
-    expect(loadCoordinatorConfig({ DROVER_LEADER_TIMEOUT_MS: "6000" }).DROVER_LEADER_TIMEOUT_MS).toBe(6_000);
+    expect(loadCoordinatorConfig({}).leaderTimeoutMs).toBe(15_000);
+    expect(loadCoordinatorConfig({ DROVER_LEADER_TIMEOUT_MS: "6000" }).leaderTimeoutMs).toBe(6_000);
   });
 
   it("refuses a timeout shorter than three reaper intervals, saying what to change", () => {
@@ -41,8 +41,8 @@ describe("the leader timeout", () => {
 
 describe("the fair-share mode", () => {
   it("is adaptive by default, and read from DROVER_FAIR_SHARE", () => {
-    expect(loadCoordinatorConfig({}).DROVER_FAIR_SHARE).toBe("adaptive");
-    expect(loadCoordinatorConfig({ DROVER_FAIR_SHARE: "reserve" }).DROVER_FAIR_SHARE).toBe("reserve");
+    expect(loadCoordinatorConfig({}).fairShare).toBe("adaptive");
+    expect(loadCoordinatorConfig({ DROVER_FAIR_SHARE: "reserve" }).fairShare).toBe("reserve");
   });
 
   it("refuses an unknown mode, naming the ones it takes", () => {

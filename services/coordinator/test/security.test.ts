@@ -61,7 +61,7 @@ describe("coordinator security configuration", () => {
       DROVER_API_KEYS: formatApiKey(key),
       DROVER_SECRET_KEYS: `${NEW},${OLD}`,
     });
-    expect(parseApiKeys(config.DROVER_API_KEYS!)).toEqual([key]);
+    expect(parseApiKeys(config.apiKeys.keys!)).toEqual([key]);
   });
 });
 

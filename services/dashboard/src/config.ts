@@ -1,5 +1,14 @@
 import { clientTlsProblems } from "@drover/auth";
-import { address, intVar, metricsHost, metricsPort, parseEnv, z } from "@drover/config";
+import {
+  address,
+  intVar,
+  type MetricsOptions,
+  metricsHost,
+  metricsOptions,
+  metricsPort,
+  parseEnv,
+  z,
+} from "@drover/config";
 
 const schema = z.object({
   DROVER_DASHBOARD_ADDRESS: address("127.0.0.1:8080").describe(
@@ -23,12 +32,26 @@ const schema = z.object({
 /** The run page's settings, as the configuration reference (docs/configuration.md) renders them. */
 export const dashboardSettings = schema;
 
-export type DashboardConfig = z.infer<typeof schema>;
+/** The dashboard's settings, compiled once from its environment (loadDashboardConfig). */
+export interface DashboardConfig {
+  address: string;
+  coordinatorAddress: string;
+  tls: { caFile?: string };
+  shutdownGraceMs: number;
+  metrics: MetricsOptions;
+}
 
 /**
  * The dashboard holds no credential of its own: the operator's API key comes with each request from
  * the page and goes on to the coordinator, whose scopes then apply.
  */
 export function loadDashboardConfig(env: NodeJS.ProcessEnv = process.env): DashboardConfig {
-  return parseEnv(schema, env, (e) => clientTlsProblems({ caFile: e.DROVER_TLS_CA_FILE }));
+  const config = parseEnv(schema, env, (e) => clientTlsProblems({ caFile: e.DROVER_TLS_CA_FILE }));
+  return {
+    address: config.DROVER_DASHBOARD_ADDRESS,
+    coordinatorAddress: config.DROVER_COORDINATOR_ADDRESS,
+    tls: { caFile: config.DROVER_TLS_CA_FILE },
+    shutdownGraceMs: config.DROVER_SHUTDOWN_GRACE_MS,
+    metrics: metricsOptions(config),
+  };
 }

@@ -102,9 +102,9 @@ export async function startDashboard(
     })});\n`,
     type: "text/javascript; charset=utf-8",
   };
-  const coordinator = config.DROVER_COORDINATOR_ADDRESS;
+  const coordinator = config.coordinatorAddress;
   const client: Client<typeof RunService> = createClient(RunService, coordinator, {
-    credentials: channelCredentials({ caFile: config.DROVER_TLS_CA_FILE }),
+    credentials: channelCredentials(config.tls),
     metadata: () => injectTraceContext(),
   });
   const streams = new Set<AbortController>();
@@ -296,7 +296,7 @@ export async function startDashboard(
       { kind: SpanKind.SERVER },
     );
   });
-  const [host, port] = splitAddress(config.DROVER_DASHBOARD_ADDRESS);
+  const [host, port] = splitAddress(config.address);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => {
@@ -317,7 +317,7 @@ export async function startDashboard(
         // Live streams would hold the server open for as long as their runs last.
         for (const s of streams) s.abort();
         server.closeIdleConnections();
-        const grace = new Promise<void>((r) => setTimeout(r, config.DROVER_SHUTDOWN_GRACE_MS).unref());
+        const grace = new Promise<void>((r) => setTimeout(r, config.shutdownGraceMs).unref());
         await Promise.race([closed, grace]);
         server.closeAllConnections();
         await closed;

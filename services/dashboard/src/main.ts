@@ -11,7 +11,7 @@ runServiceMain({
   logger,
   load: () => loadDashboardConfig(),
   start: async (config) => {
-    observability = await startServiceObservability("drover-dashboard", config);
+    observability = await startServiceObservability("drover-dashboard", config.metrics);
     return startDashboard(config, { logger });
   },
   // Parents (the demo, tests) read this line to learn the URL when DROVER_DASHBOARD_ADDRESS ends in :0.

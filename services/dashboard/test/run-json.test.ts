@@ -366,11 +366,11 @@ describe("the coordinator's refusals as sentences", () => {
 describe("dashboard configuration", () => {
   it("has defaults that work on one machine", () => {
     expect(loadDashboardConfig({})).toMatchObject({
-      DROVER_DASHBOARD_ADDRESS: "127.0.0.1:8080",
-      DROVER_COORDINATOR_ADDRESS: "127.0.0.1:50051",
-      DROVER_METRICS_PORT: 9466,
+      address: "127.0.0.1:8080",
+      coordinatorAddress: "127.0.0.1:50051",
+      metrics: { port: 9466 },
     });
-    expect(loadDashboardConfig({ DROVER_METRICS_PORT: "off" }).DROVER_METRICS_PORT).toBeNull();
+    expect(loadDashboardConfig({ DROVER_METRICS_PORT: "off" }).metrics.port).toBeNull();
   });
 
   it("names every bad variable and what to fix", () => {

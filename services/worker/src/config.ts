@@ -5,15 +5,19 @@ import {
   ConfigError,
   effectiveTouchMs,
   intVar,
+  type KeyringOptions,
+  keyringOptions,
+  type MetricsOptions,
   metricsHost,
+  metricsOptions,
   metricsPort,
   NATS_SETTINGS,
   parseEnv,
   postgresUrl,
   SHARED_SETTINGS,
-  type SharedSettings,
+  type SharedOptions,
   settingsDisagreements,
-  sharedSettingsOf,
+  sharedOptions,
   staleTaskMs,
   taskLockProblems,
   taskTouchMs,
@@ -120,18 +124,65 @@ const schema = z.object({
 /** The worker's settings, as the configuration reference (docs/configuration.md) renders them. */
 export const workerSettings = schema;
 
-export type WorkerConfig = z.infer<typeof schema> & {
-  DROVER_WORKER_TOKEN: string;
-  DROVER_TASK_TOUCH_MS: number;
-};
+/**
+ * The worker's settings, compiled once from its environment (loadWorkerConfig): the worker's code
+ * reads these names, never the variables' (each variable is described in the schema above).
+ */
+export interface WorkerConfig extends SharedOptions {
+  databaseUrl: string;
+  natsServers: string[];
+  streamReplicas: number;
+  coordinatorAddress: string;
+  coordinatorWaitMs: number;
+  workerId: string;
+  windowDeadlineMs: number;
+  destinationProbeMs: number;
+  revertWindowSize: number;
+  /** The destination database's pressure: above `threshold`, messages wait `deferMs`. */
+  pressure: { query?: string; threshold: number; deferMs: number };
+  shutdownGraceMs: number;
+  /** How often a running task touches its lock: DROVER_TASK_TOUCH_MS, or derived from the stale threshold. */
+  taskTouchMs: number;
+  livenessMs: number;
+  consumerRecoveryMs: number;
+  metrics: MetricsOptions;
+  /** The worker-scoped bearer token, trimmed. */
+  token: string;
+  keyring: KeyringOptions;
+  tls: { caFile?: string; certFile?: string; keyFile?: string };
+}
 
 export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   // checkAuthConfig has refused a missing or malformed token, checkTaskLock a touch too slow for the reaper.
   const config = parseEnv(schema, env, (e) => [...checkAuthConfig(e), ...checkTaskLock(e)]);
   return {
-    ...config,
-    DROVER_WORKER_TOKEN: (config.DROVER_WORKER_TOKEN ?? "").trim(),
-    DROVER_TASK_TOUCH_MS: effectiveTouchMs(config.DROVER_STALE_TASK_MS, config.DROVER_TASK_TOUCH_MS),
+    ...sharedOptions(config),
+    databaseUrl: config.DATABASE_URL,
+    natsServers: config.NATS_URL,
+    streamReplicas: config.DROVER_STREAM_REPLICAS,
+    coordinatorAddress: config.DROVER_COORDINATOR_ADDRESS,
+    coordinatorWaitMs: config.DROVER_COORDINATOR_WAIT_MS,
+    workerId: config.DROVER_WORKER_ID,
+    windowDeadlineMs: config.DROVER_WINDOW_DEADLINE_MS,
+    destinationProbeMs: config.DROVER_DESTINATION_PROBE_MS,
+    revertWindowSize: config.DROVER_REVERT_WINDOW_SIZE,
+    pressure: {
+      query: config.DROVER_PRESSURE_QUERY,
+      threshold: config.DROVER_PRESSURE_THRESHOLD,
+      deferMs: config.DROVER_PRESSURE_DEFER_MS,
+    },
+    shutdownGraceMs: config.DROVER_SHUTDOWN_GRACE_MS,
+    taskTouchMs: effectiveTouchMs(config.DROVER_STALE_TASK_MS, config.DROVER_TASK_TOUCH_MS),
+    livenessMs: config.DROVER_WORKER_LIVENESS_MS,
+    consumerRecoveryMs: config.DROVER_CONSUMER_RECOVERY_MS,
+    metrics: metricsOptions(config),
+    token: (config.DROVER_WORKER_TOKEN ?? "").trim(),
+    keyring: keyringOptions(config),
+    tls: {
+      caFile: config.DROVER_TLS_CA_FILE,
+      certFile: config.DROVER_TLS_CLIENT_CERT_FILE,
+      keyFile: config.DROVER_TLS_CLIENT_KEY_FILE,
+    },
   };
 }
 
@@ -180,27 +231,27 @@ export async function checkSharedSettings(
   config: WorkerConfig,
   warn: (fields: object, message: string) => void,
 ): Promise<void> {
-  let theirs: SharedSettings | undefined;
+  let theirs: SharedOptions | undefined;
   let lastError: unknown;
-  const waitMs = config.DROVER_COORDINATOR_WAIT_MS;
+  const waitMs = config.coordinatorWaitMs;
   // Twice: a first call that finds its coordinator gone moves the link to the announced leader.
   // The first waits up to DROVER_COORDINATOR_WAIT_MS for a coordinator that is still starting.
   for (let attempt = 0; attempt < 2 && !theirs; attempt++) {
     const waits = attempt === 0 && waitMs > 0;
     try {
       const res = await coordinator.getSettings(
-        { workerId: config.DROVER_WORKER_ID },
+        { workerId: config.workerId },
         {
           deadline: new Date(Date.now() + 5_000 + (waits ? waitMs : 0)),
           ...(waits ? { waitForReady: true } : {}),
         },
       );
       theirs = {
-        DROVER_LANE_WIDTH: res.laneWidth,
-        DROVER_QUEUE_PREFIX: res.queuePrefix,
-        DROVER_MAX_ATTEMPTS: res.maxAttempts,
-        DROVER_NOTES_CAP: res.notesCap,
-        DROVER_STALE_TASK_MS: res.staleTaskMs,
+        laneWidth: res.laneWidth,
+        queuePrefix: res.queuePrefix,
+        maxAttempts: res.maxAttempts,
+        notesCap: res.notesCap,
+        staleTaskMs: res.staleTaskMs,
       };
     } catch (err) {
       lastError = err;
@@ -213,6 +264,6 @@ export async function checkSharedSettings(
     );
     return;
   }
-  const problems = settingsDisagreements(sharedSettingsOf(config), theirs);
+  const problems = settingsDisagreements(config, theirs);
   if (problems.length > 0) throw new ConfigError(problems);
 }

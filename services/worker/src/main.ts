@@ -27,7 +27,7 @@ runServiceMain({
   logger,
   load: () => loadWorkerConfig(),
   start: async (config) => {
-    observability = await startServiceObservability("drover-worker", config);
+    observability = await startServiceObservability("drover-worker", config.metrics);
     const worker = await startWorker(config, { logger });
     // A worker that failed has handed back its tasks and closed; it exits non-zero so its process
     // manager sees the failure and restarts it, instead of it retrying unseen forever.

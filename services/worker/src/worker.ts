@@ -70,36 +70,28 @@ const NATS_DRAIN_MS = 5_000;
 
 /** Connects the worker's parts: the database, the broker, the coordinator, and a lane of task messages. */
 export async function startWorker(config: WorkerConfig, options: WorkerOptions = {}): Promise<Worker> {
-  const logger = (options.logger ?? createLogger("worker")).child({ worker_id: config.DROVER_WORKER_ID });
+  const logger = (options.logger ?? createLogger("worker")).child({ worker_id: config.workerId });
   const life = new WorkerLifecycle((from, to) => logger.info({ from, to }, `worker ${to}`));
   // Opens the runs' source secrets in the task runner, and nowhere else.
-  const { keyring: secrets } = loadSecretKeyring({
-    keys: config.DROVER_SECRET_KEYS,
-    file: config.DROVER_SECRET_KEYS_FILE,
-    production: config.NODE_ENV === "production",
-  });
+  const { keyring: secrets } = loadSecretKeyring(config.keyring);
   // Started while the database restarts: wait for it rather than exit (and be restarted in a loop).
-  await untilDatabaseAnswers(config.DATABASE_URL, {
+  await untilDatabaseAnswers(config.databaseUrl, {
     onWait: (err, waitedMs) => logger.warn({ err, waited_ms: waitedMs }, "waiting for the database"),
     timeoutMs: DATABASE_START_WAIT_MS,
   });
   // One connection per lane slot, plus room for lock refreshes and the stop polls between windows.
-  const database = openDatabase(config.DATABASE_URL, {
-    max: config.DROVER_LANE_WIDTH + 2,
+  const database = openDatabase(config.databaseUrl, {
+    max: config.laneWidth + 2,
     applicationName: "drover-worker",
     // A worker cut off mid-transaction (a claim holding the dispatch lock, a task's row) frees them on
     // the same clock as a window left idle, instead of after the kernel's keepalive (hours).
     silentClientMs: WINDOW_IDLE_MS,
   });
-  const credentials = channelCredentials({
-    caFile: config.DROVER_TLS_CA_FILE,
-    certFile: config.DROVER_TLS_CLIENT_CERT_FILE,
-    keyFile: config.DROVER_TLS_CLIENT_KEY_FILE,
-  });
-  const coordinator = new CoordinatorLink(config.DROVER_COORDINATOR_ADDRESS, database.db, (address) =>
+  const credentials = channelCredentials(config.tls);
+  const coordinator = new CoordinatorLink(config.coordinatorAddress, database.db, (address) =>
     createClient(WorkerService, address, {
       // Every WorkerService call carries the worker's credential.
-      metadata: () => ({ ...injectTraceContext(), ...bearer(config.DROVER_WORKER_TOKEN) }),
+      metadata: () => ({ ...injectTraceContext(), ...bearer(config.token) }),
       credentials,
       // A coordinator that is starting or restarting is back within seconds: try again soon, not
       // after gRPC's default backoff (1 s at first, growing to 2 minutes), which a worker waiting
@@ -116,13 +108,13 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     },
   );
   const nc = await connect({
-    servers: config.NATS_URL,
-    name: `drover-worker-${config.DROVER_WORKER_ID}`,
+    servers: config.natsServers,
+    name: `drover-worker-${config.workerId}`,
     maxReconnectAttempts: -1,
   });
-  const names = taskQueueNames(config.DROVER_QUEUE_PREFIX);
+  const names = taskQueueNames(config.queuePrefix);
   const jsm = await jetstreamManager(nc);
-  const queueOptions = { replicas: config.DROVER_STREAM_REPLICAS };
+  const queueOptions = { replicas: config.streamReplicas };
   await ensureTaskQueue(jsm, names, queueOptions).catch(async (err) => {
     await nc.close();
     coordinator.close();
@@ -132,10 +124,10 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   });
   // Registered before the lane pulls, so every claim this worker makes names a live record.
   const liveness = new WorkerLiveness({
-    databaseUrl: config.DATABASE_URL,
-    workerId: config.DROVER_WORKER_ID,
-    laneWidth: config.DROVER_LANE_WIDTH,
-    livenessMs: config.DROVER_WORKER_LIVENESS_MS,
+    databaseUrl: config.databaseUrl,
+    workerId: config.workerId,
+    laneWidth: config.laneWidth,
+    livenessMs: config.livenessMs,
     logger,
   });
   try {
@@ -151,7 +143,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   const held = new HeldTasks();
   const js = jetstream(nc);
 
-  const budgets = new BudgetLeases(coordinator, config.DROVER_WORKER_ID);
+  const budgets = new BudgetLeases(coordinator, config.workerId);
   // A 429 seen by any worker walls the account off for all of them until the source's reset.
   const walls = nc.subscribe(names.budgetWallSubject, {
     callback: (err, msg) => {
@@ -163,23 +155,23 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     pacerFor: (run) => budgets.for(run.source, run.sourceAccount, run.id),
     db: database.db,
     providers: options.providers ?? defaultProviders,
-    workerId: config.DROVER_WORKER_ID,
-    maxAttempts: config.DROVER_MAX_ATTEMPTS,
-    notesCap: config.DROVER_NOTES_CAP,
-    windowDeadlineMs: config.DROVER_WINDOW_DEADLINE_MS,
-    destinationProbeMs: config.DROVER_DESTINATION_PROBE_MS,
-    revertWindowSize: config.DROVER_REVERT_WINDOW_SIZE,
-    touchEveryMs: config.DROVER_TASK_TOUCH_MS,
+    workerId: config.workerId,
+    maxAttempts: config.maxAttempts,
+    notesCap: config.notesCap,
+    windowDeadlineMs: config.windowDeadlineMs,
+    destinationProbeMs: config.destinationProbeMs,
+    revertWindowSize: config.revertWindowSize,
+    touchEveryMs: config.taskTouchMs,
     workerRecord: () => liveness.record,
     secrets,
   };
   const handle = taskMessageHandler({
     runner,
     pressure: pressureGauge(database.db, {
-      query: config.DROVER_PRESSURE_QUERY ?? ACTIVE_CONNECTIONS_RATIO,
-      threshold: config.DROVER_PRESSURE_THRESHOLD,
+      query: config.pressure.query ?? ACTIVE_CONNECTIONS_RATIO,
+      threshold: config.pressure.threshold,
     }),
-    pressureDeferMs: config.DROVER_PRESSURE_DEFER_MS,
+    pressureDeferMs: config.pressure.deferMs,
     shutdown: shutdown.signal,
     held,
     async handOnSlot(runId) {
@@ -209,23 +201,21 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   });
 
   const lane = await startLane(js, names, {
-    width: config.DROVER_LANE_WIDTH,
+    width: config.laneWidth,
     handle,
     ensure: () => ensureTaskQueue(jsm, names, queueOptions),
-    recoverForMs: config.DROVER_CONSUMER_RECOVERY_MS,
+    recoverForMs: config.consumerRecoveryMs,
     onError: (err) => logger.error({ err }, "task handling failed; message will be redelivered"),
   });
   life.moveTo("RUNNING");
-  logger.info({ lane: config.DROVER_LANE_WIDTH, queue: names.stream }, "worker pulling");
+  logger.info({ lane: config.laneWidth, queue: names.stream }, "worker pulling");
 
   /** The staged shutdown, for a requested stop and for a failure alike. */
   let ended: Promise<void> | undefined;
   const end = (failure?: Error) => {
     ended ??= (async () => {
       life.moveTo("STOPPING");
-      const grace = new Promise<"over">((r) =>
-        setTimeout(() => r("over"), config.DROVER_SHUTDOWN_GRACE_MS).unref(),
-      );
+      const grace = new Promise<"over">((r) => setTimeout(() => r("over"), config.shutdownGraceMs).unref());
       shutdown.abort(new Error("worker shutting down"));
       await lane.stopPulling();
       life.moveTo("DRAINING");
@@ -264,7 +254,7 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
   });
 
   return {
-    id: config.DROVER_WORKER_ID,
+    id: config.workerId,
     get state() {
       return life.state;
     },

@@ -6,7 +6,7 @@ describe("worker configuration", () => {
   it("requires the worker token, and says where one comes from", () => {
     expect(() => loadWorkerConfig({})).toThrow(/DROVER_WORKER_TOKEN: required: a worker-scoped token/);
     expect(() => loadWorkerConfig({ DROVER_WORKER_TOKEN: "a b" })).toThrow(/without spaces/);
-    expect(loadWorkerConfig({ DROVER_WORKER_TOKEN: " drv_abc\n" }).DROVER_WORKER_TOKEN).toBe("drv_abc");
+    expect(loadWorkerConfig({ DROVER_WORKER_TOKEN: " drv_abc\n" }).token).toBe("drv_abc");
   });
 
   it("names a malformed secret key or TLS setting without quoting key material", () => {
@@ -31,11 +31,10 @@ describe("worker configuration", () => {
 
   it("derives the touch interval from the reaper's stale threshold, and refuses one it does not cover three times", () => {
     const base = { DROVER_WORKER_TOKEN: "drv_abc" };
-    expect(loadWorkerConfig(base).DROVER_TASK_TOUCH_MS).toBe(15_000);
-    expect(loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "5000" }).DROVER_TASK_TOUCH_MS).toBe(833);
+    expect(loadWorkerConfig(base).taskTouchMs).toBe(15_000);
+    expect(loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "5000" }).taskTouchMs).toBe(833);
     expect(
-      loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "6000", DROVER_TASK_TOUCH_MS: "2000" })
-        .DROVER_TASK_TOUCH_MS,
+      loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "6000", DROVER_TASK_TOUCH_MS: "2000" }).taskTouchMs,
     ).toBe(2_000);
     expect(() =>
       loadWorkerConfig({ ...base, DROVER_STALE_TASK_MS: "5000", DROVER_TASK_TOUCH_MS: "15000" }),

@@ -16,15 +16,16 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-import { LIVE_RUN_STATUSES, RUN_STATUSES, TASK_STATUSES } from "../statuses.js";
+import { runStatusIn, taskStatus, taskStatusIn, verificationStatusIn } from "../status-sql.js";
+import {
+  LIVE_RUN_STATUSES,
+  RUN_STATUSES,
+  TASK_STATUSES,
+  VERIFICATION_REQUEST_STATUSES,
+} from "../statuses.js";
 
 /** Engine tables live in their own schema so they never collide with the product's (both have "notes"). */
 export const drover = pgSchema("drover");
-
-/** A constant list as the schema's SQL spells it, `('a','b')`: the vocabularies' words are plain. */
-function sqlList(values: readonly string[]) {
-  return sql.raw(`(${values.map((v) => `'${v}'`).join(",")})`);
-}
 
 const timestamps = {
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
@@ -114,12 +115,12 @@ export const runs = drover.table(
     ...timestamps,
   },
   (t) => [
-    check("runs_status_check", sql`${t.status} in ${sqlList(RUN_STATUSES)}`),
+    check("runs_status_check", sql`${t.status} in ${runStatusIn(RUN_STATUSES)}`),
     // Admission, enforced by the database: two live runs can never write one tenant from one source,
     // even when two coordinators admit at the same instant.
     uniqueIndex("runs_one_live_per_source")
       .on(t.tenantId, t.source, t.sourceAccount)
-      .where(sql`status in ${sqlList(LIVE_RUN_STATUSES)} and not dry_run`),
+      .where(sql`status in ${runStatusIn(LIVE_RUN_STATUSES)} and not dry_run`),
     check(
       "runs_source_secret_sealed",
       sql`(${t.sourceSecretCiphertext} is null) = (${t.sourceSecretKeyId} is null)`,
@@ -178,11 +179,11 @@ export const tasks = drover.table(
     ...timestamps,
   },
   (t) => [
-    check("tasks_status_check", sql`${t.status} in ${sqlList(TASK_STATUSES)}`),
+    check("tasks_status_check", sql`${t.status} in ${taskStatusIn(TASK_STATUSES)}`),
     uniqueIndex("tasks_run_seed_key").on(t.runId, t.seedKey),
     index("tasks_run_phase_status").on(t.runId, t.phase, t.status),
     index("tasks_dispatch").on(t.runId, t.status, t.availableAt),
-    index("tasks_running_locked").on(t.lockedAt).where(sql`status = 'running'`),
+    index("tasks_running_locked").on(t.lockedAt).where(sql`status = ${taskStatus.running}`),
   ],
 );
 
@@ -387,8 +388,6 @@ export const apiKeys = drover.table(
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 
-export const VERIFICATION_REQUEST_STATUSES = ["pending", "running", "done"] as const;
-
 /**
  * A finished run waiting to be checked against its source. Verification calls the source with the
  * customer's credential, so it runs on a worker (the only place the secret is opened); the
@@ -418,7 +417,10 @@ export const verificationRequests = drover.table(
     ...timestamps,
   },
   (t) => [
-    check("verification_requests_status_check", sql`${t.status} in ('pending','running','done')`),
+    check(
+      "verification_requests_status_check",
+      sql`${t.status} in ${verificationStatusIn(VERIFICATION_REQUEST_STATUSES)}`,
+    ),
     index("verification_requests_due").on(t.status, t.notBefore),
   ],
 );

@@ -1,5 +1,5 @@
 import type { Queryable } from "@drover/db";
-import type { CallsLeft, RunInfo, WorkEstimate } from "@drover/provider-sdk";
+import type { CallsLeft, RunInfo, TaskTally, WorkEstimate } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { runSettings } from "./config.js";
 import { CATCH_UP, KIND_LISTS } from "./lists.js";
@@ -26,17 +26,12 @@ function pageCost(kind: string, list: unknown): number {
  *   deal the ledger holds);
  * each call at its endpoint's token cost (token-costs.ts).
  */
-export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkEstimate> {
+export async function estimateCrmWork(
+  q: Queryable,
+  run: RunInfo,
+  tasks: readonly TaskTally[],
+): Promise<WorkEstimate> {
   const { settings } = runSettings(run);
-  const tasks = await q.execute<{
-    kind: string;
-    status: string;
-    cursor: Record<string, unknown>;
-    n: number;
-  }>(sql`
-    select kind, status, cursor, count(*)::int as n from drover.tasks
-     where run_id = ${run.id}::uuid and status in ('pending', 'running', 'succeeded')
-     group by kind, status, cursor`);
   const [facts] = await q.execute<{ bodies: string | null }>(sql`
     select (select value #>> '{}' from drover.run_facts where run_id = ${run.id}::uuid and key = ${BODY_SOURCE_FACT}) as bodies`);
   const kinds: CallsLeft[] = [];
@@ -66,7 +61,7 @@ export async function estimateCrmWork(q: Queryable, run: RunInfo): Promise<WorkE
 async function mailLeft(
   q: Queryable,
   run: RunInfo,
-  tasks: readonly { kind: string; status: string; cursor: Record<string, unknown>; n: number }[],
+  tasks: readonly TaskTally[],
   bodies: string | null,
   seeded: boolean,
 ): Promise<CallsLeft> {
