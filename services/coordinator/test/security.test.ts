@@ -172,7 +172,7 @@ describe("keys and secrets in the database", () => {
   it("authenticates configured and stored keys; a revoked key stops working at the next refresh", async () => {
     const configured = issueApiKey([{ kind: "worker" }], "conf-worker");
     const stored = issueApiKey([{ kind: "tenant", tenantId: "acme" }], "stored-acme");
-    await insertApiKey(database.db, stored.key, "test");
+    await insertApiKey(database.db, stored.key, "test", "test");
     const auth = new ApiKeyAuthenticator(database.db, [configured.key], { refreshMs: 60_000 });
     expect(await auth.authenticate(configured.token)).toEqual({
       keyId: "conf-worker",
@@ -183,7 +183,7 @@ describe("keys and secrets in the database", () => {
       scopes: [{ kind: "tenant", tenantId: "acme" }],
     });
     expect(await auth.authenticate("drv_nobody")).toBeUndefined();
-    expect(await revokeApiKey(database.db, "stored-acme")).toBe(true);
+    expect(await revokeApiKey(database.db, "stored-acme", "test")).toBe(true);
     expect(await auth.authenticate(stored.token)).toBeDefined(); // until the next refresh
     await auth.refresh();
     expect(await auth.authenticate(stored.token)).toBeUndefined();
