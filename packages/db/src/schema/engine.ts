@@ -409,7 +409,7 @@ export const auditEvents = drover.table(
     action: text("action").notNull(),
     tenantId: text("tenant_id"),
     runId: uuid("run_id"),
-    /** The call's peer address (`ipv4:10.0.0.7:51234`), or `local` for the keys command. */
+    /** The call's peer address (`10.0.0.7:51234`, as grpc-js reports it), or `local` for the keys command. */
     peer: text("peer").notNull(),
     /** `ok`, or the gRPC status code's name (`PERMISSION_DENIED`, `FAILED_PRECONDITION`, ...). */
     outcome: text("outcome").notNull(),

@@ -798,7 +798,7 @@ export type AuditEvent = Message<"drover.v1.AuditEvent"> & {
   runId: string;
 
   /**
-   * The caller's address as the server saw it, or "local" for the keys command.
+   * The caller's address as the server saw it (e.g. "10.0.0.7:51234"), or "local" for the keys command.
    *
    * @generated from field: string peer = 9;
    */
