@@ -261,6 +261,15 @@ describe("the audit trail", { timeout: 120_000 }, () => {
     expect(rows[7]!.details).toEqual({ run_id: "not-a-run" });
   });
 
+  it("a refused request's control characters are recorded written out, not lost with the row", async () => {
+    const mark = await lastAuditId();
+    const err = await rejection(c.client.startRun(startRequest(T2, "a\u0000b\r\n")));
+    expect(err.code).toBe(Code.INVALID_ARGUMENT);
+    const [row] = await auditRowsOf("admin-key", mark);
+    expect(row).toMatchObject({ action: "StartRun", outcome: "INVALID_ARGUMENT", tenant_id: T2 });
+    expect(row!.details.source_account).toBe("a\\u0000b\\u000d\\u000a");
+  });
+
   it("ListAuditEvents shows a tenant its own tenants' events only, filtered and paged", async () => {
     // Another tenant's key probing T's run: NOT_FOUND to it, and recorded under T, where T sees it.
     const other = c.clientWith(c.tokens.other);

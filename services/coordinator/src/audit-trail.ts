@@ -112,6 +112,15 @@ export async function pruneAuditEvents(
   });
 }
 
+/**
+ * A caller's text made storable: cut to MAX_VALUE_CHARS, and control characters written out as
+ * `\u0000` (Postgres refuses a NUL in text and in jsonb, and a refused request's bad bytes are
+ * exactly what the trail must still record).
+ */
 function clip(value: string): string {
-  return value.length > MAX_VALUE_CHARS ? `${value.slice(0, MAX_VALUE_CHARS)}…` : value;
+  const cut = value.length > MAX_VALUE_CHARS ? `${value.slice(0, MAX_VALUE_CHARS)}…` : value;
+  return cut.replace(CONTROL, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+const CONTROL = /[\u0000-\u001f\u007f]/g;
