@@ -152,7 +152,7 @@ describe("least privilege", { timeout: 120_000 }, () => {
     for (const force of [false, true]) {
       const err = await rejection(steerer.revertRun({ runId: finished, force }));
       expect(err.code).toBe(Code.PERMISSION_DENIED);
-      expect(err.message).toMatch(new RegExp(`may not call RevertRun: it needs the scope revert:<tenant>`));
+      expect(err.message).toMatch(/may not call RevertRun: it needs the scope revert:<tenant>/);
     }
     // A key that may revert another tenant's runs only: the run's tenant decides, in the handler.
     const mixed = await rejection(c.clientWith(c.tokens.mixed).revertRun({ runId: finished }));
@@ -167,7 +167,7 @@ describe("least privilege", { timeout: 120_000 }, () => {
     expect(run!.tenantId).toBe(T);
     const stop = await rejection(reverter.stopRun({ runId: run!.id }));
     expect(stop.code).toBe(Code.PERMISSION_DENIED);
-    expect(stop.message).toMatch(new RegExp(`may not call StopRun: it needs the scope tenant:<tenant>`));
+    expect(stop.message).toMatch(/may not call StopRun: it needs the scope tenant:<tenant>/);
 
     const [revert, refusedStop] = await auditRowsOf("reverter-key", mark);
     expect(revert).toMatchObject({
@@ -180,7 +180,9 @@ describe("least privilege", { timeout: 120_000 }, () => {
       details: { force: "false", revert_run_id: run!.id },
     });
     expect(refusedStop).toMatchObject({ action: "StopRun", outcome: "PERMISSION_DENIED", run_id: run!.id });
-    expect((await auditRowsOf("steerer-key", mark)).map((r) => [r.action, r.outcome, r.details.force])).toEqual([
+    expect(
+      (await auditRowsOf("steerer-key", mark)).map((r) => [r.action, r.outcome, r.details.force]),
+    ).toEqual([
       ["RevertRun", "PERMISSION_DENIED", "false"],
       ["RevertRun", "PERMISSION_DENIED", "true"],
     ]);
@@ -213,15 +215,18 @@ describe("the audit trail", { timeout: 120_000 }, () => {
     // The run may finish first, which would make this stop FAILED_PRECONDITION: either is recorded as heard.
     await call(operator.stopRun({ runId }));
     await untilFinished(c, runId);
-    await call(operator.retryRun({ runId, kind: "organizations", reason: "no such reason", sourceIds: ["7", "8"] }));
+    await call(
+      operator.retryRun({ runId, kind: "organizations", reason: "no such reason", sourceIds: ["7", "8"] }),
+    );
     await call(operator.completeRun({ runId }));
     const missing = randomUUID();
     await call(operator.stopRun({ runId: missing }));
     await call(operator.resumeRun({ runId: "not-a-run" }));
     // Nobody authenticated: nobody to name, nothing recorded.
     const total = async () =>
-      (await c.database.db.execute<{ n: number }>(sql`select count(*)::int as n from drover.audit_events`))[0]!
-        .n;
+      (
+        await c.database.db.execute<{ n: number }>(sql`select count(*)::int as n from drover.audit_events`)
+      )[0]!.n;
     const rowsBefore = await total();
     expect((await rejection(c.clientWith(undefined).stopRun({ runId }))).code).toBe(Code.UNAUTHENTICATED);
     expect(await total()).toBe(rowsBefore);
@@ -282,9 +287,9 @@ describe("the audit trail", { timeout: 120_000 }, () => {
     const seen = (await reader.listAuditEvents({ pageSize: 500 })).events;
     expect(seen.length).toBeGreaterThan(0);
     expect(seen.every((e) => e.tenantId === T)).toBe(true);
-    expect(seen.some((e) => e.keyId === "other-key" && e.action === "StopRun" && e.outcome === "NOT_FOUND")).toBe(
-      true,
-    );
+    expect(
+      seen.some((e) => e.keyId === "other-key" && e.action === "StopRun" && e.outcome === "NOT_FOUND"),
+    ).toBe(true);
     const reverts = (await reader.listAuditEvents({ runId: finished, action: "RevertRun" })).events;
     expect(reverts.length).toBeGreaterThanOrEqual(5);
     expect(reverts.every((e) => e.runId === finished && e.action === "RevertRun")).toBe(true);

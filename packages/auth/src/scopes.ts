@@ -9,10 +9,7 @@
  *   may do both holds `tenant:<id>+revert:<id>`.
  * The tenant id comes last in each, after the first ':', because tenant ids may hold ':' themselves.
  */
-export type Scope =
-  | { kind: "admin" }
-  | { kind: "worker" }
-  | { kind: TenantScopeKind; tenantId: string };
+export type Scope = { kind: "admin" } | { kind: "worker" } | { kind: TenantScopeKind; tenantId: string };
 
 type TenantScopeKind = "read" | "tenant" | "revert";
 const TENANT_SCOPE_KINDS: readonly TenantScopeKind[] = ["read", "tenant", "revert"];

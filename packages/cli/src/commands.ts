@@ -114,7 +114,9 @@ function sinceDate(text: string): Date {
   }
   const at = new Date(text);
   if (Number.isNaN(at.getTime()))
-    throw new UsageError(`--since takes an ISO time (2026-12-01T00:00Z) or a span such as 24h or 7d, got "${text}"`);
+    throw new UsageError(
+      `--since takes an ISO time (2026-12-01T00:00Z) or a span such as 24h or 7d, got "${text}"`,
+    );
   return at;
 }
 

@@ -279,7 +279,9 @@ describe("RunService over the bridge", () => {
       {
         method: "drover.v1.RunService/StopRun",
         request: expect.objectContaining({ runId: "r-7" }),
-        response: expect.objectContaining({ run: expect.objectContaining({ id: "r-7", status: RunStatus.STOPPING }) }),
+        response: expect.objectContaining({
+          run: expect.objectContaining({ id: "r-7", status: RunStatus.STOPPING }),
+        }),
       },
     ]);
   });

@@ -36,7 +36,12 @@ export async function listStoredApiKeys(db: Db): Promise<ApiKeyRow[]> {
  * Stores a new key, and its audit event in the same transaction: a key never exists without the
  * record of who issued it. `actor` is who did it (audit-trail.ts localActor).
  */
-export async function insertApiKey(db: Db, key: ApiKey, note: string | undefined, actor: string): Promise<void> {
+export async function insertApiKey(
+  db: Db,
+  key: ApiKey,
+  note: string | undefined,
+  actor: string,
+): Promise<void> {
   const scopes = key.scopes.map(formatScope);
   await db.transaction(async (tx) => {
     await tx.insert(apiKeys).values({ keyId: key.keyId, tokenHash: key.hash, scopes, note: note ?? null });
@@ -57,7 +62,10 @@ export async function revokeApiKey(db: Db, keyId: string, actor: string): Promis
       .returning({ scopes: apiKeys.scopes });
     const [revoked] = rows;
     if (!revoked) return false;
-    await recordAuditEvent(tx, keyChange(KEY_ACTIONS.revoke, actor, keyId, { scopes: revoked.scopes.join("+") }));
+    await recordAuditEvent(
+      tx,
+      keyChange(KEY_ACTIONS.revoke, actor, keyId, { scopes: revoked.scopes.join("+") }),
+    );
     return true;
   });
 }

@@ -62,7 +62,10 @@ const AUDITED: { [K in keyof Method]?: (req: Request<K>) => Subject } = {
 const AUDITED_BY_PATH = new Map(
   Object.entries(AUDITED).map(([local, subject]) => {
     const name = RunService.method[local as keyof Method].name;
-    return [`${RunService.typeName}/${name}`, { action: name, subject: subject as (req: unknown) => Subject }];
+    return [
+      `${RunService.typeName}/${name}`,
+      { action: name, subject: subject as (req: unknown) => Subject },
+    ];
   }),
 );
 
@@ -83,7 +86,15 @@ export function auditInterceptor(db: Db, logger: Logger): Interceptor {
     }
     const principal = authenticatedCaller(call);
     if (principal) {
-      const event = await describe(db, call, audited.action, subject(request, audited.subject), response, failure, failed);
+      const event = await describe(
+        db,
+        call,
+        audited.action,
+        subject(request, audited.subject),
+        response,
+        failure,
+        failed,
+      );
       const recorded: AuditEvent = {
         ...event,
         keyId: principal.keyId,

@@ -95,10 +95,16 @@ export async function keysCommand(argv: string[], io: KeysIo): Promise<number> {
               const message = `a key with id "${key.keyId}" already exists; choose another --id`;
               await recordAuditEvent(
                 db,
-                keyChange(KEY_ACTIONS.issue, actor, key.keyId, { scopes: formatScopes(key.scopes) }, {
-                  outcome: "ALREADY_EXISTS",
-                  message,
-                }),
+                keyChange(
+                  KEY_ACTIONS.issue,
+                  actor,
+                  key.keyId,
+                  { scopes: formatScopes(key.scopes) },
+                  {
+                    outcome: "ALREADY_EXISTS",
+                    message,
+                  },
+                ),
               );
               throw new UsageError(message);
             }

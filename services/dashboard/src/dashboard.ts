@@ -142,7 +142,9 @@ export async function startDashboard(
       sendJson(res, 200, { runs: runs.map(runJson) });
       return "runs";
     }
-    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|history|stop|resume|retry|revert))?$/.exec(path);
+    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|history|stop|resume|retry|revert))?$/.exec(
+      path,
+    );
     if (!match) throw new HttpProblem({ status: 404, message: "There is no such API." });
     const runId = decodeURIComponent(match[1]!);
     if (!RUN_ID.test(runId)) throw new HttpProblem({ status: 404, message: "There is no run with that id." });
@@ -191,7 +193,13 @@ export async function startDashboard(
       }
       return "revert";
     }
-    if (req.method === "POST" && action && action !== "events" && action !== "throughput" && action !== "history") {
+    if (
+      req.method === "POST" &&
+      action &&
+      action !== "events" &&
+      action !== "throughput" &&
+      action !== "history"
+    ) {
       // A retry with `kind`, `reason` or `id` (repeated) in the query is a re-drive of those rows
       // (the "retry these" button of a reason group); the coordinator checks the filter.
       const { run } =
