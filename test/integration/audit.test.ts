@@ -46,7 +46,7 @@ afterAll(async () => {
   await c?.close();
 });
 
-interface AuditRow {
+type AuditRow = {
   id: string;
   /** Raw SQL gives timestamps as text. */
   at: string;
@@ -60,7 +60,7 @@ interface AuditRow {
   outcome: string;
   message: string | null;
   details: Record<string, string>;
-}
+};
 
 /** The key's audit rows after `afterId` (a test's own, should vitest run it a second time). */
 async function auditRowsOf(keyId: string, afterId: number): Promise<AuditRow[]> {
@@ -316,7 +316,7 @@ describe("the audit trail", { timeout: 120_000 }, () => {
     expect((await reader.listAuditEvents({ action: "IssueApiKey" })).events).toEqual([]);
 
     // Paged newest first, every event once.
-    const [{ n }] = await c.database.db.execute<{ n: number }>(
+    const [count] = await c.database.db.execute<{ n: number }>(
       sql`select count(*)::int as n from drover.audit_events`,
     );
     const ids: bigint[] = [];
@@ -326,7 +326,7 @@ describe("the audit trail", { timeout: 120_000 }, () => {
       ids.push(...page.events.map((e) => BigInt(e.id)));
       pageToken = page.nextPageToken;
     } while (pageToken);
-    expect(ids.length).toBe(n);
+    expect(ids.length).toBe(count!.n);
     expect([...ids].sort((a, b) => (a > b ? -1 : a < b ? 1 : 0))).toEqual(ids);
     expect(new Set(ids).size).toBe(ids.length);
     const bad = await rejection(c.client.listAuditEvents({ pageToken: "forged" }));
@@ -366,10 +366,10 @@ describe("the audit table", { timeout: 60_000 }, () => {
     ).rejects.toThrow();
     const err = await db.execute(sql`update drover.audit_events set outcome = 'ok'`).catch((e: unknown) => e);
     expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/append-only: UPDATE is refused/);
-    const [{ n }] = await db.execute<{ n: number }>(
+    const [refused] = await db.execute<{ n: number }>(
       sql`select count(*)::int as n from drover.audit_events where outcome <> 'ok'`,
     );
-    expect(n).toBeGreaterThan(0);
+    expect(refused!.n).toBeGreaterThan(0);
   });
 
   it("retention removes events older than DROVER_RETENTION_DAYS and keeps the rest", async () => {
