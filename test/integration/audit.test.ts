@@ -180,6 +180,12 @@ describe("least privilege", { timeout: 120_000 }, () => {
       details: { force: "false", revert_run_id: run!.id },
     });
     expect(refusedStop).toMatchObject({ action: "StopRun", outcome: "PERMISSION_DENIED", run_id: run!.id });
+    // The revert run's own history starts with the call that started it.
+    const history = (await c.client.listAuditEvents({ runId: run!.id })).events;
+    expect(history.map((e) => [e.action, e.outcome, e.runId])).toEqual([
+      ["StopRun", "PERMISSION_DENIED", run!.id],
+      ["RevertRun", "ok", finished],
+    ]);
     expect(
       (await auditRowsOf("steerer-key", mark)).map((r) => [r.action, r.outcome, r.details.force]),
     ).toEqual([

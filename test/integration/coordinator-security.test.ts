@@ -104,7 +104,9 @@ describe("development keys", { timeout: 60_000 }, () => {
       expect(JSON.stringify(rows)).not.toContain(keys.admin);
       expect(JSON.stringify(rows)).not.toContain(keys.worker);
       // Issued by no key, so the audit trail names the start that did it.
-      const audited = await database.sql<{ action: string; actor: string; details: Record<string, string> }[]>`
+      const audited = await database.sql<
+        { action: string; actor: string; details: Record<string, string> }[]
+      >`
         select action, actor, details from drover.audit_events order by id`;
       expect(audited.map((r) => [r.action, r.details.key_id, r.details.scopes])).toEqual([
         ["IssueApiKey", "dev-admin", "admin"],

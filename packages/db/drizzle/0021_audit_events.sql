@@ -14,6 +14,7 @@ CREATE TABLE "drover"."audit_events" (
 );
 --> statement-breakpoint
 CREATE INDEX "audit_events_run" ON "drover"."audit_events" USING btree ("run_id","id");--> statement-breakpoint
+CREATE INDEX "audit_events_revert_run" ON "drover"."audit_events" USING btree (("details"->>'revert_run_id'),"id") WHERE "drover"."audit_events"."details" ? 'revert_run_id';--> statement-breakpoint
 CREATE INDEX "audit_events_tenant" ON "drover"."audit_events" USING btree ("tenant_id","id");--> statement-breakpoint
 CREATE INDEX "audit_events_at" ON "drover"."audit_events" USING btree ("at");--> statement-breakpoint
 -- The audit trail is append-only, enforced here and not trusted to the application: a bug, a

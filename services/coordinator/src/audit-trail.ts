@@ -1,6 +1,6 @@
 import { hostname, userInfo } from "node:os";
 import { type AuditEventRow, auditEvents, type Db, type Queryable } from "@drover/db";
-import { and, desc, eq, gte, inArray, lt, sql } from "drizzle-orm";
+import { and, desc, eq, gte, inArray, lt, or, sql } from "drizzle-orm";
 
 /**
  * The audit trail: who did what, kept in drover.audit_events. Rows are only ever inserted here
@@ -76,7 +76,14 @@ export async function readAuditEvents(db: Db, filter: AuditFilter): Promise<Audi
   const where = [];
   if (filter.tenants) where.push(inArray(auditEvents.tenantId, [...filter.tenants]));
   if (filter.tenantId) where.push(eq(auditEvents.tenantId, filter.tenantId));
-  if (filter.runId) where.push(eq(auditEvents.runId, filter.runId));
+  // A run's events, and for a revert run the RevertRun that started it (recorded on the run it reverts).
+  if (filter.runId)
+    where.push(
+      or(
+        eq(auditEvents.runId, filter.runId),
+        sql`(${auditEvents.details} ? 'revert_run_id' and ${auditEvents.details}->>'revert_run_id' = ${filter.runId})`,
+      ),
+    );
   if (filter.action) where.push(eq(auditEvents.action, filter.action));
   if (filter.since) where.push(gte(auditEvents.at, filter.since));
   if (filter.beforeId !== undefined) where.push(lt(auditEvents.id, filter.beforeId));

@@ -420,6 +420,10 @@ export const auditEvents = drover.table(
   },
   (t) => [
     index("audit_events_run").on(t.runId, t.id),
+    // A revert is recorded on the run it reverts; the revert run's own history finds it by this.
+    index("audit_events_revert_run")
+      .on(sql`(${t.details}->>'revert_run_id')`, t.id)
+      .where(sql`${t.details} ? 'revert_run_id'`),
     index("audit_events_tenant").on(t.tenantId, t.id),
     index("audit_events_at").on(t.at),
   ],
