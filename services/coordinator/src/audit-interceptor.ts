@@ -1,13 +1,6 @@
 import { formatScopes } from "@drover/auth";
 import { type Db, isDatabaseUnavailable, runs } from "@drover/db";
-import {
-  type CallContext,
-  Code,
-  type Interceptor,
-  isRpcError,
-  type MessageShape,
-  RunService,
-} from "@drover/proto";
+import { Code, type Interceptor, isRpcError, type MessageShape, RunService } from "@drover/proto";
 import type { Logger } from "@drover/telemetry";
 import { eq } from "drizzle-orm";
 import { type AuditEvent, recordAuditEvent } from "./audit-trail.js";
@@ -71,44 +64,38 @@ const AUDITED_BY_PATH = new Map(
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** How a call ended: its response, or what it threw. */
+type Ending = { ok: true; response: unknown } | { ok: false; error: unknown };
+
 export function auditInterceptor(db: Db, logger: Logger): Interceptor {
   return async (call, next, request) => {
     const audited = AUDITED_BY_PATH.get(call.method);
     if (!audited) return next();
-    let response: unknown;
-    let failure: unknown;
-    let failed = false;
+    let ending: Ending;
     try {
-      response = await next();
-    } catch (err) {
-      failed = true;
-      failure = err;
+      ending = { ok: true, response: await next() };
+    } catch (error) {
+      ending = { ok: false, error };
     }
     const principal = authenticatedCaller(call);
     if (principal) {
-      const event = await describe(
-        db,
-        call,
-        audited.action,
-        subject(request, audited.subject),
-        response,
-        failure,
-        failed,
-      );
-      const recorded: AuditEvent = {
-        ...event,
+      const event: AuditEvent = {
         keyId: principal.keyId,
         actor: principal.keyId,
         scopes: formatScopes(principal.scopes),
+        action: audited.action,
+        peer: call.peer,
+        ...(await what(db, audited.action, subject(request, audited.subject), ending)),
+        ...outcomeOf(ending),
       };
       try {
-        await recordAuditEvent(db, recorded);
+        await recordAuditEvent(db, event);
       } catch (err) {
-        logger.error({ err, audit: recorded }, "the audit event could not be recorded");
+        logger.error({ err, audit: event }, "the audit event could not be recorded");
       }
     }
-    if (failed) throw failure;
-    return response as never;
+    if (!ending.ok) throw ending.error;
+    return ending.response as never;
   };
 }
 
@@ -121,29 +108,34 @@ function subject(request: () => unknown, of: (req: unknown) => Subject): Subject
   }
 }
 
-async function describe(
+/**
+ * The run and tenant the call was about, and its details. A started run is the response's; a revert
+ * is recorded on the run it reverts, naming the revert run it started; a run id that is not one is
+ * kept in the details as it was sent.
+ */
+async function what(
   db: Db,
-  call: CallContext,
   action: string,
   asked: Subject,
-  response: unknown,
-  failure: unknown,
-  failed: boolean,
-): Promise<Omit<AuditEvent, "keyId" | "actor" | "scopes">> {
-  const answered = (response as { run?: { id: string; tenantId: string } } | undefined)?.run;
+  ending: Ending,
+): Promise<Pick<AuditEvent, "runId" | "tenantId" | "details">> {
+  const answered = ending.ok
+    ? (ending.response as { run?: { id: string; tenantId: string } } | undefined)?.run
+    : undefined;
   const details = { ...asked.details };
   let runId: string | null = null;
-  let tenantId: string | null = asked.tenantId || null;
   if (asked.runId !== undefined) {
-    if (UUID.test(asked.runId)) runId = asked.runId;
+    if (UUID.test(asked.runId)) runId = asked.runId.toLowerCase();
     else if (asked.runId) details.run_id = asked.runId;
   }
   if (answered && action === RunService.method.revertRun.name) details.revert_run_id = answered.id;
   else if (answered) runId = answered.id;
-  if (answered) tenantId = answered.tenantId;
-  else if (runId) tenantId = (await tenantOf(db, runId)) ?? null;
-  const { outcome, message } = outcomeOf(failure, failed);
-  return { action, tenantId, runId, peer: call.peer, outcome, message, details };
+  const tenantId = answered
+    ? answered.tenantId
+    : runId
+      ? ((await tenantOf(db, runId)) ?? null)
+      : asked.tenantId || null;
+  return { runId, tenantId, details };
 }
 
 /** The run's tenant, so that its tenant's auditors see refused calls on it too. */
@@ -157,10 +149,11 @@ async function tenantOf(db: Db, runId: string): Promise<string | undefined> {
 }
 
 /** As the caller heard it (add-service.ts statusFor): unexpected errors are INTERNAL, never their text. */
-function outcomeOf(failure: unknown, failed: boolean): { outcome: string; message: string | null } {
-  if (!failed) return { outcome: "ok", message: null };
-  if (isRpcError(failure)) return { outcome: Code[failure.code], message: failure.message };
-  if (isDatabaseUnavailable(failure))
+function outcomeOf(ending: Ending): Pick<AuditEvent, "outcome" | "message"> {
+  if (ending.ok) return { outcome: "ok", message: null };
+  const { error } = ending;
+  if (isRpcError(error)) return { outcome: Code[error.code], message: error.message };
+  if (isDatabaseUnavailable(error))
     return { outcome: Code[Code.UNAVAILABLE], message: "waiting for the database" };
   return { outcome: Code[Code.INTERNAL], message: "internal error" };
 }
