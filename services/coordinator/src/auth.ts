@@ -60,7 +60,7 @@ const METHOD_RULES: ReadonlyMap<string, Requirement> = new Map<string, Requireme
 ]);
 
 /** What a method needs; undefined for a method no rule names (refused). */
-export function requirementOf(method: string): Requirement | undefined {
+function requirementOf(method: string): Requirement | undefined {
   return METHOD_RULES.get(method);
 }
 
