@@ -288,6 +288,11 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     expect(await page.locator("#revert-refusal").textContent()).toMatch(/depend on records run .* created/);
     expect(await page.locator(`#revert-runs a[href="#/runs/${b}"]`).count()).toBe(1);
     expect((await h.client.getRun({ runId: a })).run!.revert).toBeUndefined();
+    // The refused revert is in the run's history at once, with the coordinator's reason.
+    await page.locator("#history tr[data-outcome=FAILED_PRECONDITION]").waitFor();
+    expect(await page.locator("#history tr[data-outcome=FAILED_PRECONDITION]").first().textContent()).toMatch(
+      /RevertRun \(force=false\).*depend on records run/,
+    );
     // With force: the revert run starts and its page opens.
     await page.locator("#revert-force").check();
     await page.locator("#revert-go").click();
@@ -298,6 +303,11 @@ describe("the run page in headless Chromium", { timeout: 180_000 }, () => {
     await page.locator("#run-status[data-status=succeeded]").waitFor({ timeout: 90_000 });
     expect(await page.locator("h1").last().textContent()).toBe(`Revert run ${revertId}`);
     expect(await page.locator("#run-revert").textContent()).toContain(`Revert of run ${a} (forced`);
+    // Its own history begins with the call that started it.
+    await page.locator("#history tr[data-outcome=ok]").waitFor();
+    expect(await page.locator("#history tr[data-outcome=ok]").last().textContent()).toMatch(
+      new RegExp(`RevertRun \\(force=true revert_run_id=${revertId}\\)ok`),
+    );
     expect(await page.locator("#kinds-panel").isHidden()).toBe(true);
     // Per kind, in the order the revert goes (later phases first), the page's counts are the run's.
     const { run: done } = await h.client.getRun({ runId: revertId });

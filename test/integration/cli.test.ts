@@ -7,6 +7,7 @@ import {
   ExplainRecordResponseSchema,
   fromJsonString,
   GetRunResponseSchema,
+  ListAuditEventsResponseSchema,
   ListNotesResponseSchema,
   ListRunsResponseSchema,
   RunStatus,
@@ -138,6 +139,9 @@ describe("drover CLI", () => {
     const verification = fromJsonString(VerifyRunResponseSchema, verified.out).verification!;
     expect(verification.kinds.map((k) => k.kind)).toContain("organizations");
     expect(JSON.parse(verified.out).verification.kinds[0].sourceCount).toMatch(/^\d+$/);
+    const audit = fromJsonString(ListAuditEventsResponseSchema, (await drover("audit", runId, "--json")).out);
+    expect(audit.events.map((e) => [e.action, e.outcome])).toEqual([["StartRun", "ok"]]);
+    expect((await drover("audit", "--since", "yesterday")).code).toBe(EXIT.usage);
   });
 
   it("says what is wrong, as a sentence with a meaningful exit code", async () => {

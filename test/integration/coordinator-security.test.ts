@@ -103,6 +103,16 @@ describe("development keys", { timeout: 60_000 }, () => {
       ]);
       expect(JSON.stringify(rows)).not.toContain(keys.admin);
       expect(JSON.stringify(rows)).not.toContain(keys.worker);
+      // Issued by no key, so the audit trail names the start that did it.
+      const audited = await database.sql<
+        { action: string; actor: string; details: Record<string, string> }[]
+      >`
+        select action, actor, details from drover.audit_events order by id`;
+      expect(audited.map((r) => [r.action, r.details.key_id, r.details.scopes])).toEqual([
+        ["IssueApiKey", "dev-admin", "admin"],
+        ["IssueApiKey", "dev-worker", "worker"],
+      ]);
+      expect(audited[0]!.actor).toMatch(/^coordinator first start \(.+@.+\)$/);
     } finally {
       await database.close();
     }

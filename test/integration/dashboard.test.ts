@@ -130,6 +130,26 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     expect(resumed.status).toBe(200);
     expect((resumed.body.run as { can: { stop: boolean } }).can.stop).toBe(true);
     await c.client.stopRun({ runId: run.id });
+
+    // The run page's history: each of those calls, newest first, refused ones with their reason.
+    const history = await call("GET", `/api/runs/${run.id}/history`, c.tokens.admin);
+    expect(history.status).toBe(200);
+    const events = history.body.events as { who: string; action: string; outcome: string; message: string }[];
+    expect(events.map((e) => [e.action, e.outcome])).toEqual([
+      ["StopRun", "ok"],
+      ["ResumeRun", "ok"],
+      ["RetryRun", "FAILED_PRECONDITION"],
+      ["RetryRun", "INVALID_ARGUMENT"],
+      ["RetryRun", "FAILED_PRECONDITION"],
+      ["StopRun", "ok"],
+      ["StartRun", "ok"],
+    ]);
+    expect(events.every((e) => e.who === "admin-key")).toBe(true);
+    expect(events[2]!.message).toContain("only a finished run (succeeded or failed) can be re-driven");
+    // Another tenant's key: a filter on events it may not see, so nothing (as for a run that never was).
+    const probe = await call("GET", `/api/runs/${run.id}/history`, c.tokens.acme);
+    expect(probe.status).toBe(200);
+    expect(probe.body.events).toEqual([]);
   });
 
   it("streams a run live over Server-Sent Events until it ends, with its reasons", async () => {

@@ -17,10 +17,12 @@ export {
   principalOf,
 } from "./api-keys.js";
 export {
+  type Capability,
   formatScope,
   formatScopes,
   isAdmin,
   mayAccessTenant,
+  mayOnTenant,
   mayUseRunService,
   mayUseWorkerService,
   type Principal,
@@ -28,6 +30,8 @@ export {
   parseScopes,
   type Scope,
   ScopeError,
+  scopeGranting,
+  tenantsWith,
   visibleTenants,
 } from "./scopes.js";
 export {

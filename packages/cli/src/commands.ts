@@ -7,6 +7,7 @@ import {
   ExplainRecordResponseSchema,
   GetRunResponseSchema,
   isRpcError,
+  ListAuditEventsResponseSchema,
   ListNotesResponseSchema,
   ListRunsResponseSchema,
   type MessageShape,
@@ -21,6 +22,7 @@ import {
   StartRunResponseSchema,
   StopRunResponseSchema,
   timestampDate,
+  timestampFromDate,
   VerifyRunResponseSchema,
   WatchRunResponseSchema,
 } from "@drover/proto";
@@ -67,6 +69,9 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
   explain  --tenant T --source crm --account A --kind K SOURCE_ID
   verify   RUN_ID
   watch    RUN_ID          live progress until the run ends; exits 1 if it failed, 3 if stopped
+  audit    [RUN_ID] [--tenant T] [--action A] [--since 2026-12-01T00:00Z|24h|7d] [--limit N]
+           who did what, newest first: each start, stop, resume, retry, complete and revert (refused
+           ones too) and, for an admin, each API-key change
 
 Environment: DROVER_ADDRESS (default 127.0.0.1:50051), DROVER_TOKEN (bearer token), DROVER_SOURCE_TOKEN (the
 source's API token for start, so it stays out of shell history).
@@ -100,6 +105,21 @@ function redriveFlags(flags: Flags): { kind: string; reason: string; sourceIds: 
   };
 }
 
+/** `--since`: an ISO time, or a span back from now (`90m`, `24h`, `7d`). */
+function sinceDate(text: string): Date {
+  const span = /^(\d+)([mhd])$/.exec(text);
+  if (span) {
+    const unit = { m: 60_000, h: 3_600_000, d: 86_400_000 }[span[2] as "m" | "h" | "d"];
+    return new Date(Date.now() - Number(span[1]) * unit);
+  }
+  const at = new Date(text);
+  if (Number.isNaN(at.getTime()))
+    throw new UsageError(
+      `--since takes an ISO time (2026-12-01T00:00Z) or a span such as 24h or 7d, got "${text}"`,
+    );
+  return at;
+}
+
 /** Runs one command. Returns the process exit code. */
 export async function runCommand(
   command: string,
@@ -126,6 +146,8 @@ export async function runCommand(
       samples: { type: "string" },
       status: { type: "string" },
       limit: { type: "string" },
+      action: { type: "string" },
+      since: { type: "string" },
       "base-url": { type: "string" },
       "api-token": { type: "string" },
       setting: { type: "string", multiple: true },
@@ -372,6 +394,44 @@ export async function runCommand(
       if (!json) io.out(`\n${runSummary(last, { width })}`);
       if (!isTerminal(last.status)) return 1;
       return last.status === RunStatus.SUCCEEDED ? 0 : last.status === RunStatus.STOPPED ? 3 : 1;
+    }
+    case "audit": {
+      if (positionals.length > 1) throw new UsageError("expected at most one run id");
+      const limit = typeof flags.limit === "string" ? Number(flags.limit) : 50;
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+        throw new UsageError("--limit must be a whole number from 1 to 500");
+      const since = typeof flags.since === "string" ? sinceDate(flags.since) : undefined;
+      const response = await client.listAuditEvents({
+        runId: positionals[0] ?? "",
+        tenantId: (flags.tenant as string | undefined) ?? "",
+        action: (flags.action as string | undefined) ?? "",
+        ...(since ? { since: timestampFromDate(since) } : {}),
+        pageSize: limit,
+      });
+      const { events } = response;
+      print(
+        events.length === 0
+          ? "no audit events"
+          : table(
+              ["at", "who", "action", "tenant", "run", "outcome", "from", "details"],
+              events.map((e) => [
+                e.at ? timestampDate(e.at).toISOString().replace("T", " ").slice(0, 19) : "",
+                e.actor,
+                e.action,
+                e.tenantId,
+                e.runId,
+                e.outcome === "ok" ? "ok" : `${e.outcome}: ${e.message}`,
+                e.peer,
+                Object.entries(e.details)
+                  .map(([k, v]) => `${k}=${v}`)
+                  .join(" "),
+              ]),
+              { width },
+            ),
+        ListAuditEventsResponseSchema,
+        response,
+      );
+      return 0;
     }
     default:
       throw new UsageError(`unknown command "${command}"`);

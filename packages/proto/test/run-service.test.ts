@@ -255,6 +255,87 @@ describe("RunService over the bridge", () => {
     }
   });
 
+  it("gives the interceptor the decoded request on demand and a unary call's response from next", async () => {
+    const seen: unknown[] = [];
+    harness = await serve(
+      RunService,
+      {
+        async stopRun(request) {
+          return { run: run(request.runId, RunStatus.STOPPING) };
+        },
+      },
+      {
+        server: {
+          async interceptor(ctx, next, request) {
+            const response = await next();
+            seen.push({ method: ctx.method, request: request(), response });
+            return response;
+          },
+        },
+      },
+    );
+    await harness.client.stopRun({ runId: "r-7" });
+    expect(seen).toEqual([
+      {
+        method: "drover.v1.RunService/StopRun",
+        request: expect.objectContaining({ runId: "r-7" }),
+        response: expect.objectContaining({
+          run: expect.objectContaining({ id: "r-7", status: RunStatus.STOPPING }),
+        }),
+      },
+    ]);
+  });
+
+  it("answers a malformed body INVALID_ARGUMENT from the interceptor's request() too, without decoding it first", async () => {
+    const asked: string[] = [];
+    harness = await serve(
+      RunService,
+      {
+        async getRun() {
+          return {};
+        },
+      },
+      {
+        server: {
+          async interceptor(_ctx, next, request) {
+            // An interceptor that refuses first never has the request decoded.
+            asked.push("before");
+            try {
+              return await next();
+            } catch (err) {
+              try {
+                request();
+              } catch (again) {
+                asked.push((again as RpcError).code === Code.INVALID_ARGUMENT ? "malformed" : "other");
+              }
+              throw err;
+            }
+          },
+        },
+      },
+    );
+    const raw = new RawClient(harness.address, credentials.createInsecure());
+    try {
+      const passthrough = (bytes: Buffer) => bytes;
+      const garbage = Buffer.from([0x0a, 0x64, 0x61, 0x62, 0x63]);
+      const err = await new Promise<ServiceError | null>((resolve) => {
+        raw.makeUnaryRequest(
+          methodPath(RunService.method.getRun),
+          passthrough,
+          passthrough,
+          garbage,
+          new Metadata(),
+          {},
+          (e) => resolve(e),
+        );
+      });
+      expect(err?.code).toBe(Code.INVALID_ARGUMENT);
+      expect(asked).toEqual(["before", "malformed"]);
+    } finally {
+      raw.close();
+    }
+  });
+
   it("lets the interceptor see the metadata set by the client's hook, around every call", async () => {
     const seen: { method: string; traceparent: string | undefined; tenant: string | undefined }[] = [];
     const finished: string[] = [];

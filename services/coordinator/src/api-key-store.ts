@@ -11,6 +11,7 @@ import {
 import { type ApiKeyRow, apiKeys, type Db } from "@drover/db";
 import type { Logger } from "@drover/telemetry";
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
+import { type AuditEvent, KEY_ACTIONS, localActor, recordAuditEvent } from "./audit-trail.js";
 
 /**
  * Keys come from two places, and both count: those configured in DROVER_API_KEYS (for credentials
@@ -31,23 +32,64 @@ export async function listStoredApiKeys(db: Db): Promise<ApiKeyRow[]> {
   return db.select().from(apiKeys).orderBy(asc(apiKeys.createdAt), asc(apiKeys.keyId));
 }
 
-export async function insertApiKey(db: Db, key: ApiKey, note?: string): Promise<void> {
-  await db.insert(apiKeys).values({
-    keyId: key.keyId,
-    tokenHash: key.hash,
-    scopes: key.scopes.map(formatScope),
-    note: note ?? null,
+/**
+ * Stores a new key, and its audit event in the same transaction: a key never exists without the
+ * record of who issued it. `actor` is who did it (audit-trail.ts localActor).
+ */
+export async function insertApiKey(
+  db: Db,
+  key: ApiKey,
+  note: string | undefined,
+  actor: string,
+): Promise<void> {
+  const scopes = key.scopes.map(formatScope);
+  await db.transaction(async (tx) => {
+    await tx.insert(apiKeys).values({ keyId: key.keyId, tokenHash: key.hash, scopes, note: note ?? null });
+    await recordAuditEvent(tx, keyChange(KEY_ACTIONS.issue, actor, key.keyId, { scopes: scopes.join("+") }));
   });
 }
 
-/** Revokes a stored key; false when there is no such key or it was already revoked. */
-export async function revokeApiKey(db: Db, keyId: string): Promise<boolean> {
-  const rows = await db
-    .update(apiKeys)
-    .set({ revokedAt: sql`now()` })
-    .where(and(eq(apiKeys.keyId, keyId), isNull(apiKeys.revokedAt)))
-    .returning({ keyId: apiKeys.keyId });
-  return rows.length === 1;
+/**
+ * Revokes a stored key, recording who did it in the same transaction; false when there is no such
+ * key or it was already revoked (nothing changed, nothing recorded: the caller records the refusal).
+ */
+export async function revokeApiKey(db: Db, keyId: string, actor: string): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const rows = await tx
+      .update(apiKeys)
+      .set({ revokedAt: sql`now()` })
+      .where(and(eq(apiKeys.keyId, keyId), isNull(apiKeys.revokedAt)))
+      .returning({ scopes: apiKeys.scopes });
+    const [revoked] = rows;
+    if (!revoked) return false;
+    await recordAuditEvent(
+      tx,
+      keyChange(KEY_ACTIONS.revoke, actor, keyId, { scopes: revoked.scopes.join("+") }),
+    );
+    return true;
+  });
+}
+
+/** An API-key change as the audit trail records it: made outside the API, so by no key and of no tenant. */
+export function keyChange(
+  action: string,
+  actor: string,
+  keyId: string,
+  details: Record<string, string>,
+  refusal?: { outcome: string; message: string },
+): AuditEvent {
+  return {
+    keyId: null,
+    actor,
+    scopes: "",
+    action,
+    tenantId: null,
+    runId: null,
+    peer: "local",
+    outcome: refusal?.outcome ?? "ok",
+    message: refusal?.message ?? null,
+    details: { key_id: keyId, ...details },
+  };
 }
 
 export interface DevKeys {
@@ -78,6 +120,13 @@ export async function ensureDevKeys(db: Db, configuredKeys: number): Promise<Dev
         note,
       })),
     );
+    for (const k of [admin.key, worker.key])
+      await recordAuditEvent(
+        tx,
+        keyChange(KEY_ACTIONS.issue, localActor("coordinator first start"), k.keyId, {
+          scopes: k.scopes.map(formatScope).join("+"),
+        }),
+      );
     return { admin: admin.token, worker: worker.token };
   });
 }

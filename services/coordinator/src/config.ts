@@ -55,7 +55,7 @@ const schema = z.object({
     "A published task still pending after this long was lost by the broker: it is published again.",
   ),
   DROVER_RETENTION_DAYS: intVar(1, 3650, 90).describe(
-    "Finished runs keep their tasks and notes this long; then the reaper freezes their counts on the run and deletes them. Pruned notes no longer explain failed rows: keep it long.",
+    "Finished runs keep their tasks and notes this long; then the reaper freezes their counts on the run and deletes them. Pruned notes no longer explain failed rows: keep it long. Audit events (drover.audit_events) are kept this long after they happened.",
   ),
   DROVER_SHUTDOWN_GRACE_MS: intVar(0, 600_000, 10_000).describe(
     "On SIGTERM, how long in-flight RPCs get before the coordinator stops.",

@@ -36,6 +36,7 @@ import {
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import type { DevKeys } from "./api-key-store.js";
+import { auditInterceptor } from "./audit-interceptor.js";
 import { authInterceptor } from "./auth.js";
 import { BudgetKeeper, DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
@@ -144,13 +145,15 @@ export async function startCoordinator(
   // Every RunService and WorkerService call is authenticated and checked against its scopes;
   // the health service is registered without it and stays open.
   const authorize = authInterceptor(security.authenticator, logger);
+  // Run-changing calls are recorded in the audit trail around the check, so refusals are recorded too.
+  const audit = auditInterceptor(database.db, logger);
   const serviceOptions = {
     // One span per RPC, continuing the caller's trace from its metadata.
-    interceptor: <T>(call: CallContext, next: () => Promise<T>) =>
+    interceptor: <T>(call: CallContext, next: () => Promise<T>, request: () => unknown) =>
       withSpan(
         call.method,
         { "rpc.system": "grpc", "rpc.method": call.method },
-        () => authorize(call, next),
+        () => audit(call, () => authorize(call, next, request), request),
         {
           parent: extractTraceContext({ ...call.metadata }),
           kind: SpanKind.SERVER,

@@ -13,16 +13,20 @@ import {
 } from "@drover/auth";
 import { keyringOptions } from "@drover/config";
 import { ensureDatabase, migrateDatabase, openDatabase, pgErrorCode } from "@drover/db";
-import { insertApiKey, listStoredApiKeys, revokeApiKey } from "./api-key-store.js";
+import { insertApiKey, keyChange, listStoredApiKeys, revokeApiKey } from "./api-key-store.js";
+import { KEY_ACTIONS, localActor, recordAuditEvent } from "./audit-trail.js";
 import { reencryptSecrets } from "./source-secrets.js";
 
 export const KEYS_USAGE = `Usage: pnpm --filter @drover/coordinator keys <command>
 
   issue --scope <scope> [--scope <scope>...] [--id <key id>] [--note <text>]
       Stores a new API key (its SHA-256 only) in drover.api_keys and prints its token, once.
-      Scopes: admin, worker, tenant:<id>. Coordinators accept it within DROVER_API_KEYS_REFRESH_MS.
+      Scopes: admin, worker, read:<id> (read only), tenant:<id> (read and steer, no revert),
+      revert:<id> (read and revert); join several with +. Coordinators accept it within
+      DROVER_API_KEYS_REFRESH_MS. Recorded in the audit trail (drover.audit_events).
   revoke <key id>
-      Revokes a stored key. (A key in DROVER_API_KEYS is revoked by removing it there.)
+      Revokes a stored key, recorded in the audit trail. (A key in DROVER_API_KEYS is revoked by
+      removing it there.)
   list
       The stored keys: ids, scopes, when issued and revoked. Never tokens.
   entry --scope <scope> [--scope <scope>...] [--id <key id>]
@@ -81,14 +85,29 @@ export async function keysCommand(argv: string[], io: KeysIo): Promise<number> {
       case "list":
       case "reencrypt-secrets":
         return await withDatabase(io, async (db) => {
+          // Who changed the keys, for the audit trail: this command holds no API key of its own.
+          const actor = localActor("keys command");
           if (command === "issue") {
             const { token, key } = issueApiKey(scopesOf(values.scope), values.id);
             try {
-              await insertApiKey(db, key, values.note);
+              await insertApiKey(db, key, values.note, actor);
             } catch (err) {
-              if (pgErrorCode(err) === "23505")
-                throw new UsageError(`a key with id "${key.keyId}" already exists; choose another --id`);
-              throw err;
+              if (pgErrorCode(err) !== "23505") throw err;
+              const message = `a key with id "${key.keyId}" already exists; choose another --id`;
+              await recordAuditEvent(
+                db,
+                keyChange(
+                  KEY_ACTIONS.issue,
+                  actor,
+                  key.keyId,
+                  { scopes: formatScopes(key.scopes) },
+                  {
+                    outcome: "ALREADY_EXISTS",
+                    message,
+                  },
+                ),
+              );
+              throw new UsageError(message);
             }
             json({ event: "key-issued", key_id: key.keyId, scopes: formatScopes(key.scopes), token });
             io.err("The token is shown only now; only its hash is stored.");
@@ -97,10 +116,13 @@ export async function keysCommand(argv: string[], io: KeysIo): Promise<number> {
           if (command === "revoke") {
             const [keyId] = positionals;
             if (!keyId) throw new UsageError("revoke needs the key id");
-            if (!(await revokeApiKey(db, keyId))) {
-              io.err(
-                `no active stored key "${keyId}" (see \`keys list\`; keys in DROVER_API_KEYS are removed there)`,
+            if (!(await revokeApiKey(db, keyId, actor))) {
+              const message = `no active stored key "${keyId}" (see \`keys list\`; keys in DROVER_API_KEYS are removed there)`;
+              await recordAuditEvent(
+                db,
+                keyChange(KEY_ACTIONS.revoke, actor, keyId, {}, { outcome: "NOT_FOUND", message }),
               );
+              io.err(message);
               return 1;
             }
             json({ event: "key-revoked", key_id: keyId });
@@ -163,7 +185,7 @@ function parse(argv: string[]) {
 
 function scopesOf(values: string[] | undefined): Scope[] {
   if (!values || values.length === 0)
-    throw new UsageError("give at least one --scope (admin, worker or tenant:<id>)");
+    throw new UsageError("give at least one --scope (admin, worker, read:<id>, tenant:<id> or revert:<id>)");
   return values.flatMap((v) => v.split("+")).map(parseScope);
 }
 

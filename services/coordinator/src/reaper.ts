@@ -8,6 +8,7 @@ import {
   taskCountsByKind,
   taskCountsByStatus,
 } from "@drover/engine";
+import { pruneAuditEvents } from "./audit-trail.js";
 import type { CoordinatorContext } from "./context.js";
 import { advanceRun } from "./run-advance.js";
 import { kindOutcomes, type Sources } from "./run-outcomes.js";
@@ -20,6 +21,8 @@ export interface ReaperReport {
   redispatched: number;
   runsProgressed: number;
   pruned: number;
+  /** Audit events older than the retention period, removed this pass. */
+  auditPruned: number;
 }
 
 /**
@@ -31,7 +34,8 @@ export interface ReaperReport {
  * - tasks published long ago and still pending were lost by the broker: unmark them for re-publishing;
  * - every live run is advanced (barrier, finalize, stop settling), then the pool's slots are
  *   dealt out again among them (dispatcher.ts);
- * - finished runs older than the retention period lose their tasks and notes, their counts frozen first.
+ * - finished runs older than the retention period lose their tasks and notes, their counts frozen
+ *   first; audit events older than the same period go too (audit-trail.ts).
  * Every statement is the engine's (task-transitions, run-transitions).
  */
 export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport> {
@@ -52,6 +56,7 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
   }
   await ctx.dispatch();
   const pruned = await pruneRunsPastRetention(ctx);
+  const auditPruned = await pruneAuditEvents(db, { retentionDays: config.retentionDays });
   return {
     released: dead.released + stale.released,
     failed: dead.failed + stale.failed,
@@ -59,6 +64,7 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
     redispatched,
     runsProgressed: live.length,
     pruned,
+    auditPruned,
   };
 }
 

@@ -172,7 +172,7 @@ describe("keys and secrets in the database", () => {
   it("authenticates configured and stored keys; a revoked key stops working at the next refresh", async () => {
     const configured = issueApiKey([{ kind: "worker" }], "conf-worker");
     const stored = issueApiKey([{ kind: "tenant", tenantId: "acme" }], "stored-acme");
-    await insertApiKey(database.db, stored.key, "test");
+    await insertApiKey(database.db, stored.key, "test", "test");
     const auth = new ApiKeyAuthenticator(database.db, [configured.key], { refreshMs: 60_000 });
     expect(await auth.authenticate(configured.token)).toEqual({
       keyId: "conf-worker",
@@ -183,7 +183,7 @@ describe("keys and secrets in the database", () => {
       scopes: [{ kind: "tenant", tenantId: "acme" }],
     });
     expect(await auth.authenticate("drv_nobody")).toBeUndefined();
-    expect(await revokeApiKey(database.db, "stored-acme")).toBe(true);
+    expect(await revokeApiKey(database.db, "stored-acme", "test")).toBe(true);
     expect(await auth.authenticate(stored.token)).toBeDefined(); // until the next refresh
     await auth.refresh();
     expect(await auth.authenticate(stored.token)).toBeUndefined();
@@ -203,6 +203,16 @@ describe("keys and secrets in the database", () => {
     const issued = JSON.parse(lines.pop()!) as { token: string };
     expect(await keysCommand(["issue", "--scope", "admin", "--id", "ops-1"], io)).toBe(2);
     expect(errors.pop()).toMatch(/already exists/);
+    // Both are in the audit trail, the refused one with its reason; neither names a token.
+    const audited = await database.db.execute<{ action: string; outcome: string; message: string | null }>(
+      sql`select action, outcome, message from drover.audit_events where details->>'key_id' = 'ops-1' order by id`,
+    );
+    expect(audited.map((r) => [r.action, r.outcome])).toEqual([
+      ["IssueApiKey", "ok"],
+      ["IssueApiKey", "ALREADY_EXISTS"],
+    ]);
+    expect(audited[1]!.message).toMatch(/a key with id "ops-1" already exists/);
+    expect(JSON.stringify([...audited])).not.toContain(issued.token);
 
     expect(await keysCommand(["list"], io)).toBe(0);
     const listed = lines.splice(0).map((l) => JSON.parse(l) as { key_id: string; revoked_at: string | null });

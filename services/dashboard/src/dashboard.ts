@@ -22,7 +22,7 @@ import {
 } from "@drover/telemetry";
 import type { DashboardConfig } from "./config.js";
 import { type Problem, problemFor } from "./http-errors.js";
-import { noteGroupJson, runJson, throughputJson } from "./run-json.js";
+import { auditEventJson, noteGroupJson, runJson, throughputJson } from "./run-json.js";
 
 export interface Dashboard {
   /** http://host:port/ */
@@ -142,7 +142,9 @@ export async function startDashboard(
       sendJson(res, 200, { runs: runs.map(runJson) });
       return "runs";
     }
-    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|stop|resume|retry|revert))?$/.exec(path);
+    const match = /^\/api\/runs\/([^/]+)(?:\/(events|throughput|history|stop|resume|retry|revert))?$/.exec(
+      path,
+    );
     if (!match) throw new HttpProblem({ status: 404, message: "There is no such API." });
     const runId = decodeURIComponent(match[1]!);
     if (!RUN_ID.test(runId)) throw new HttpProblem({ status: 404, message: "There is no run with that id." });
@@ -159,6 +161,13 @@ export async function startDashboard(
       const res2 = await client.getThroughput({ runId, buckets: 120 }, callOptions(token));
       sendJson(res, 200, throughputJson(res2));
       return "throughput";
+    }
+    if (req.method === "GET" && action === "history") {
+      // The run's audit events, newest first: who started, stopped, retried or reverted it (and
+      // who tried and was refused). A key that may read the run may read its history.
+      const { events } = await client.listAuditEvents({ runId, pageSize: 100 }, callOptions(token));
+      sendJson(res, 200, { events: events.map(auditEventJson) });
+      return "history";
     }
     if (req.method === "GET" && action === "events") {
       await streamRun(res, runId, token);
@@ -184,7 +193,13 @@ export async function startDashboard(
       }
       return "revert";
     }
-    if (req.method === "POST" && action && action !== "events" && action !== "throughput") {
+    if (
+      req.method === "POST" &&
+      action &&
+      action !== "events" &&
+      action !== "throughput" &&
+      action !== "history"
+    ) {
       // A retry with `kind`, `reason` or `id` (repeated) in the query is a re-drive of those rows
       // (the "retry these" button of a reason group); the coordinator checks the filter.
       const { run } =

@@ -1,4 +1,5 @@
 import {
+  type AuditEvent,
   type GetThroughputResponse,
   type NoteGroup,
   type Run,
@@ -385,6 +386,30 @@ export function noteGroupJson(g: NoteGroup): NoteGroupJson {
     reason: g.reason,
     count: Number(g.count),
     samples: [...g.sampleSubjectIds],
+  };
+}
+
+/** One line of the run's history (its audit events): who did what, from where, and how it ended. */
+export interface AuditEventJson {
+  at: string | null;
+  who: string;
+  action: string;
+  /** "ok", or the refusal's gRPC code name. */
+  outcome: string;
+  message: string;
+  from: string;
+  details: Record<string, string>;
+}
+
+export function auditEventJson(e: AuditEvent): AuditEventJson {
+  return {
+    at: e.at ? timestampDate(e.at).toISOString() : null,
+    who: e.actor,
+    action: e.action,
+    outcome: e.outcome,
+    message: e.message,
+    from: e.peer,
+    details: { ...e.details },
   };
 }
 

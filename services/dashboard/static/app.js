@@ -253,6 +253,7 @@ async function showRun(runId) {
   view.render(run);
   view.renderNotes(notes);
   await view.refreshThroughput();
+  view.refreshHistory();
   follow(runId, view);
 }
 
@@ -298,6 +299,7 @@ async function follow(runId, view) {
           else if (event === "end") {
             ended = true;
             view.refreshThroughput();
+            view.refreshHistory();
           }
         }
       }
@@ -482,6 +484,7 @@ class RunView {
       this.dryRunSummary,
     );
     this.notes = h("tbody", {});
+    this.history = h("tbody", {});
     this.root = h(
       "div",
       {},
@@ -572,6 +575,29 @@ class RunView {
           this.notes,
         ),
       ),
+      h(
+        "section",
+        { class: "panel" },
+        h("h2", {}, "History"),
+        h(
+          "table",
+          { id: "history" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", {}, "When"),
+              h("th", {}, "Who"),
+              h("th", {}, "What"),
+              h("th", {}, "Outcome"),
+              h("th", {}, "From"),
+            ),
+          ),
+          this.history,
+        ),
+      ),
     );
   }
 
@@ -589,7 +615,39 @@ class RunView {
     } catch (err) {
       onError(err);
       if (this.last) this.render(this.last);
+    } finally {
+      // Refused or not, the attempt is in the run's history now.
+      this.refreshHistory();
     }
+  }
+
+  /** The run's audit events: who started, stopped, retried or reverted it, and who was refused. */
+  async refreshHistory() {
+    let events;
+    try {
+      ({ events } = await api("GET", `/api/runs/${encodeURIComponent(this.runId)}/history`));
+    } catch {
+      // The history is a footnote to the run: a failure to read it does not replace the page.
+      return;
+    }
+    this.history.replaceChildren(
+      ...(events.length === 0
+        ? [h("tr", {}, h("td", { colspan: 5, class: "notice" }, "Nothing recorded."))]
+        : events.map((e) => {
+            const details = Object.entries(e.details)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(" ");
+            return h(
+              "tr",
+              { "data-outcome": e.outcome },
+              h("td", {}, when(e.at)),
+              h("td", { class: "mono" }, e.who),
+              h("td", {}, details ? `${e.action} (${details})` : e.action),
+              h("td", {}, e.outcome === "ok" ? "ok" : `${e.outcome}: ${e.message}`),
+              h("td", { class: "mono" }, e.from),
+            );
+          })),
+    );
   }
 
   render(run) {
@@ -816,6 +874,7 @@ class RunView {
       );
     } finally {
       go.disabled = false;
+      this.refreshHistory();
     }
   }
 

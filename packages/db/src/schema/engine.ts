@@ -377,7 +377,7 @@ export const apiKeys = drover.table(
     keyId: text("key_id").primaryKey(),
     /** Lowercase hex SHA-256 of the bearer token. */
     tokenHash: text("token_hash").notNull(),
-    /** `admin`, `worker` or `tenant:<id>`. */
+    /** `admin`, `worker`, `read:<id>`, `tenant:<id>` or `revert:<id>`. */
     scopes: text("scopes").array().notNull(),
     note: text("note"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
@@ -387,6 +387,50 @@ export const apiKeys = drover.table(
 );
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+
+/**
+ * Who did what: one row per run-changing call (StartRun, StopRun, ResumeRun, RetryRun, CompleteRun,
+ * RevertRun), whether it succeeded or was refused after authentication, and per API-key change.
+ * Append-only: migration 0021 puts a trigger on the table that refuses every UPDATE and TRUNCATE,
+ * and every DELETE except the retention job's (which names its cutoff in `drover.audit_prune_before`,
+ * at least a day old). No foreign key to runs: the trail outlives what it talks about.
+ */
+export const auditEvents = drover.table(
+  "audit_events",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    at: timestamp("at", { withTimezone: true }).notNull().defaultNow(),
+    /** The API key the call authenticated with; null for a change made outside the API (the keys command). */
+    keyId: text("key_id"),
+    /** Who, as people name them: the key id, or the keys command's operating-system user and host. */
+    actor: text("actor").notNull(),
+    /** The caller's scopes at the time, formatted (`tenant:acme+revert:acme`). */
+    scopes: text("scopes").notNull().default(""),
+    /** The RPC's name (`StartRun`, ...) or the key change (`IssueApiKey`, `RevokeApiKey`). */
+    action: text("action").notNull(),
+    tenantId: text("tenant_id"),
+    runId: uuid("run_id"),
+    /** The call's peer address (`10.0.0.7:51234`, as grpc-js reports it), or `local` for the keys command. */
+    peer: text("peer").notNull(),
+    /** `ok`, or the gRPC status code's name (`PERMISSION_DENIED`, `FAILED_PRECONDITION`, ...). */
+    outcome: text("outcome").notNull(),
+    /** The error's message when the outcome is not `ok`. */
+    message: text("message"),
+    /** What was asked beyond the run: a retry's filter, a revert's force, the key changed. */
+    details: jsonb("details").$type<Record<string, string>>().notNull().default({}),
+  },
+  (t) => [
+    index("audit_events_run").on(t.runId, t.id),
+    // A revert is recorded on the run it reverts; the revert run's own history finds it by this.
+    index("audit_events_revert_run")
+      .on(sql`(${t.details}->>'revert_run_id')`, t.id)
+      .where(sql`${t.details} ? 'revert_run_id'`),
+    index("audit_events_tenant").on(t.tenantId, t.id),
+    index("audit_events_at").on(t.at),
+  ],
+);
+
+export type AuditEventRow = typeof auditEvents.$inferSelect;
 
 /**
  * A finished run waiting to be checked against its source. Verification calls the source with the

@@ -46,8 +46,13 @@ export type ServiceImplementation<S extends AnyService> = {
   [K in keyof S["method"]]?: MethodHandler<S["method"][K]>;
 };
 
-/** Runs around every handler; for a server stream it spans the whole iteration. */
-export type Interceptor = <T>(ctx: CallContext, next: () => Promise<T>) => Promise<T>;
+/**
+ * Runs around every handler; for a server stream it spans the whole iteration. `request` decodes the
+ * call's request on demand (once; it throws INVALID_ARGUMENT when malformed), so an interceptor that
+ * never looks at it, such as authentication, answers before anything is decoded. For a unary call,
+ * `next` resolves to the response message.
+ */
+export type Interceptor = <T>(ctx: CallContext, next: () => Promise<T>, request: () => unknown) => Promise<T>;
 
 export interface AddServiceOptions {
   interceptor?: Interceptor;
@@ -92,9 +97,8 @@ function unaryCall(
 ): UntypedHandleCall {
   return (call: ServerUnaryCall<Buffer, Message>, callback: sendUnaryData<Message>) => {
     const { ctx, settle } = callContext(call, spanName(method));
-    intercept(ctx, options, async () =>
-      create(method.output, await handler(decode(method, call.request), ctx)),
-    ).then(
+    const request = decoder(method, call.request);
+    intercept(ctx, options, request, async () => create(method.output, await handler(request(), ctx))).then(
       (response) => {
         settle();
         callback(null, response);
@@ -114,8 +118,9 @@ function streamCall(
 ): UntypedHandleCall {
   return (call: ServerWritableStream<Buffer, Message>) => {
     const { ctx, settle } = callContext(call, spanName(method));
-    intercept(ctx, options, async () => {
-      const iterator = handler(decode(method, call.request), ctx)[Symbol.asyncIterator]();
+    const request = decoder(method, call.request);
+    intercept(ctx, options, request, async () => {
+      const iterator = handler(request(), ctx)[Symbol.asyncIterator]();
       let finished = false;
       try {
         for (;;) {
@@ -167,12 +172,22 @@ function decode(method: DescMethod, bytes: Buffer): Message {
   }
 }
 
+/** The request, decoded at the first ask and remembered (a malformed one throws each time). */
+function decoder(method: DescMethod, bytes: Buffer): () => Message {
+  let decoded: Message | undefined;
+  return () => {
+    decoded ??= decode(method, bytes);
+    return decoded;
+  };
+}
+
 async function intercept<T>(
   ctx: CallContext,
   options: AddServiceOptions,
+  request: () => Message,
   next: () => Promise<T>,
 ): Promise<T> {
-  return options.interceptor ? options.interceptor(ctx, next) : next();
+  return options.interceptor ? options.interceptor(ctx, next, request) : next();
 }
 
 function statusFor(err: unknown, ctx: CallContext, options: AddServiceOptions): WireStatus {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file drover/v1/run_service.proto.
  */
 export const file_drover_v1_run_service: GenFile = /*@__PURE__*/
-  fileDesc("Chtkcm92ZXIvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSKYAgoPU3RhcnRSdW5SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzb3VyY2UYAiABKAkSFgoOc291cmNlX2FjY291bnQYAyABKAkSDQoFa2luZHMYBCADKAkSLgoNc291cmNlX2NvbmZpZxgFIAEoCzIXLmRyb3Zlci52MS5Tb3VyY2VDb25maWcSGAoLZGFpbHlfc2hhcmUYBiABKAFIAIgBARIPCgdkcnlfcnVuGAcgASgIEg4KBmZvbGxvdxgIIAEoCBIkChdmb2xsb3dfaW50ZXJ2YWxfc2Vjb25kcxgJIAEoBUgBiAEBQg4KDF9kYWlseV9zaGFyZUIaChhfZm9sbG93X2ludGVydmFsX3NlY29uZHMiLwoQU3RhcnRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiQKEkNvbXBsZXRlUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiMgoTQ29tcGxldGVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiAKDlN0b3BSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIuCg9TdG9wUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIiChBSZXN1bWVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIwChFSZXN1bWVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIlMKD1JldHJ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEa2luZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSEgoKc291cmNlX2lkcxgEIAMoCSIvChBSZXRyeVJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4iHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLQoOR2V0UnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biJzCg9MaXN0UnVuc1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCHN0YXR1c2VzGAIgAygOMhQuZHJvdmVyLnYxLlJ1blN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJJChBMaXN0UnVuc1Jlc3BvbnNlEhwKBHJ1bnMYASADKAsyDi5kcm92ZXIudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhCg9XYXRjaFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi8KEFdhdGNoUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biJQChBMaXN0Tm90ZXNSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIMCgRraW5kGAIgASgJEg0KBWxldmVsGAMgASgJEg8KB3NhbXBsZXMYBCABKAUiOQoRTGlzdE5vdGVzUmVzcG9uc2USJAoGZ3JvdXBzGAEgAygLMhQuZHJvdmVyLnYxLk5vdGVHcm91cCJyChRFeHBsYWluUmVjb3JkUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDgoGc291cmNlGAIgASgJEhYKDnNvdXJjZV9hY2NvdW50GAMgASgJEgwKBGtpbmQYBCABKAkSEQoJc291cmNlX2lkGAUgASgJIoIBChVFeHBsYWluUmVjb3JkUmVzcG9uc2USDQoFZm91bmQYASABKAgSJQoFZW50cnkYAiABKAsyFi5kcm92ZXIudjEuTGVkZ2VyRW50cnkSHgoFbm90ZXMYAyADKAsyDy5kcm92ZXIudjEuTm90ZRITCgtleHBsYW5hdGlvbhgEIAEoCSIiChBWZXJpZnlSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSJCChFWZXJpZnlSdW5SZXNwb25zZRItCgx2ZXJpZmljYXRpb24YASABKAsyFy5kcm92ZXIudjEuVmVyaWZpY2F0aW9uIjcKFEdldFRocm91Z2hwdXRSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIPCgdidWNrZXRzGAIgASgFIkcKD1Rocm91Z2hwdXRQb2ludBImCgJhdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEcm93cxgCIAEoAyJbChVHZXRUaHJvdWdocHV0UmVzcG9uc2USFgoOYnVja2V0X3NlY29uZHMYASABKAUSKgoGcG9pbnRzGAIgAygLMhouZHJvdmVyLnYxLlRocm91Z2hwdXRQb2ludCIxChBSZXZlcnRSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRINCgVmb3JjZRgCIAEoCCIwChFSZXZlcnRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuMrkHCgpSdW5TZXJ2aWNlEkMKCFN0YXJ0UnVuEhouZHJvdmVyLnYxLlN0YXJ0UnVuUmVxdWVzdBobLmRyb3Zlci52MS5TdGFydFJ1blJlc3BvbnNlEkAKB1N0b3BSdW4SGS5kcm92ZXIudjEuU3RvcFJ1blJlcXVlc3QaGi5kcm92ZXIudjEuU3RvcFJ1blJlc3BvbnNlEkYKCVJlc3VtZVJ1bhIbLmRyb3Zlci52MS5SZXN1bWVSdW5SZXF1ZXN0GhwuZHJvdmVyLnYxLlJlc3VtZVJ1blJlc3BvbnNlEkMKCFJldHJ5UnVuEhouZHJvdmVyLnYxLlJldHJ5UnVuUmVxdWVzdBobLmRyb3Zlci52MS5SZXRyeVJ1blJlc3BvbnNlEj0KBkdldFJ1bhIYLmRyb3Zlci52MS5HZXRSdW5SZXF1ZXN0GhkuZHJvdmVyLnYxLkdldFJ1blJlc3BvbnNlEkMKCExpc3RSdW5zEhouZHJvdmVyLnYxLkxpc3RSdW5zUmVxdWVzdBobLmRyb3Zlci52MS5MaXN0UnVuc1Jlc3BvbnNlEkUKCFdhdGNoUnVuEhouZHJvdmVyLnYxLldhdGNoUnVuUmVxdWVzdBobLmRyb3Zlci52MS5XYXRjaFJ1blJlc3BvbnNlMAESRgoJTGlzdE5vdGVzEhsuZHJvdmVyLnYxLkxpc3ROb3Rlc1JlcXVlc3QaHC5kcm92ZXIudjEuTGlzdE5vdGVzUmVzcG9uc2USUgoNRXhwbGFpblJlY29yZBIfLmRyb3Zlci52MS5FeHBsYWluUmVjb3JkUmVxdWVzdBogLmRyb3Zlci52MS5FeHBsYWluUmVjb3JkUmVzcG9uc2USRgoJVmVyaWZ5UnVuEhsuZHJvdmVyLnYxLlZlcmlmeVJ1blJlcXVlc3QaHC5kcm92ZXIudjEuVmVyaWZ5UnVuUmVzcG9uc2USUgoNR2V0VGhyb3VnaHB1dBIfLmRyb3Zlci52MS5HZXRUaHJvdWdocHV0UmVxdWVzdBogLmRyb3Zlci52MS5HZXRUaHJvdWdocHV0UmVzcG9uc2USTAoLQ29tcGxldGVSdW4SHS5kcm92ZXIudjEuQ29tcGxldGVSdW5SZXF1ZXN0Gh4uZHJvdmVyLnYxLkNvbXBsZXRlUnVuUmVzcG9uc2USRgoJUmV2ZXJ0UnVuEhsuZHJvdmVyLnYxLlJldmVydFJ1blJlcXVlc3QaHC5kcm92ZXIudjEuUmV2ZXJ0UnVuUmVzcG9uc2ViBnByb3RvMw", [file_drover_v1_run, file_google_protobuf_timestamp]);
+  fileDesc("Chtkcm92ZXIvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWRyb3Zlci52MSKYAgoPU3RhcnRSdW5SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzb3VyY2UYAiABKAkSFgoOc291cmNlX2FjY291bnQYAyABKAkSDQoFa2luZHMYBCADKAkSLgoNc291cmNlX2NvbmZpZxgFIAEoCzIXLmRyb3Zlci52MS5Tb3VyY2VDb25maWcSGAoLZGFpbHlfc2hhcmUYBiABKAFIAIgBARIPCgdkcnlfcnVuGAcgASgIEg4KBmZvbGxvdxgIIAEoCBIkChdmb2xsb3dfaW50ZXJ2YWxfc2Vjb25kcxgJIAEoBUgBiAEBQg4KDF9kYWlseV9zaGFyZUIaChhfZm9sbG93X2ludGVydmFsX3NlY29uZHMiLwoQU3RhcnRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiQKEkNvbXBsZXRlUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiMgoTQ29tcGxldGVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIiAKDlN0b3BSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIuCg9TdG9wUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biIiChBSZXN1bWVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIwChFSZXN1bWVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIlMKD1JldHJ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEa2luZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSEgoKc291cmNlX2lkcxgEIAMoCSIvChBSZXRyeVJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmRyb3Zlci52MS5SdW4iHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLQoOR2V0UnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biJzCg9MaXN0UnVuc1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCHN0YXR1c2VzGAIgAygOMhQuZHJvdmVyLnYxLlJ1blN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJJChBMaXN0UnVuc1Jlc3BvbnNlEhwKBHJ1bnMYASADKAsyDi5kcm92ZXIudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhCg9XYXRjaFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi8KEFdhdGNoUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uZHJvdmVyLnYxLlJ1biJQChBMaXN0Tm90ZXNSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIMCgRraW5kGAIgASgJEg0KBWxldmVsGAMgASgJEg8KB3NhbXBsZXMYBCABKAUiOQoRTGlzdE5vdGVzUmVzcG9uc2USJAoGZ3JvdXBzGAEgAygLMhQuZHJvdmVyLnYxLk5vdGVHcm91cCJyChRFeHBsYWluUmVjb3JkUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDgoGc291cmNlGAIgASgJEhYKDnNvdXJjZV9hY2NvdW50GAMgASgJEgwKBGtpbmQYBCABKAkSEQoJc291cmNlX2lkGAUgASgJIoIBChVFeHBsYWluUmVjb3JkUmVzcG9uc2USDQoFZm91bmQYASABKAgSJQoFZW50cnkYAiABKAsyFi5kcm92ZXIudjEuTGVkZ2VyRW50cnkSHgoFbm90ZXMYAyADKAsyDy5kcm92ZXIudjEuTm90ZRITCgtleHBsYW5hdGlvbhgEIAEoCSIiChBWZXJpZnlSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSJCChFWZXJpZnlSdW5SZXNwb25zZRItCgx2ZXJpZmljYXRpb24YASABKAsyFy5kcm92ZXIudjEuVmVyaWZpY2F0aW9uIjcKFEdldFRocm91Z2hwdXRSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIPCgdidWNrZXRzGAIgASgFIkcKD1Rocm91Z2hwdXRQb2ludBImCgJhdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEcm93cxgCIAEoAyJbChVHZXRUaHJvdWdocHV0UmVzcG9uc2USFgoOYnVja2V0X3NlY29uZHMYASABKAUSKgoGcG9pbnRzGAIgAygLMhouZHJvdmVyLnYxLlRocm91Z2hwdXRQb2ludCIxChBSZXZlcnRSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRINCgVmb3JjZRgCIAEoCCIwChFSZXZlcnRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5kcm92ZXIudjEuUnVuIp0BChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSDgoGYWN0aW9uGAMgASgJEikKBXNpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJZChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIlCgZldmVudHMYASADKAsyFS5kcm92ZXIudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkitwIKCkF1ZGl0RXZlbnQSCgoCaWQYASABKAkSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmtleV9pZBgDIAEoCRINCgVhY3RvchgEIAEoCRIOCgZzY29wZXMYBSABKAkSDgoGYWN0aW9uGAYgASgJEhEKCXRlbmFudF9pZBgHIAEoCRIOCgZydW5faWQYCCABKAkSDAoEcGVlchgJIAEoCRIPCgdvdXRjb21lGAogASgJEg8KB21lc3NhZ2UYCyABKAkSMwoHZGV0YWlscxgMIAMoCzIiLmRyb3Zlci52MS5BdWRpdEV2ZW50LkRldGFpbHNFbnRyeRouCgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATKTCAoKUnVuU2VydmljZRJDCghTdGFydFJ1bhIaLmRyb3Zlci52MS5TdGFydFJ1blJlcXVlc3QaGy5kcm92ZXIudjEuU3RhcnRSdW5SZXNwb25zZRJACgdTdG9wUnVuEhkuZHJvdmVyLnYxLlN0b3BSdW5SZXF1ZXN0GhouZHJvdmVyLnYxLlN0b3BSdW5SZXNwb25zZRJGCglSZXN1bWVSdW4SGy5kcm92ZXIudjEuUmVzdW1lUnVuUmVxdWVzdBocLmRyb3Zlci52MS5SZXN1bWVSdW5SZXNwb25zZRJDCghSZXRyeVJ1bhIaLmRyb3Zlci52MS5SZXRyeVJ1blJlcXVlc3QaGy5kcm92ZXIudjEuUmV0cnlSdW5SZXNwb25zZRI9CgZHZXRSdW4SGC5kcm92ZXIudjEuR2V0UnVuUmVxdWVzdBoZLmRyb3Zlci52MS5HZXRSdW5SZXNwb25zZRJDCghMaXN0UnVucxIaLmRyb3Zlci52MS5MaXN0UnVuc1JlcXVlc3QaGy5kcm92ZXIudjEuTGlzdFJ1bnNSZXNwb25zZRJFCghXYXRjaFJ1bhIaLmRyb3Zlci52MS5XYXRjaFJ1blJlcXVlc3QaGy5kcm92ZXIudjEuV2F0Y2hSdW5SZXNwb25zZTABEkYKCUxpc3ROb3RlcxIbLmRyb3Zlci52MS5MaXN0Tm90ZXNSZXF1ZXN0GhwuZHJvdmVyLnYxLkxpc3ROb3Rlc1Jlc3BvbnNlElIKDUV4cGxhaW5SZWNvcmQSHy5kcm92ZXIudjEuRXhwbGFpblJlY29yZFJlcXVlc3QaIC5kcm92ZXIudjEuRXhwbGFpblJlY29yZFJlc3BvbnNlEkYKCVZlcmlmeVJ1bhIbLmRyb3Zlci52MS5WZXJpZnlSdW5SZXF1ZXN0GhwuZHJvdmVyLnYxLlZlcmlmeVJ1blJlc3BvbnNlElIKDUdldFRocm91Z2hwdXQSHy5kcm92ZXIudjEuR2V0VGhyb3VnaHB1dFJlcXVlc3QaIC5kcm92ZXIudjEuR2V0VGhyb3VnaHB1dFJlc3BvbnNlEkwKC0NvbXBsZXRlUnVuEh0uZHJvdmVyLnYxLkNvbXBsZXRlUnVuUmVxdWVzdBoeLmRyb3Zlci52MS5Db21wbGV0ZVJ1blJlc3BvbnNlEkYKCVJldmVydFJ1bhIbLmRyb3Zlci52MS5SZXZlcnRSdW5SZXF1ZXN0GhwuZHJvdmVyLnYxLlJldmVydFJ1blJlc3BvbnNlElgKD0xpc3RBdWRpdEV2ZW50cxIhLmRyb3Zlci52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GiIuZHJvdmVyLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlYgZwcm90bzM", [file_drover_v1_run, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message drover.v1.StartRunRequest
@@ -672,6 +672,169 @@ export const RevertRunResponseSchema: GenMessage<RevertRunResponse> = /*@__PURE_
   messageDesc(file_drover_v1_run_service, 26);
 
 /**
+ * @generated from message drover.v1.ListAuditEventsRequest
+ */
+export type ListAuditEventsRequest = Message<"drover.v1.ListAuditEventsRequest"> & {
+  /**
+   * Optional filters; every one given must match.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * An RPC's name (e.g. "RevertRun") or a key change ("IssueApiKey", "RevokeApiKey").
+   *
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * Events at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 4;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * At most 500; default 50.
+   *
+   * @generated from field: int32 page_size = 5;
+   */
+  pageSize: number;
+
+  /**
+   * An opaque token from a previous response.
+   *
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message drover.v1.ListAuditEventsRequest.
+ * Use `create(ListAuditEventsRequestSchema)` to create a new message.
+ */
+export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 27);
+
+/**
+ * @generated from message drover.v1.ListAuditEventsResponse
+ */
+export type ListAuditEventsResponse = Message<"drover.v1.ListAuditEventsResponse"> & {
+  /**
+   * @generated from field: repeated drover.v1.AuditEvent events = 1;
+   */
+  events: AuditEvent[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message drover.v1.ListAuditEventsResponse.
+ * Use `create(ListAuditEventsResponseSchema)` to create a new message.
+ */
+export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 28);
+
+/**
+ * One recorded call or key change. Recorded once, when its outcome is known, and never changed.
+ *
+ * @generated from message drover.v1.AuditEvent
+ */
+export type AuditEvent = Message<"drover.v1.AuditEvent"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 2;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * The API key the call authenticated with; empty for a change made outside the API.
+   *
+   * @generated from field: string key_id = 3;
+   */
+  keyId: string;
+
+  /**
+   * Who: the key id, or the keys command's user@host.
+   *
+   * @generated from field: string actor = 4;
+   */
+  actor: string;
+
+  /**
+   * The caller's scopes at the time, e.g. "tenant:acme+revert:acme".
+   *
+   * @generated from field: string scopes = 5;
+   */
+  scopes: string;
+
+  /**
+   * @generated from field: string action = 6;
+   */
+  action: string;
+
+  /**
+   * @generated from field: string tenant_id = 7;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string run_id = 8;
+   */
+  runId: string;
+
+  /**
+   * The caller's address as the server saw it (e.g. "10.0.0.7:51234"), or "local" for the keys command.
+   *
+   * @generated from field: string peer = 9;
+   */
+  peer: string;
+
+  /**
+   * "ok", or the gRPC status code's name, e.g. "PERMISSION_DENIED".
+   *
+   * @generated from field: string outcome = 10;
+   */
+  outcome: string;
+
+  /**
+   * The error's message when the outcome is not "ok".
+   *
+   * @generated from field: string message = 11;
+   */
+  message: string;
+
+  /**
+   * What was asked beyond the run: a retry's filter (kind, reason, source_ids), a revert's force and
+   * the revert run it started, the key an API-key change touched and its scopes.
+   *
+   * @generated from field: map<string, string> details = 12;
+   */
+  details: { [key: string]: string };
+};
+
+/**
+ * Describes the message drover.v1.AuditEvent.
+ * Use `create(AuditEventSchema)` to create a new message.
+ */
+export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
+  messageDesc(file_drover_v1_run_service, 29);
+
+/**
  * The public API: internal services start and steer migrations with it.
  *
  * @generated from service drover.v1.RunService
@@ -788,6 +951,17 @@ export const RunService: GenService<{
     methodKind: "unary";
     input: typeof RevertRunRequestSchema;
     output: typeof RevertRunResponseSchema;
+  },
+  /**
+   * Who did what: the audit trail of run-changing calls (and, for admins, API-key changes), newest
+   * first. A tenant's key sees its tenants' events only.
+   *
+   * @generated from rpc drover.v1.RunService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_drover_v1_run_service, 0);
