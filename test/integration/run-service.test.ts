@@ -99,7 +99,8 @@ describe("RunService", { timeout: 60_000 }, () => {
       const err = await rejection(c.start(t));
       expect(err.code).toBe(Code.ALREADY_EXISTS);
       expect(err.message).toContain(first.id);
-      expect(err.details).toMatchObject({ run_id: first.id });
+      // The edge's one table (rpc-status.ts): a stable reason beside the value it names.
+      expect(err.details).toMatchObject({ reason: "LIVE_RUN_EXISTS", run_id: first.id });
     });
 
     it("admits a different tenant on the same source account", async () => {

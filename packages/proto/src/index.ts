@@ -29,6 +29,7 @@ export {
   type AddServiceOptions,
   type AnyService,
   addService,
+  callerStatus,
   type Interceptor,
   type MethodHandler,
   type ServerStreamingHandler,

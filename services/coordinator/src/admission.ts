@@ -1,7 +1,7 @@
 import type { Db, RunRow } from "@drover/db";
-import { admitRun, LiveRunConflict, type NewRun } from "@drover/engine";
-import { Code, RpcError } from "@drover/proto";
+import { admitRun, type NewRun } from "@drover/engine";
 import { PermanentError, type Provider } from "@drover/provider-sdk";
+import { InvalidInput } from "./domain-errors.js";
 
 /**
  * Admits a run and seeds its first phase (engine admitRun, one transaction). One live run per
@@ -15,17 +15,10 @@ export async function admit(db: Db, provider: Provider, input: NewRun): Promise<
   try {
     return await admitRun(db, provider, input);
   } catch (err) {
-    if (err instanceof LiveRunConflict) throw liveRunConflictError(err);
     // The provider's seeding refused the run as configured (a destination table that does not
     // exist, or lacks a mapped column or its unique key): the caller's to fix, and nothing was
     // written (one transaction). Left to the default mapping it reached the caller as INTERNAL.
-    if (err instanceof PermanentError)
-      throw new RpcError(Code.INVALID_ARGUMENT, `source_config: ${err.message}`);
+    if (err instanceof PermanentError) throw new InvalidInput(`source_config: ${err.message}`);
     throw err;
   }
-}
-
-/** A start, resume, retry, re-drive or revert refused for a live run of its tenant and source: ALREADY_EXISTS. */
-export function liveRunConflictError(err: LiveRunConflict): RpcError {
-  return new RpcError(Code.ALREADY_EXISTS, err.message, err.liveRun ? { run_id: err.liveRun.id } : {});
 }

@@ -1,6 +1,6 @@
 import { formatScopes } from "@drover/auth";
-import { type Db, isDatabaseUnavailable, runs } from "@drover/db";
-import { Code, type Interceptor, isRpcError, type MessageShape, RunService } from "@drover/proto";
+import { type Db, runs } from "@drover/db";
+import { Code, callerStatus, type Interceptor, type MessageShape, RunService } from "@drover/proto";
 import type { Logger } from "@drover/telemetry";
 import { eq } from "drizzle-orm";
 import { type AuditEvent, recordAuditEvent } from "./audit-trail.js";
@@ -151,9 +151,6 @@ async function tenantOf(db: Db, runId: string): Promise<string | undefined> {
 /** As the caller heard it (add-service.ts statusFor): unexpected errors are INTERNAL, never their text. */
 function outcomeOf(ending: Ending): Pick<AuditEvent, "outcome" | "message"> {
   if (ending.ok) return { outcome: "ok", message: null };
-  const { error } = ending;
-  if (isRpcError(error)) return { outcome: Code[error.code], message: error.message };
-  if (isDatabaseUnavailable(error))
-    return { outcome: Code[Code.UNAVAILABLE], message: "waiting for the database" };
-  return { outcome: Code[Code.INTERNAL], message: "internal error" };
+  const heard = callerStatus(ending.error);
+  return { outcome: Code[heard.code] ?? String(heard.code), message: heard.message };
 }

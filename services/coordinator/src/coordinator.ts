@@ -44,6 +44,7 @@ import type { CoordinatorContext } from "./context.js";
 import { coalescedDispatch } from "./dispatcher.js";
 import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { reaperPass } from "./reaper.js";
+import { domainErrorsAtEdge } from "./rpc-status.js";
 import { runService } from "./run-service.js";
 import { prepareSecurity } from "./security.js";
 import { refreshTaskMetrics } from "./task-metrics.js";
@@ -153,7 +154,8 @@ export async function startCoordinator(
       withSpan(
         call.method,
         { "rpc.system": "grpc", "rpc.method": call.method },
-        () => audit(call, () => authorize(call, next, request), request),
+        () =>
+          audit(call, () => authorize(call, () => domainErrorsAtEdge(call, next, request), request), request),
         {
           parent: extractTraceContext({ ...call.metadata }),
           kind: SpanKind.SERVER,

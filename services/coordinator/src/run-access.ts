@@ -1,6 +1,7 @@
 import type { Queryable, RunRow } from "@drover/db";
-import { type CallContext, Code, RpcError } from "@drover/proto";
+import type { CallContext } from "@drover/proto";
 import { visibleRun } from "./auth.js";
+import { Precondition } from "./domain-errors.js";
 import { loadRun } from "./run-view.js";
 import { requireRunId } from "./validation.js";
 
@@ -10,9 +11,9 @@ export async function loadVisibleRun(q: Queryable, runId: string, call: CallCont
 }
 
 /** The answer to steering or verifying a run whose tasks retention pruned. */
-export function prunedError(runId: string): RpcError {
-  return new RpcError(
-    Code.FAILED_PRECONDITION,
+export function prunedError(runId: string): Precondition {
+  return new Precondition(
     `run ${runId} is past retention and its tasks were pruned; start a new run (the ledger keeps what was imported)`,
+    "RUN_PRUNED",
   );
 }

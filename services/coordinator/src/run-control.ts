@@ -5,20 +5,20 @@ import {
   admitRevertRun,
   describeDependent,
   findRevertDependents,
-  LiveRunConflict,
   RunAlreadyReverted,
   rearmRun,
   redriveRun,
   requestCutover,
   requestStop,
 } from "@drover/engine";
-import { Code, RpcError, type Run, type RunService, type ServiceImplementation } from "@drover/proto";
+import type { Run, RunService, ServiceImplementation } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
 import { injectTraceContext } from "@drover/telemetry";
 import { eq } from "drizzle-orm";
-import { admit, liveRunConflictError } from "./admission.js";
+import { admit } from "./admission.js";
 import { requireActsFor } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
+import { Precondition } from "./domain-errors.js";
 import { buildPlan } from "./plan.js";
 import { loadVisibleRun, prunedError } from "./run-access.js";
 import { advanceRun } from "./run-advance.js";
@@ -70,13 +70,8 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     if (run.status !== how.from) throw notRearmable(run, how);
     if (run.summary) throw prunedError(run.id);
     await refuseReverted(run);
-    let moved: boolean;
-    try {
-      moved = await rearmRun(db, run.id, how);
-    } catch (err) {
-      if (err instanceof LiveRunConflict) throw liveRunConflictError(err);
-      throw err;
-    }
+    // A live run of the same account refuses it (LiveRunConflict: ALREADY_EXISTS at the edge).
+    const moved = await rearmRun(db, run.id, how);
     // Another call moved it between the read and the fenced transition.
     if (!moved) throw notRearmable((await loadRun(db, run.id)) ?? run, how);
   };
@@ -89,20 +84,14 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     if (run.summary) throw prunedError(run.id);
     await refuseReverted(run);
     const plan = await planRedrive(db, ctx.providers, provider(run.source), run, filter, randomUUID());
-    let moved: boolean;
-    try {
-      moved = await redriveRun(db, run.id, plan.seeds);
-    } catch (err) {
-      if (err instanceof LiveRunConflict) throw liveRunConflictError(err);
-      throw err;
-    }
+    const moved = await redriveRun(db, run.id, plan.seeds);
     // Another call moved it between the read and the fenced transition.
     if (!moved) {
       const now = (await loadRun(db, run.id)) ?? run;
       if (now.summary) throw prunedError(run.id);
-      throw new RpcError(
-        Code.FAILED_PRECONDITION,
+      throw new Precondition(
         `run ${run.id} is ${now.status}; only a finished run (succeeded or failed) can be re-driven`,
+        "RUN_NOT_FINISHED",
       );
     }
     ctx.logger.info(
@@ -115,9 +104,9 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
   const refuseReverted = async (run: RunRow): Promise<void> => {
     const by = await revertOf(run.id);
     if (by)
-      throw new RpcError(
-        Code.FAILED_PRECONDITION,
+      throw new Precondition(
         `run ${run.id} was reverted by run ${by}; start a new run to import again`,
+        "RUN_REVERTED",
         { reverted_by: by },
       );
   };
@@ -176,9 +165,9 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     async stopRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
       if (run.status === "succeeded" || run.status === "failed") {
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `run ${run.id} has already ${run.status}; only a running run can be stopped`,
+          "RUN_NOT_RUNNING",
         );
       }
       if (await requestStop(db, run.id)) ctx.logger.info({ run_id: run.id }, "run stopping");
@@ -205,12 +194,12 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     async completeRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
       if (!run.follow)
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `run ${run.id} does not follow its source (started without follow): it finishes by itself`,
+          "RUN_NOT_FOLLOWING",
         );
       if (run.status === "succeeded" || run.status === "failed")
-        throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} has already ${run.status}`);
+        throw new Precondition(`run ${run.id} has already ${run.status}`, "RUN_FINISHED");
       // A second call (or one racing another) finds the cutover asked for already: the same answer.
       if (await requestCutover(db, run.id)) ctx.logger.info({ run_id: run.id }, "follow run cutting over");
       return advanced(run.id);
@@ -224,49 +213,44 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
     async revertRun(req, call) {
       const target = await loadVisibleRun(db, req.runId, call);
       if (target.revertsRunId)
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `run ${target.id} is itself the revert of run ${target.revertsRunId}; a revert cannot be reverted`,
+          "REVERT_OF_REVERT",
         );
       if (!(FINISHED_RUN_STATUSES as readonly string[]).includes(target.status))
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `run ${target.id} is ${target.status}; stop it (or let it finish) before reverting it`,
+          "RUN_NOT_FINISHED",
         );
       const p = provider(target.source);
       if (!p.productRecords || (p.ledger ?? "per-row") !== "per-row")
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `source ${target.source} keeps no record of what its runs created; its runs cannot be reverted`,
+          "SOURCE_CANNOT_REVERT",
         );
       const existing = await revertOf(target.id);
-      if (existing) throw alreadyReverted(target.id, existing);
+      if (existing) throw new RunAlreadyReverted(target.id, existing);
       const shown = 10;
       const dependents = await findRevertDependents(db, p.productRecords, target, { limit: shown + 1 });
       if (dependents.length > 0 && !req.force) {
         const named = dependents
           .slice(0, shown)
           .map((d) => `${d.parentType} ${d.parentId}: ${describeDependent(d)}`);
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `other runs' records depend on records run ${target.id} created: ${named.join("; ")}${
             dependents.length > shown ? "; and more" : ""
           }. Revert with force to clear those links (each is noted on the revert run)`,
+          "DEPENDENT_RECORDS",
           { run_ids: [...new Set(dependents.map((d) => d.runId))].join(",") },
         );
       }
-      let run: RunRow;
-      try {
-        run = await admitRevertRun(db, target, {
-          id: randomUUID(),
-          force: req.force,
-          traceContext: injectTraceContext(),
-        });
-      } catch (err) {
-        if (err instanceof RunAlreadyReverted) throw alreadyReverted(target.id, err.revertedBy);
-        if (err instanceof LiveRunConflict) throw liveRunConflictError(err);
-        throw err;
-      }
+      // Refused by the engine when another revert won the race (RunAlreadyReverted) or the account
+      // has a live run (LiveRunConflict); the edge says which (rpc-status.ts).
+      const run = await admitRevertRun(db, target, {
+        id: randomUUID(),
+        force: req.force,
+        traceContext: injectTraceContext(),
+      });
       ctx.logger.info(
         { run_id: run.id, reverts: target.id, force: req.force, dependents: dependents.length },
         "revert started",
@@ -311,18 +295,10 @@ interface Rearm {
 const RESUME: Rearm = { from: "stopped", tasksFrom: "cancelled", resetAttempts: false, verb: "resumed" };
 const RETRY: Rearm = { from: "failed", tasksFrom: "failed", resetAttempts: true, verb: "retried" };
 
-function alreadyReverted(runId: string, by: string): RpcError {
-  return new RpcError(
-    Code.FAILED_PRECONDITION,
-    `run ${runId} is already reverted by run ${by}; resume or retry that run if it did not finish`,
-    { reverted_by: by },
-  );
-}
-
-function notRearmable(run: RunRow, how: Rearm): RpcError {
+function notRearmable(run: RunRow, how: Rearm): Precondition {
   if (run.summary) return prunedError(run.id);
-  return new RpcError(
-    Code.FAILED_PRECONDITION,
+  return new Precondition(
     `run ${run.id} is ${run.status}; only a ${how.from} run can be ${how.verb}`,
+    how.from === "stopped" ? "RUN_NOT_STOPPED" : "RUN_NOT_FAILED",
   );
 }

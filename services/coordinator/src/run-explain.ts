@@ -1,13 +1,8 @@
-import {
-  Code,
-  RpcError,
-  type RunService,
-  type ServiceImplementation,
-  timestampFromDate,
-} from "@drover/proto";
+import { type RunService, type ServiceImplementation, timestampFromDate } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { requireVisibleTenant } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
+import { Precondition } from "./domain-errors.js";
 import { explainMissingRow } from "./explain-missing.js";
 import { loadVisibleRun, prunedError } from "./run-access.js";
 import { TERMINAL_STATUSES } from "./run-view.js";
@@ -99,16 +94,16 @@ export function runExplain(ctx: CoordinatorContext, verifications: Verifications
     async verifyRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
       if (!TERMINAL_STATUSES.includes(run.status)) {
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `run ${run.id} is ${run.status}; it is verified automatically when it finishes, or verify it then`,
+          "RUN_NOT_FINISHED",
         );
       }
       if (run.summary) throw prunedError(run.id);
       if (run.dryRun)
-        throw new RpcError(
-          Code.FAILED_PRECONDITION,
+        throw new Precondition(
           `run ${run.id} is a dry run: it wrote nothing to verify; its report is on GetRun (dry_run_report)`,
+          "DRY_RUN",
         );
       return { verification: await verifications.onDemand(run, call) };
     },

@@ -1,7 +1,8 @@
 import type { Queryable, RunRow } from "@drover/db";
-import { Code, type RetryRunRequest, RpcError } from "@drover/proto";
+import type { RetryRunRequest } from "@drover/proto";
 import { PermanentError, type Provider, type RedriveRow, type TaskSeed } from "@drover/provider-sdk";
 import { type SQL, sql } from "drizzle-orm";
+import { Precondition } from "./domain-errors.js";
 import { quoted } from "./quote.js";
 import { noteHolds, type Sources } from "./run-outcomes.js";
 import { invalid, optionalText } from "./validation.js";
@@ -50,8 +51,9 @@ function describe(filter: RedriveFilter): string {
   return parts.join(", ");
 }
 
-function precondition(message: string): RpcError {
-  return new RpcError(Code.FAILED_PRECONDITION, message);
+/** A re-drive the run or its source cannot take as asked; `reason` as the edge sends it (rpc-status.ts). */
+function precondition(message: string, reason = "REDRIVE_REFUSED"): Precondition {
+  return new Precondition(message, reason);
 }
 
 /** A row a re-drive reads again, and the task whose note about it still holds (the latest). */
@@ -134,6 +136,7 @@ export async function planRedrive(
   if (run.status !== "succeeded" && run.status !== "failed")
     throw precondition(
       `run ${run.id} is ${run.status}; only a finished run (succeeded or failed) can be re-driven`,
+      "RUN_NOT_FINISHED",
     );
   const redrive = provider.redrive;
   if (!redrive)
@@ -146,6 +149,7 @@ export async function planRedrive(
   if (byKind.size === 0)
     throw precondition(
       `no row of run ${run.id} that failed or was skipped, and still is, matches ${describe(filter)} (ListNotes shows the run's current reasons)`,
+      "NOTHING_TO_REDRIVE",
     );
   for (const kind of byKind.keys()) {
     const refused = redrive.refuses(kind);

@@ -1,8 +1,9 @@
 import type { Queryable } from "@drover/db";
-import { Code, RpcError, type TaskFinishedRequest } from "@drover/proto";
+import type { TaskFinishedRequest } from "@drover/proto";
 import type { Logger } from "@drover/telemetry";
 import { metrics } from "@drover/telemetry";
 import { sql } from "drizzle-orm";
+import { NotFound } from "./domain-errors.js";
 import { quoted } from "./quote.js";
 import { invalid, requireRunId } from "./validation.js";
 
@@ -51,7 +52,7 @@ export async function checkTaskReport(
     throw invalid(`outcome must be one of ${REPORTED_OUTCOMES.join(", ")}, got ${quoted(req.outcome)}`);
   const [task] = await q.execute<{ status: string; phase: number }>(sql`
     select status, phase from drover.tasks where id = ${taskId} and run_id = ${runId}::uuid`);
-  if (!task) throw new RpcError(Code.NOT_FOUND, `task ${taskId} is not a task of run ${runId}`);
+  if (!task) throw new NotFound(`task ${taskId} is not a task of run ${runId}`, "TASK_NOT_FOUND");
   if (task.phase !== req.phase)
     throw invalid(`task ${taskId} of run ${runId} is in phase ${task.phase}, not ${req.phase}`);
   const stale = task.status !== STATUS_AFTER[outcome];

@@ -1,5 +1,5 @@
-import { Code, RpcError } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
+import { InvalidInput } from "./domain-errors.js";
 import { providerKinds, userKinds } from "./plan.js";
 import { quoted } from "./quote.js";
 
@@ -9,8 +9,8 @@ const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: that is the point
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
-function invalid(message: string): RpcError {
-  return new RpcError(Code.INVALID_ARGUMENT, message);
+function invalid(message: string): InvalidInput {
+  return new InvalidInput(message);
 }
 
 export function requireRunId(value: string): string {

@@ -6,17 +6,11 @@ import {
   unmarkVerificationPublished,
   verificationRequestState,
 } from "@drover/engine";
-import {
-  type CallContext,
-  Code,
-  fromJson,
-  RpcError,
-  type Verification,
-  VerificationSchema,
-} from "@drover/proto";
+import { type CallContext, fromJson, type Verification, VerificationSchema } from "@drover/proto";
 import { sleep } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import type { CoordinatorContext } from "./context.js";
+import { DomainError, NotFound, Precondition, StillWorking, Unavailable } from "./domain-errors.js";
 
 /** Runs that finished longer ago than this are verified only on demand (e.g. runs from before verification existed). */
 const AUTOMATIC_WITHIN_MS = 48 * 3_600_000;
@@ -68,7 +62,7 @@ export class Verifications {
   async onDemand(run: RunRow, call: CallContext): Promise<Verification> {
     const asked = await requestVerificationNow(this.ctx.db, run.id, this.ctx.config.verifySampleSize);
     if (!asked)
-      throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} is not finished; verify it when it is`);
+      throw new Precondition(`run ${run.id} is not finished; verify it when it is`, "RUN_NOT_FINISHED");
     try {
       await this.publish(run.id);
     } catch (err) {
@@ -87,7 +81,7 @@ export class Verifications {
     try {
       for (;;) {
         const state = await verificationRequestState(this.ctx.db, run.id);
-        if (!state) throw new RpcError(Code.NOT_FOUND, `run ${run.id} no longer exists`);
+        if (!state) throw new NotFound(`run ${run.id} no longer exists`, "RUN_NOT_FOUND");
         if (
           state.generation > asked.generation ||
           (state.generation === asked.generation && state.status === "done")
@@ -97,34 +91,35 @@ export class Verifications {
           );
           const verification = storedVerification(row?.verification);
           if (verification) return verification;
-          throw new RpcError(
-            Code.FAILED_PRECONDITION,
+          throw new Precondition(
             `run ${run.id} was resumed or retried while it was being verified; verify it when it finishes again`,
+            "RUN_RESUMED",
           );
         }
         // Deferred after a failure (an attempt counted), or parked behind the source's wall (not
         // counted, but due only after the wall): either way not now.
         const parked = state.notBefore.getTime() > Date.now();
         if (state.status === "pending" && (state.attempts > asked.attempts || parked) && state.lastError) {
-          throw new RpcError(
-            Code.UNAVAILABLE,
+          throw new Unavailable(
             `run ${run.id} could not be verified now: ${state.lastError}; it is tried again automatically, and GetRun shows the result`,
+            "VERIFICATION_DEFERRED",
+            Math.max(0, state.notBefore.getTime() - Date.now()),
           );
         }
         await sleep(POLL_MS, signal);
       }
     } catch (err) {
-      if (err instanceof RpcError) throw err;
+      if (err instanceof DomainError) throw err;
       if (call.signal.aborted) throw err;
       if (this.abort.signal.aborted)
-        throw new RpcError(
-          Code.UNAVAILABLE,
+        throw new Unavailable(
           "the coordinator is stopping; ask another one, or retry shortly",
+          "COORDINATOR_STOPPING",
         );
       if (signal.aborted)
-        throw new RpcError(
-          Code.DEADLINE_EXCEEDED,
+        throw new StillWorking(
           `run ${run.id} is still being verified (or no worker has taken the verification yet); GetRun shows the result when it is done`,
+          "VERIFICATION_RUNNING",
         );
       throw err;
     }

@@ -2,9 +2,7 @@ import { leaderAddress } from "@drover/db";
 import {
   BudgetExhausted_Scope,
   type Client,
-  Code,
   createClient,
-  RpcError,
   readBudgetReport,
   type ServiceImplementation,
   timestampFromDate,
@@ -12,6 +10,7 @@ import {
 } from "@drover/proto";
 import { forwardedCredentials } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
+import { Unavailable } from "./domain-errors.js";
 import { advanceRun } from "./run-advance.js";
 import { checkTaskReport } from "./task-report.js";
 import { invalid, requireText } from "./validation.js";
@@ -123,7 +122,7 @@ function leaderForwarder(ctx: CoordinatorContext): () => Promise<Client<typeof W
   return async () => {
     if (cached && Date.now() - cached.at < 2_000) return cached.client;
     const address = await leaderAddress(ctx.db);
-    if (!address) throw new RpcError(Code.UNAVAILABLE, "no coordinator leads yet; retry shortly");
+    if (!address) throw new Unavailable("no coordinator leads yet; retry shortly", "NO_LEADER", 1_000);
     if (cached?.address !== address) {
       cached?.client.close();
       cached = {

@@ -1,15 +1,16 @@
-import { Code, create, RetryRunRequestSchema, type RpcError } from "@drover/proto";
+import { create, RetryRunRequestSchema } from "@drover/proto";
 import { describe, expect, it } from "vitest";
+import { InvalidInput } from "../src/domain-errors.js";
 import { redriveFilter } from "../src/run-redrive.js";
 
 const request = (fields: { kind?: string; reason?: string; sourceIds?: string[] }) =>
   create(RetryRunRequestSchema, { runId: "00000000-0000-0000-0000-000000000001", ...fields });
 
-function refusal(fn: () => unknown): RpcError {
+function refusal(fn: () => unknown): unknown {
   try {
     fn();
   } catch (err) {
-    return err as RpcError;
+    return err;
   }
   throw new Error("expected a refusal");
 }
@@ -35,7 +36,7 @@ describe("RetryRun's filter", () => {
       { sourceIds: Array.from({ length: 10_001 }, (_, i) => String(i + 1)) },
     ]) {
       const err = refusal(() => redriveFilter(request(bad)));
-      expect(err.code).toBe(Code.INVALID_ARGUMENT);
+      expect(err).toBeInstanceOf(InvalidInput);
     }
   });
 });

@@ -191,20 +191,33 @@ async function intercept<T>(
 }
 
 function statusFor(err: unknown, ctx: CallContext, options: AddServiceOptions): WireStatus {
-  if (isRpcError(err)) return toWireStatus(err);
-  // The database restarting is not the caller's fault nor a bug: it is worth a retry, and a status
-  // page says what is happening. Nothing of the driver's message (hosts, SQL) is passed on.
-  if (isDatabaseUnavailable(err))
-    return toWireStatus(
-      new RpcError(Code.UNAVAILABLE, "waiting for the database: it does not answer right now; retry shortly"),
-    );
-  try {
-    options.onUnexpectedError?.(err, ctx);
-  } catch {
-    // A failing logger must not change what the client is told.
+  const heard = callerStatus(err);
+  if (heard.code === Code.INTERNAL && !isRpcError(err)) {
+    try {
+      options.onUnexpectedError?.(err, ctx);
+    } catch {
+      // A failing logger must not change what the client is told.
+    }
   }
-  // Never the original message: it may carry SQL, hostnames or secrets.
-  return toWireStatus(new RpcError(Code.INTERNAL, "internal error"));
+  return toWireStatus(heard);
+}
+
+/**
+ * What a caller hears for any error a handler (or an interceptor) ends with; the audit trail
+ * records the same. An RpcError as it is; the database restarting as UNAVAILABLE: not the caller's
+ * fault nor a bug, worth a retry, and a status page says what is happening (nothing of the driver's
+ * message, hosts or SQL, is passed on); anything else INTERNAL, never with its own message, which
+ * may carry SQL, hostnames or secrets.
+ */
+export function callerStatus(err: unknown): RpcError {
+  if (isRpcError(err)) return err;
+  if (isDatabaseUnavailable(err))
+    return new RpcError(
+      Code.UNAVAILABLE,
+      "waiting for the database: it does not answer right now; retry shortly",
+      { reason: "DATABASE_UNAVAILABLE", retry_after_ms: "1000" },
+    );
+  return new RpcError(Code.INTERNAL, "internal error");
 }
 
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
