@@ -102,7 +102,8 @@ describe("the webhook receiver", () => {
     const msg = await jsm.streams.getMessage(names.stream, {
       last_by_subj: `${names.subjectPrefix}.${runId}`,
     });
-    expect((msg?.json() as { meta: { id: string } }).meta.id).toBe("event-1");
+    expect(msg).toBeDefined();
+    expect((msg!.json() as { meta: { id: string } }).meta.id).toBe("event-1");
   });
 
   // The bad-input table: each row is refused with its status and stores nothing.
