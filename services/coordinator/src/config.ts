@@ -62,6 +62,14 @@ const schema = z.object({
   /** Prometheus metrics at http://DROVER_METRICS_HOST:DROVER_METRICS_PORT/metrics (`off` for none). */
   DROVER_METRICS_PORT: metricsPort(9464),
   DROVER_METRICS_HOST: metricsHost(),
+  /**
+   * Where the source can reach the webhook receiver (services/receiver) from the internet, e.g.
+   * https://hooks.example.com (docs/follow.md). Unset: follow runs poll, and say so.
+   */
+  DROVER_WEBHOOK_PUBLIC_URL: z
+    .string()
+    .optional()
+    .refine((v) => v === undefined || /^https?:\/\/[^\s/]+/.test(v), { message: "must be an http(s) URL" }),
   // Authentication and secrets (README, "Keys and secrets"). Kept as raw text here and checked by
   // checkAuthConfig, whose messages never echo a key: parseEnv quotes the value it rejects.
   /** `keyId:sha256hex:scope[+scope]`, comma-separated; combined with the keys in drover.api_keys. */

@@ -44,6 +44,7 @@ import { coalescedDispatch } from "./dispatcher.js";
 import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { reaperPass } from "./reaper.js";
 import { runService } from "./run-service.js";
+import { RunWebhooks } from "./run-webhooks.js";
 import { prepareSecurity } from "./security.js";
 import { refreshTaskMetrics } from "./task-metrics.js";
 import { Verifications } from "./verification-dispatch.js";
@@ -165,6 +166,7 @@ export async function startCoordinator(
     publishVerification(js, names, runId, injectTraceContext()),
   );
   addService(server.server, RunService, runService(ctx, security.secrets, verifications), serviceOptions);
+  const runWebhooks = new RunWebhooks(ctx, security.secrets);
   addService(server.server, WorkerService, workerService(ctx), serviceOptions);
   addService(server.server, Health, health.implementation);
   health.setStatus("", "SERVING");
@@ -204,6 +206,7 @@ export async function startCoordinator(
     if (report.released + report.failed + report.redispatched > 0)
       logger.info(report, "reaper repaired tasks");
     await verifications.pass().catch((err) => logger.error({ err }, "asking for verifications failed"));
+    await runWebhooks.sweep().catch((err) => logger.error({ err }, "sweeping follow runs' webhooks failed"));
   };
   const stopTaskMetrics = refreshTaskMetrics(database.db);
   const tick = () => {

@@ -22,6 +22,7 @@ import { loadVisibleRun, prunedError } from "./run-access.js";
 import { advanceRun } from "./run-advance.js";
 import { planRedrive, type RedriveFilter, redriveFilter } from "./run-redrive.js";
 import { loadRun, runView } from "./run-view.js";
+import { RunWebhooks } from "./run-webhooks.js";
 import { sealSourceSecret } from "./source-secrets.js";
 import {
   invalid,
@@ -50,6 +51,10 @@ const MAX_FOLLOW_INTERVAL_SECONDS = 86_400;
  * waiting for the reaper.
  */
 export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): RunControl {
+  // A follow run's webhooks (run-webhooks.ts): the source is called after the answer, never inside it.
+  const webhooks = new RunWebhooks(ctx, secrets);
+  const inBackground = (what: string, runId: string, work: Promise<void>) =>
+    void work.catch((err) => ctx.logger.warn({ err, run_id: runId }, `${what} failed`));
   const { db } = ctx;
 
   const provider = (name: string): Provider => requireProvider(ctx.providers, name);
@@ -168,6 +173,8 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         { run_id: run.id, tenant_id: tenantId, source: p.name, kinds, dry_run: req.dryRun },
         req.dryRun ? "dry run started" : "run started",
       );
+      if (follow && apiToken && !req.dryRun)
+        inBackground("registering webhooks", run.id, webhooks.startFollowing(run, apiToken));
       return advanced(run.id);
     },
 
@@ -180,12 +187,15 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         );
       }
       if (await requestStop(db, run.id)) ctx.logger.info({ run_id: run.id }, "run stopping");
+      if (run.follow) inBackground("removing webhooks", run.id, webhooks.stopFollowing(run.id));
       return advanced(run.id);
     },
 
     async resumeRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
       await rearm(run, RESUME);
+      if (run.follow && run.follow.cutoverAt === null)
+        inBackground("registering webhooks again", run.id, webhooks.resumeFollowing(run));
       return advanced(run.id);
     },
 
@@ -211,6 +221,8 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         throw new RpcError(Code.FAILED_PRECONDITION, `run ${run.id} has already ${run.status}`);
       // A second call (or one racing another) finds the cutover asked for already: the same answer.
       if (await requestCutover(db, run.id)) ctx.logger.info({ run_id: run.id }, "follow run cutting over");
+      // The final pass, begun after this call, reads what the webhooks would have said from here.
+      inBackground("removing webhooks", run.id, webhooks.stopFollowing(run.id));
       return advanced(run.id);
     },
 

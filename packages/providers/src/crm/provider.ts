@@ -43,6 +43,7 @@ import {
 } from "./records.js";
 import { crmRedrive, isRedriveCursor, redriveRows } from "./redrive.js";
 import { crmVerifier } from "./verifier.js";
+import { crmWebhooks } from "./webhooks.js";
 import { estimateCrmWork } from "./work-estimate.js";
 import {
   activityKind,
@@ -141,6 +142,7 @@ export const crmProvider: Provider = {
   deferredLinks: [{ kind: "persons", ref: "organizations", table: "app.contacts", column: "company_id" }],
   verifier: crmVerifier,
   redrive: crmRedrive,
+  webhooks: crmWebhooks,
   estimateWork: estimateCrmWork,
   productRecords: CRM_PRODUCT_RECORDS,
 
