@@ -39,9 +39,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await receiver?.stop();
-  const nc = await connect({ servers: NATS_URL });
-  await (await jetstreamManager(nc)).streams.delete(webhookEventNames(c.prefix).stream).catch(() => false);
-  await nc.close();
   await c?.close();
 });
 

@@ -16,14 +16,16 @@ import {
   startServer,
   WorkerService,
 } from "@drover/proto";
-import type { Provider } from "@drover/provider-sdk";
+import { type Provider, sleep } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
 import {
   ensureTaskQueue,
+  ensureWebhookEventStream,
   publishBudgetWall,
   publishVerification,
   TaskQueueConfigError,
   taskQueueNames,
+  webhookEventNames,
 } from "@drover/task-queue";
 import {
   createLogger,
@@ -41,6 +43,7 @@ import { BudgetKeeper, DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
 import type { CoordinatorContext } from "./context.js";
 import { coalescedDispatch } from "./dispatcher.js";
+import { FollowEvents } from "./follow-events.js";
 import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { reaperPass } from "./reaper.js";
 import { runService } from "./run-service.js";
@@ -112,6 +115,13 @@ export async function startCoordinator(
     throw err instanceof TaskQueueConfigError ? new ConfigError([err.message]) : err;
   });
   const js = jetstream(nc);
+  // The source's change events, stored by the receiver (services/receiver), become work here.
+  const eventNames = webhookEventNames(config.DROVER_QUEUE_PREFIX);
+  await ensureWebhookEventStream(jsm, eventNames, queueOptions).catch(async (err) => {
+    await nc.close();
+    await database.close();
+    throw err instanceof TaskQueueConfigError ? new ConfigError([err.message]) : err;
+  });
   // Slots already leased before a 429 must not be used: every worker hears of the wall at once.
   const budgets = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, Date.now, (source, account, until) =>
     publishBudgetWall(nc, names, { source, account, until }),
@@ -222,6 +232,21 @@ export async function startCoordinator(
   // At once, not an interval from now: a cluster's first coordinator (or one started where the lease
   // is free) leads, serves budget leases and reaps from its start; runs started meanwhile would wait.
   tick();
+  // On its own loop, not the reaper's tick: an event waits at most its fetch (a second), so a
+  // change at the source is work within seconds (follow-events.ts).
+  const followEvents = new FollowEvents(ctx, js, eventNames);
+  const following = (async () => {
+    while (!stopping) {
+      if (!leader.held) {
+        await sleep(500);
+        continue;
+      }
+      await followEvents.pass().catch(async (err) => {
+        logger.error({ err }, "turning webhook events into work failed");
+        await sleep(1_000);
+      });
+    }
+  })();
 
   logger.info({ address, queue: names.stream }, "coordinator listening");
 
@@ -240,6 +265,7 @@ export async function startCoordinator(
         await server.shutdown(config.DROVER_SHUTDOWN_GRACE_MS);
         await reaping.catch(() => {});
         await leasing.catch(() => {});
+        await following;
         if (leader.held)
           await budgets.persist(true).catch((err) => logger.error({ err }, "persisting budgets failed"));
         await leader.release();
