@@ -53,8 +53,8 @@ describe("a follow run fed by webhooks", () => {
       sourceAccount: "acct",
       kinds: [],
       sourceConfig: { baseUrl: c.sandbox.url, apiToken: API_TOKEN, settings: SETTINGS },
+      // The default interval (300 s): with webhooks, passes are the hourly reconcile instead.
       follow: true,
-      followIntervalSeconds: 3_600,
     });
     const runId = run!.id;
     const follow = async () =>
@@ -72,6 +72,14 @@ describe("a follow run fed by webhooks", () => {
         )[0]?.mode === "webhooks",
       20_000,
       "webhooks registered",
+    );
+
+    const passes = (
+      await c.database.db.execute<{ follow: { passes: { startsAt: string }[] } }>(sql`
+        select follow from drover.runs where id = ${runId}::uuid`)
+    )[0]!.follow.passes;
+    expect(Date.parse(passes[1]!.startsAt) - Date.parse(passes[0]!.startsAt)).toBeGreaterThanOrEqual(
+      3_600_000,
     );
 
     const changedAt = Date.now();

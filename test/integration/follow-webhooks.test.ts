@@ -82,6 +82,9 @@ describe("a follow run with webhooks", () => {
       new Set([`${new URL(hooks[0]!.subscription_url).origin}/pipedrive/${runId}`]),
     );
 
+    const shown = (await c.client.getRun({ runId })).run?.follow;
+    expect(shown).toMatchObject({ feed: "webhooks", feedReason: "", reconcileSeconds: 3600 });
+
     // A round of changes: 2 edits, 1 add, 1 delete per kind, each delivered once and stored once.
     c.sandbox.applyChanges();
     await until(async () => (await storedEvents()) === 24, 20_000, "24 events stored");
@@ -114,6 +117,9 @@ describe("a follow run with webhooks", () => {
       "run polling",
     );
     expect(row.reason).toMatch(/Pipedrive refused the \w+ webhook \(HTTP 404/);
+    const shown = (await c.client.getRun({ runId: run!.id })).run?.follow;
+    expect(shown?.feed).toBe("polling");
+    expect(shown?.feedReason).toBe(row.reason);
     await c.client.stopRun({ runId: run!.id });
   });
 });

@@ -35,6 +35,7 @@ export {
   type FollowStep,
   finalizeRun,
   type NewRun,
+  passIntervalSeconds,
   pruneFinishedRuns,
   rearmRun,
   redriveRun,

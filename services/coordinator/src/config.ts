@@ -70,6 +70,8 @@ const schema = z.object({
     .string()
     .optional()
     .refine((v) => v === undefined || /^https?:\/\/[^\s/]+/.test(v), { message: "must be an http(s) URL" }),
+  /** With webhooks, a follow run's pass is a reconcile: every this many seconds (and always one at cutover). */
+  DROVER_FOLLOW_RECONCILE_SECONDS: intVar(1, 86_400, 3_600),
   // Authentication and secrets (README, "Keys and secrets"). Kept as raw text here and checked by
   // checkAuthConfig, whose messages never echo a key: parseEnv quotes the value it rejects.
   /** `keyId:sha256hex:scope[+scope]`, comma-separated; combined with the keys in drover.api_keys. */

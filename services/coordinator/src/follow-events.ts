@@ -106,6 +106,10 @@ export class FollowEvents {
       if (run.current_phase !== run.phases - 1 || run.follow.passes.length === 0) return "importing";
       const seeds = [...events.ids].flatMap(([kind, ids]) => eventSeeds(kind, [...ids], batch));
       const seeded = await insertTaskSeeds(tx, runId, run.current_phase, seeds);
+      if (events.newest && (run.follow.feed?.lastEventAt ?? "") < events.newest)
+        await tx.execute(sql`
+          update drover.runs set follow = jsonb_set(follow, '{feed,lastEventAt}', ${JSON.stringify(events.newest)}::jsonb)
+           where id = ${runId}::uuid and follow ? 'feed'`);
       await tx.execute(sql`
         update drover.run_webhooks
            set last_event_at = greatest(coalesce(last_event_at, ${events.newest ?? new Date().toISOString()}::timestamptz),

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
-import { type RunRow, runs } from "@drover/db";
+import { type FollowFeed, type RunRow, runs } from "@drover/db";
 import { openSourceSecret, toRunInfo } from "@drover/engine";
 import { eq, sql } from "drizzle-orm";
 import type { CoordinatorContext } from "./context.js";
@@ -75,8 +75,14 @@ export class RunWebhooks {
       update drover.run_webhooks set mode = 'removed', removed_at = now(), updated_at = now()
        where run_id = ${runId}::uuid and removed_at is null
        returning (select coalesce(jsonb_agg(x), '[]'::jsonb) from jsonb_array_elements_text(webhook_ids) x) as ids`);
-    if (!row || row.ids.length === 0) return;
-    await this.removeAtSource(runId, row.ids);
+    if (!row) return;
+    await this.setFeed(runId, {
+      mode: "polling",
+      reason: "its webhooks were removed (the run stopped or cut over)",
+      reconcileSeconds: null,
+      lastEventAt: null,
+    });
+    if (row.ids.length > 0) await this.removeAtSource(runId, row.ids);
   }
 
   /**
@@ -131,6 +137,12 @@ export class RunWebhooks {
       await hooks.remove(toRunInfo(run), apiToken, ids).catch(() => {});
       return;
     }
+    await this.setFeed(run.id, {
+      mode: "webhooks",
+      reason: null,
+      reconcileSeconds: this.ctx.config.DROVER_FOLLOW_RECONCILE_SECONDS,
+      lastEventAt: null,
+    });
     this.ctx.logger.info(
       { run_id: run.id, webhooks: ids.length },
       "follow run receives the source's webhooks",
@@ -138,10 +150,17 @@ export class RunWebhooks {
   }
 
   private async poll(runId: string, reason: string): Promise<void> {
-    await this.ctx.db.execute(sql`
+    const [moved] = await this.ctx.db.execute(sql`
       update drover.run_webhooks set mode = 'polling', reason = ${reason}, updated_at = now()
-       where run_id = ${runId}::uuid and mode = 'registering'`);
+       where run_id = ${runId}::uuid and mode = 'registering'
+       returning run_id`);
+    if (moved)
+      await this.setFeed(runId, { mode: "polling", reason, reconcileSeconds: null, lastEventAt: null });
     this.ctx.logger.info({ run_id: runId, reason }, "follow run polls its source (no webhooks)");
+  }
+
+  private setFeed(runId: string, feed: FollowFeed): Promise<void> {
+    return writeFeed(this.ctx, runId, feed);
   }
 
   private async removeAtSource(runId: string, ids: string[]): Promise<void> {
@@ -162,6 +181,13 @@ export class RunWebhooks {
     }
     this.ctx.logger.info({ run_id: runId, webhooks: ids.length }, "follow run's webhooks removed");
   }
+}
+
+/** The feed as the run's follow state shows it; one atomic statement, so it races no pass's close. */
+async function writeFeed(ctx: CoordinatorContext, runId: string, feed: FollowFeed): Promise<void> {
+  await ctx.db.execute(sql`
+    update drover.runs set follow = jsonb_set(follow, '{feed}', ${JSON.stringify(feed)}::jsonb)
+     where id = ${runId}::uuid and follow is not null`);
 }
 
 function sha256(text: string): string {

@@ -352,6 +352,21 @@ export interface RunFollow {
   cutoverAt: string | null;
   /** The passes closed or open, oldest first; pass 0 is the import's own catch-up. */
   passes: FollowPass[];
+  /** How the run learns of changes between passes (the coordinator's run-webhooks.ts); absent: by passes alone. */
+  feed?: FollowFeed;
+}
+
+/**
+ * A follow run's change feed. With `webhooks` the source's events are applied as they come and a
+ * pass is a rare reconcile, every `reconcileSeconds` (or the interval, if longer); with `polling`
+ * (webhooks could not be registered: `reason`) passes come every interval as before.
+ */
+export interface FollowFeed {
+  mode: "webhooks" | "polling";
+  reason: string | null;
+  reconcileSeconds: number | null;
+  /** The newest event (its time at the source) turned into work. */
+  lastEventAt: string | null;
 }
 
 /** One pass of a follow run over what changed at the source. */
