@@ -1,3 +1,4 @@
+import { RunStatus } from "@drover/proto";
 import { loadReceiverConfig, type RunningReceiver, startReceiver } from "@drover/receiver";
 import { webhookEventNames } from "@drover/task-queue";
 import { createLogger } from "@drover/telemetry";
@@ -94,6 +95,46 @@ describe("a follow run with webhooks", () => {
     await until(async () => (await mode())?.mode === "removed", 20_000, "webhooks removed");
     expect(await sandboxWebhooks()).toHaveLength(0);
     expect((await mode())?.removed_at).not.toBeNull();
+  });
+
+  it("removes its webhooks when stopped and registers them again, same credential, when resumed", async () => {
+    const { run } = await c.client.startRun({
+      tenantId: "hooks-stop",
+      source: "crm",
+      sourceAccount: "acct",
+      kinds: ["deals"],
+      sourceConfig: { baseUrl: c.sandbox.url, apiToken: API_TOKEN, settings: SETTINGS },
+      follow: true,
+    });
+    const runId = run!.id;
+    const row = async () =>
+      (
+        await c.database.db.execute<{ mode: string; secret_sha256: string; webhook_ids: string[] }>(sql`
+          select mode, secret_sha256, webhook_ids from drover.run_webhooks where run_id = ${runId}::uuid`)
+      )[0];
+    await until(async () => (await row())?.mode === "webhooks", 20_000, "webhooks registered");
+    const before = await row();
+    expect(await sandboxWebhooks()).toHaveLength(1);
+
+    await c.client.stopRun({ runId });
+    await until(async () => (await row())?.mode === "removed", 20_000, "webhooks removed");
+    expect(await sandboxWebhooks()).toHaveLength(0);
+    expect((await c.client.getRun({ runId })).run?.follow?.feed).toBe("polling");
+    await until(
+      async () => (await c.client.getRun({ runId })).run?.status === RunStatus.STOPPED,
+      20_000,
+      "stopped",
+    );
+
+    await c.client.resumeRun({ runId });
+    await until(async () => (await row())?.mode === "webhooks", 20_000, "webhooks registered again");
+    const after = await row();
+    expect(after!.secret_sha256).toBe(before!.secret_sha256);
+    expect(after!.webhook_ids).not.toEqual(before!.webhook_ids);
+    expect((await sandboxWebhooks()).map((h) => h.event_object)).toEqual(["deal"]);
+    expect((await c.client.getRun({ runId })).run?.follow?.feed).toBe("webhooks");
+    await c.client.completeRun({ runId });
+    await until(async () => (await row())?.mode === "removed", 20_000, "webhooks removed at cutover");
   });
 
   it("follows by polling, and says why, when its source refuses the webhooks", async () => {
