@@ -73,7 +73,15 @@ export class FollowEvents {
         run.newest = parsed.timestamp;
     }
     for (const [runId, events] of byRun) {
-      const outcome = await this.seed(runId, events);
+      let outcome: Awaited<ReturnType<FollowEvents["seed"]>>;
+      try {
+        outcome = await this.seed(runId, events);
+      } catch (err) {
+        // Nothing was seeded (one transaction): the events come back in a second, to this leader or the next.
+        this.ctx.logger.warn({ err, run_id: runId }, "seeding a run's webhook events failed; they come back");
+        for (const m of events.msgs) m.nak(1_000);
+        continue;
+      }
       if (outcome === "importing") {
         report.deferred += events.msgs.length;
         for (const m of events.msgs) m.nak(IMPORTING_RETRY_MS);
