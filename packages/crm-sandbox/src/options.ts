@@ -62,6 +62,11 @@ export interface SandboxOptions {
    * ban): 1 is Pipedrive's schedule, 0.001 lets a test see a ban end within seconds.
    */
   webhookTimeScale?: number;
+  /**
+   * 1: `POST /v1/webhooks` is refused (403), as for a user not allowed webhooks, so a follow run
+   * against this account polls (benchmarks compare the two).
+   */
+  webhooksRefused?: number;
 }
 
 export interface ResolvedOptions {
@@ -95,6 +100,7 @@ export interface ResolvedOptions {
   changeDeletes: number;
   changesAfterRequests: number;
   webhookTimeScale: number;
+  webhooksRefused: number;
   tokens: string[] | null;
 }
 
@@ -151,6 +157,7 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   changeDeletes: int(0, 1000, 0),
   changesAfterRequests: int(0, 1_000_000_000, 0),
   webhookTimeScale: fraction(1),
+  webhooksRefused: int(0, 1, 0),
 };
 
 export class OptionsError extends Error {

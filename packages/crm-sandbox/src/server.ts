@@ -205,6 +205,8 @@ export class SandboxApp {
     if (segments.length === 1 && method === "GET") return send(this.webhooks.list());
     if (segments.length === 2 && method === "DELETE") return send(this.webhooks.remove(segments[1] ?? ""));
     if (segments.length === 1 && method === "POST") {
+      if (this.opts.webhooksRefused === 1)
+        return sendJson(res, 403, { success: false, error: "This user is not allowed to create webhooks" });
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const chunk of req as AsyncIterable<Buffer>) {

@@ -86,6 +86,17 @@ describe("the sandbox's webhooks (Pipedrive webhooks v2)", () => {
       expect((await call(s, "POST", "/v1/webhooks", bad)).status).toBe(400);
   });
 
+  it("refuses every webhook on an account that does not allow them (webhooksRefused)", async () => {
+    const s = await sandbox({ ...small, webhooksRefused: 1 });
+    const made = await call(s, "POST", "/v1/webhooks", {
+      subscription_url: "https://example.com/h",
+      event_action: "*",
+      event_object: "*",
+    });
+    expect(made.status).toBe(403);
+    expect((await call(s, "GET", "/v1/webhooks")).body.data).toHaveLength(0);
+  });
+
   it("delivers one {meta, data, previous} per change of a round, with basic auth and the fixture's meta keys", async () => {
     const s = await sandbox({ ...small, changeEdits: 2, changeAdds: 1, changeDeletes: 1 });
     const r = await receiver();
