@@ -16,8 +16,8 @@ import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
  * sweeps every kind for deletions, the same on both. Goal <= 0.1.
  */
 const SCALE = 60;
-const INTERVAL_S = 300 / SCALE;
-const RECONCILE_S = 3600 / SCALE;
+/** Under --quick time runs faster still: 2 s and 24 s, watched for one scaled hour. */
+const QUICK_SCALE_OF_TIME = 150;
 
 function sandboxFlags(seed: number) {
   return {
@@ -37,7 +37,10 @@ export const followIdleScenario: Scenario = {
   name: "follow_idle",
   selects: ["follow_tokens_idle_vs_polling"],
   async run(ctx: ScenarioContext): Promise<ScenarioResult> {
-    const watchS = ctx.quick ? RECONCILE_S : 2 * RECONCILE_S;
+    const scale = ctx.quick ? QUICK_SCALE_OF_TIME : SCALE;
+    const intervalS = 300 / scale;
+    const reconcileS = 3600 / scale;
+    const watchS = ctx.quick ? reconcileS : 2 * reconcileS;
     const port = await freePort();
     const bench = await openBenchCluster({
       name: "follow-idle",
@@ -47,7 +50,7 @@ export const followIdleScenario: Scenario = {
       env: {
         DROVER_REAPER_INTERVAL_MS: "500",
         DROVER_WEBHOOK_PUBLIC_URL: `http://127.0.0.1:${port}`,
-        DROVER_FOLLOW_RECONCILE_SECONDS: String(RECONCILE_S),
+        DROVER_FOLLOW_RECONCILE_SECONDS: String(reconcileS),
       },
     });
     let polled: ServiceProcess | undefined;
@@ -89,7 +92,7 @@ export const followIdleScenario: Scenario = {
           kinds: [],
           sourceConfig: { baseUrl: a.url, apiToken: API_TOKEN, settings: { pageSize: "500" } },
           follow: true,
-          followIntervalSeconds: INTERVAL_S,
+          followIntervalSeconds: intervalS,
         });
         runIds[name] = run!.id;
       }
@@ -128,9 +131,9 @@ export const followIdleScenario: Scenario = {
           follow_tokens_idle_vs_polling: Number((spent.webhooks!.tokens / spent.polling!.tokens).toFixed(3)),
         },
         settings: {
-          scale: SCALE,
-          intervalSeconds: INTERVAL_S,
-          reconcileSeconds: RECONCILE_S,
+          scale,
+          intervalSeconds: intervalS,
+          reconcileSeconds: reconcileS,
           watchSeconds: watchS,
           sandbox: sandboxFlags(21),
         },
