@@ -61,6 +61,11 @@ export const crmWebhooks: SourceWebhooks = {
     const objects = run.kinds
       .map((k) => WEBHOOK_OBJECT_OF_KIND[k])
       .filter((o): o is string => o !== undefined);
+    // A run of mail alone has nothing a webhook reports: it polls, as mail always is.
+    if (objects.length === 0)
+      throw new WebhookRegistrationError(
+        "none of the run's kinds has webhooks (Pipedrive sends none for mail)",
+      );
     const made: string[] = [];
     try {
       for (const object of objects) {
