@@ -43,7 +43,10 @@ export async function startReceiver(config: ReceiverConfig, logger: Logger): Pro
     url: `http://${host}:${port}`,
     receiver,
     stop: async () => {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Deliveries in hand finish (each is stored, then answered); idle keep-alive sockets do not hold the stop.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      await closed;
       await nc.drain();
       await database.close();
     },
