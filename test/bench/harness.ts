@@ -5,7 +5,7 @@ import { type Database, openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { type Cluster, startCluster } from "@drover/local-cluster";
 import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
-import { taskQueueNames } from "@drover/task-queue";
+import { taskQueueNames, webhookEventNames } from "@drover/task-queue";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 
@@ -216,6 +216,8 @@ async function deleteStream(queuePrefix: string): Promise<void> {
   try {
     const jsm = await jetstreamManager(nc);
     await jsm.streams.delete(taskQueueNames(queuePrefix).stream).catch(() => false);
+    // Every coordinator makes the webhook event stream too (follow-events.ts).
+    await jsm.streams.delete(webhookEventNames(queuePrefix).stream).catch(() => false);
   } finally {
     await nc.close();
   }

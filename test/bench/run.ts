@@ -9,6 +9,8 @@ import { crmEngineScenario } from "./crm-engine.js";
 import { dailyBudgetScenario } from "./daily-budget.js";
 import { dryRunCostScenario } from "./dry-run-cost.js";
 import { fairnessScenario } from "./fairness.js";
+import { followEventsScenario } from "./follow-events.js";
+import { followIdleScenario } from "./follow-idle.js";
 import { closeOpenClusters, DATABASE_URL, NATS_URL, settleClosings } from "./harness.js";
 import { ledgerGrowthScenario } from "./ledger-growth.js";
 import { parallelFetchScenario } from "./parallel-fetch.js";
@@ -52,6 +54,8 @@ const SCENARIOS: readonly Scenario[] = [
   takeoverScenario,
   dryRunCostScenario,
   tokenEfficiencyScenario,
+  followEventsScenario,
+  followIdleScenario,
 ];
 
 /** `pnpm bench -- --quick` over every scenario: at most this long. */
@@ -100,6 +104,8 @@ const FIGURE_ORDER = [
   "token_efficiency_list_bodies",
   "token_efficiency_fetched_bodies",
   "mail_lists_per_deal_with_mail",
+  "follow_event_lag_p95_s",
+  "follow_tokens_idle_vs_polling",
 ];
 
 const COUNTS = new Set([
@@ -148,6 +154,8 @@ const GOALS: readonly Goal[] = [
   { figure: "token_efficiency_list_bodies", op: ">=", target: 0.95 },
   { figure: "token_efficiency_fetched_bodies", op: ">=", target: 0.95 },
   { figure: "mail_lists_per_deal_with_mail", op: "<=", target: 1.01 },
+  { figure: "follow_event_lag_p95_s", op: "<=", target: 5 },
+  { figure: "follow_tokens_idle_vs_polling", op: "<=", target: 0.1 },
 ];
 
 /** Figures printed without a goal, on purpose. */

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { bearer } from "@drover/auth";
 import { Code, RunStatus } from "@drover/proto";
 import { standInId } from "@drover/providers";
+import { loadReceiverConfig, startReceiver } from "@drover/receiver";
 import { createLogger } from "@drover/telemetry";
 import { loadWorkerConfig, startWorker, type Worker } from "@drover/worker";
 import { credentials, Client as GrpcClient, Metadata, type ServiceError } from "@grpc/grpc-js";
@@ -732,6 +733,65 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
     } finally {
       await worker?.stop();
       await new Promise((r) => source.server.close(r));
+    }
+  });
+});
+
+/**
+ * The webhook receiver's bad inputs (services/receiver; its own test has the whole table): a
+ * delivery without the run's credential, one that is not a webhooks v2 event and one over the size
+ * limit are refused with 401, 400 and 413, and nothing reaches the event stream.
+ */
+describe("webhook deliveries the receiver refuses", { timeout: 60_000 }, () => {
+  it("answers 401, 400 and 413 and stores nothing", async () => {
+    const runId = randomUUID();
+    await c.database.db.execute(sql`
+      insert into drover.runs (id, tenant_id, source, source_account, kinds, plan, source_config, status)
+      values (${runId}::uuid, ${tenant("hooks")}, 'crm', 'hooks', '{deals}', '[["deals"]]', '{}', 'running')`);
+    await c.database.db.execute(sql`
+      insert into drover.run_webhooks (run_id, auth_user, secret_sha256, secret_ciphertext, secret_key_id, mode)
+      values (${runId}::uuid, 'u', encode(sha256('p'::bytea), 'hex'), 'x', 'k', 'webhooks')`);
+    const receiver = await startReceiver(
+      loadReceiverConfig({
+        DATABASE_URL: c.testDb.url,
+        NATS_URL: process.env.NATS_URL ?? "127.0.0.1:4222",
+        DROVER_QUEUE_PREFIX: c.prefix,
+        DROVER_RECEIVER_HOST: "127.0.0.1",
+        DROVER_RECEIVER_PORT: "0",
+        DROVER_RECEIVER_MAX_BODY_BYTES: "2048",
+      }),
+      createLogger("receiver", { level: "silent" }),
+    );
+    try {
+      const event = (id: string, extra = "") =>
+        JSON.stringify({
+          meta: { id, action: "change", entity: "deal", entity_id: "1", version: "2.0", extra },
+          data: { id: 1 },
+          previous: null,
+        });
+      const post = (body: string, user: string | undefined) =>
+        fetch(`${receiver.url}/pipedrive/${runId}`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            ...(user ? { authorization: `Basic ${Buffer.from(user).toString("base64")}` } : {}),
+          },
+          body,
+        });
+      const table: [string, () => Promise<Response>, number][] = [
+        ["no credential", () => post(event("a"), undefined), 401],
+        ["a wrong password", () => post(event("b"), "u:wrong"), 401],
+        ["a body that is not JSON", () => post("{", "u:p"), 400],
+        ["a v1 event", () => post(event("c").replace('"2.0"', '"1.0"'), "u:p"), 400],
+        ["a body over the limit", () => post(event("d", "x".repeat(4096)), "u:p"), 413],
+      ];
+      for (const [what, send, status] of table) expect((await send()).status, what).toBe(status);
+      expect(receiver.receiver.counts.stored).toBe(0);
+      // A good one is stored: the table's refusals were not a receiver that stores nothing at all.
+      expect((await post(event("e"), "u:p")).status).toBe(200);
+      expect(receiver.receiver.counts.stored).toBe(1);
+    } finally {
+      await receiver.stop();
     }
   });
 });

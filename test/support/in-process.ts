@@ -11,7 +11,7 @@ import { type Sandbox, type SandboxOptions, startSandbox } from "@drover/crm-san
 import { type Database, openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { type Client, createClient, type Run, RunService, RunStatus, timestampDate } from "@drover/proto";
-import { taskQueueNames } from "@drover/task-queue";
+import { taskQueueNames, webhookEventNames } from "@drover/task-queue";
 import { createLogger, type Logger } from "@drover/telemetry";
 import { loadWorkerConfig, startWorker, type Worker, type WorkerOptions } from "@drover/worker";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -178,6 +178,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       try {
         const jsm = await jetstreamManager(nc);
         await jsm.streams.delete(taskQueueNames(prefix).stream).catch(() => false);
+        // Every coordinator makes the webhook event stream (follow-events.ts) too.
+        await jsm.streams.delete(webhookEventNames(prefix).stream).catch(() => false);
       } finally {
         await nc.close();
       }

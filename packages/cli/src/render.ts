@@ -304,7 +304,19 @@ export function followLines(run: Run): string[] {
         : "running";
     return `  pass ${p.index} (since ${since}): ${state}`;
   });
-  return [`follow: every ${f.intervalSeconds}s, ${cut}; replication lag ${lag}`, ...passes];
+  const feed =
+    f.feed === "webhooks"
+      ? [
+          `feed: webhooks, reconcile every ${Math.max(f.intervalSeconds, f.reconcileSeconds)}s; last event ${
+            f.lastEventAt
+              ? `${Math.max(0, Math.round((Date.now() - timestampDate(f.lastEventAt).getTime()) / 1000))}s ago`
+              : "none yet"
+          }`,
+        ]
+      : f.feed === "polling"
+        ? [`feed: polling every ${f.intervalSeconds}s (${f.feedReason})`]
+        : [];
+  return [`follow: every ${f.intervalSeconds}s, ${cut}; replication lag ${lag}`, ...feed, ...passes];
 }
 
 /**

@@ -209,6 +209,22 @@ describe("cli rendering", () => {
     expect(runSummary(run)).not.toContain("follow:");
   });
 
+  it("shows how a follow run learns of changes: webhooks with their reconcile, or polling and why", () => {
+    const lastEventAt = timestampFromDate(new Date(Date.now() - 3_000));
+    const hooked = create(RunSchema, {
+      ...base,
+      follow: { intervalSeconds: 300, feed: "webhooks", reconcileSeconds: 3600, lastEventAt },
+    });
+    expect(runSummary(hooked)).toMatch(/feed: webhooks, reconcile every 3600s; last event [34]s ago/);
+    const polling = create(RunSchema, {
+      ...base,
+      follow: { intervalSeconds: 300, feed: "polling", feedReason: "no public URL is configured" },
+    });
+    expect(runSummary(polling)).toContain("feed: polling every 300s (no public URL is configured)");
+    const before = create(RunSchema, { ...base, follow: { intervalSeconds: 300 } });
+    expect(runSummary(before)).not.toContain("feed:");
+  });
+
   it("shows a revert run by what it removed per kind, children first, and a reverted run by its revert", () => {
     const reverting = create(RunSchema, {
       ...base,

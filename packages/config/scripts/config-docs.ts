@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 // cycle (they depend on it), and only this script and its test need them.
 import { coordinatorSettings } from "../../../services/coordinator/src/config.js";
 import { dashboardSettings } from "../../../services/dashboard/src/config.js";
+import { receiverSettings } from "../../../services/receiver/src/config.js";
 import { workerSettings } from "../../../services/worker/src/config.js";
 import { type OtherSetting, renderConfigReference } from "../src/config-reference.js";
 import { SHARED_SETTINGS } from "../src/shared-settings.js";
@@ -249,6 +250,13 @@ export function renderConfigDocs(): string {
         source: "services/dashboard/src/config.ts",
         intro: "The run page, scaled apart from the coordinators; it holds no credential.",
         schema: dashboardSettings,
+      },
+      {
+        title: "Receiver",
+        source: "services/receiver/src/config.ts",
+        intro:
+          "The webhook receiver (docs/follow.md): the only part the source reaches from the internet; run two or more behind a load balancer.",
+        schema: receiverSettings,
       },
     ],
     others: {

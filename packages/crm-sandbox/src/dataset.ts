@@ -251,6 +251,32 @@ export class Dataset {
     return Array.from({ length: e }, (_, i) => 1 + Math.floor((i * n) / e));
   }
 
+  /**
+   * What one applied round (0-based) changed in `kind`, as 1-based ids (lead positions + 1): the
+   * rows it added, the rows it edited (every round edits the same rows again) and the rows it
+   * deleted. The webhooks a round sends are these (webhooks.ts).
+   */
+  roundChanges(kind: RowKind, round: number): { created: number[]; changed: number[]; deleted: number[] } {
+    if (round < 0 || round >= this.rounds.length) return { created: [], changed: [], deleted: [] };
+    const adds = this.opts.changeAdds;
+    const first = this.base[kind] + round * adds;
+    const n = this.base[kind];
+    const e = Math.min(this.opts.changeEdits, n);
+    return {
+      created: Array.from({ length: adds }, (_, i) => first + i + 1),
+      changed: Array.from({ length: e }, (_, i) => 1 + Math.floor((i * n) / e)),
+      deleted: this.deletedByChanges(kind).slice(
+        round * this.opts.changeDeletes,
+        (round + 1) * this.opts.changeDeletes,
+      ),
+    };
+  }
+
+  /** The field a round's edit changes in `kind` (" (edited)" appended). */
+  labelField(kind: RowKind): string {
+    return LABEL_FIELD[kind] as string;
+  }
+
   addedIds(kind: RowKind): number[] {
     const n = this.base[kind];
     return Array.from({ length: this.counts[kind] - n }, (_, i) => n + i + 1);

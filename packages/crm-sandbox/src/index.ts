@@ -5,6 +5,7 @@ import { resolveOptions, type SandboxOptions } from "./options.js";
 import { SandboxApp } from "./server.js";
 import type { Stats } from "./stats.js";
 import { type PartialTruth, TRUTH_KINDS, type Truth, type TruthKind } from "./truth.js";
+import type { WebhookStats } from "./webhooks.js";
 
 export { ROW_KINDS, type RowKind } from "./dataset.js";
 export type { MinimumPart, TokenMinimum } from "./minimum.js";
@@ -33,6 +34,7 @@ export {
   type TruthKind,
   type TruthKinds,
 } from "./truth.js";
+export { WEBHOOK_OBJECTS, type WebhookRecord, type WebhookStats } from "./webhooks.js";
 
 export interface Sandbox {
   /** Base URL without trailing slash, e.g. http://127.0.0.1:40123; the API lives under /v1. */
@@ -45,6 +47,8 @@ export interface Sandbox {
   /** The fewest tokens the API allows for importing this account and catching up (GET /__sandbox/minimum). */
   minimum(): TokenMinimum;
   resetStats(): void;
+  /** What the sandbox's webhooks did: attempts, deliveries, failures, events lost (webhooks.ts). */
+  webhookStats(): WebhookStats;
   /**
    * Applies the mid-run change set now (as POST /__sandbox/changes does), or stamped `atMs` when a
    * test needs its rows on an exact instant; false if it already was.
@@ -94,6 +98,7 @@ export async function startSandbox(
     stats: () => app.stats.snapshot(app.limiter.budgetRemaining, app.limiter.dayLog()),
     minimum: () => tokenMinimum(app.dataset),
     resetStats: () => app.stats.reset(),
+    webhookStats: () => app.webhooks.snapshot(),
     applyChanges: (atMs?: number) => app.applyChanges(atMs).applied,
     applyChangesAgain: (atMs?: number) => app.applyChanges(atMs, true).applied,
     close: () => {

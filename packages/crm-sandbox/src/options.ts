@@ -57,6 +57,16 @@ export interface SandboxOptions {
   changesAfterRequests?: number;
   /** Accepted API tokens; absent or empty accepts any non-empty token. */
   tokens?: string[];
+  /**
+   * Multiplies every webhook delay (the 3/30/150 s retries, the 10 s delivery timeout (never below 1 s), the 30 minute
+   * ban): 1 is Pipedrive's schedule, 0.001 lets a test see a ban end within seconds.
+   */
+  webhookTimeScale?: number;
+  /**
+   * 1: `POST /v1/webhooks` is refused (403), as for a user not allowed webhooks, so a follow run
+   * against this account polls (benchmarks compare the two).
+   */
+  webhooksRefused?: number;
 }
 
 export interface ResolvedOptions {
@@ -89,6 +99,8 @@ export interface ResolvedOptions {
   changeAdds: number;
   changeDeletes: number;
   changesAfterRequests: number;
+  webhookTimeScale: number;
+  webhooksRefused: number;
   tokens: string[] | null;
 }
 
@@ -144,6 +156,8 @@ export const NUMERIC_OPTIONS: Record<NumericKey, NumberSpec> = {
   changeAdds: int(0, MAX_CHANGES, 0),
   changeDeletes: int(0, 1000, 0),
   changesAfterRequests: int(0, 1_000_000_000, 0),
+  webhookTimeScale: fraction(1),
+  webhooksRefused: int(0, 1, 0),
 };
 
 export class OptionsError extends Error {

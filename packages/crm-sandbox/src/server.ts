@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { matchApiRoute } from "./api-routes.js";
-import type { Dataset } from "./dataset.js";
+import { type Dataset, ROW_KINDS } from "./dataset.js";
 import { Faults } from "./faults.js";
 import { tokenMinimum } from "./minimum.js";
 import type { ResolvedOptions } from "./options.js";
@@ -10,6 +10,7 @@ import { StatsRecorder } from "./stats.js";
 import { endpointCost } from "./token-costs.js";
 import { kindTruth, type PartialTruth, TRUTH_KINDS, type TruthKind, type TruthKinds } from "./truth.js";
 import { matchV2Route } from "./v2-routes.js";
+import { roundEvents, WebhookHub } from "./webhooks.js";
 
 type Headers = Record<string, string>;
 
@@ -59,6 +60,7 @@ function cloudflarePage(rayId: string): string {
 export class SandboxApp {
   readonly limiter: RateLimiter;
   readonly stats = new StatsRecorder();
+  readonly webhooks: WebhookHub;
   private readonly faults: Faults;
   private readonly truthCache = new Map<TruthKind, TruthKinds[TruthKind]>();
   /** 256 MB: every page of a million-row account at 500 rows a page fits about twice over. */
@@ -74,6 +76,7 @@ export class SandboxApp {
   ) {
     this.limiter = new RateLimiter(opts, clock);
     this.faults = new Faults(opts);
+    this.webhooks = new WebhookHub(opts.seed, opts.webhookTimeScale);
   }
 
   /**
@@ -85,6 +88,7 @@ export class SandboxApp {
     if (applied) {
       this.truthCache.clear();
       this.responses.clear();
+      this.webhooks.emit(roundEvents(this.dataset, this.dataset.changeRounds - 1, ROW_KINDS));
     }
     return {
       applied,
@@ -116,6 +120,7 @@ export class SandboxApp {
     server.on("close", () => {
       for (const timer of this.timers) clearTimeout(timer);
       this.timers.clear();
+      this.webhooks.close();
     });
     return server;
   }
@@ -190,6 +195,37 @@ export class SandboxApp {
     return this.opts.tokens === null || this.opts.tokens.includes(token);
   }
 
+  /**
+   * `POST /v1/webhooks`, `GET /v1/webhooks`, `DELETE /v1/webhooks/:id` (webhooks.ts). Outside the
+   * token limiter: their price is not in the sandbox's cost table, and a run calls them twice.
+   */
+  private async handleWebhooks(req: IncomingMessage, res: ServerResponse, segments: string[]) {
+    const method = req.method ?? "GET";
+    const send = (r: { status: number; body: unknown }) => sendJson(res, r.status, r.body);
+    if (segments.length === 1 && method === "GET") return send(this.webhooks.list());
+    if (segments.length === 2 && method === "DELETE") return send(this.webhooks.remove(segments[1] ?? ""));
+    if (segments.length === 1 && method === "POST") {
+      if (this.opts.webhooksRefused === 1)
+        return sendJson(res, 403, { success: false, error: "This user is not allowed to create webhooks" });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of req as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > MAX_WEBHOOK_BODY_BYTES)
+          return sendJson(res, 413, { success: false, error: "Payload too large" });
+        chunks.push(chunk);
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        return sendJson(res, 400, { success: false, error: "The request body is not valid JSON" });
+      }
+      return send(this.webhooks.add(body));
+    }
+    sendJson(res, 404, { success: false, error: "Not found" });
+  }
+
   private async handleApi(
     req: IncomingMessage,
     res: ServerResponse,
@@ -203,6 +239,7 @@ export class SandboxApp {
       this.stats.record(401, null, 0, false);
       return sendJson(res, 401, { success: false, error: "unauthorized" });
     }
+    if (version === "v1" && segments[0] === "webhooks") return this.handleWebhooks(req, res, segments);
     this.requests++;
     if (this.opts.changesAfterRequests > 0 && this.requests >= this.opts.changesAfterRequests)
       this.applyChanges();
@@ -257,6 +294,9 @@ export class SandboxApp {
     sendJsonText(res, result.status, result.text, admission.headers);
   }
 }
+
+/** Largest webhook-management body read; a subscription is a few hundred bytes. */
+const MAX_WEBHOOK_BODY_BYTES = 64 * 1024;
 
 /**
  * A daily 429's body: Pipedrive's error envelope (success, error, error_info, data, additional_data,

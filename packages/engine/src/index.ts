@@ -36,6 +36,7 @@ export {
   type FollowStep,
   finalizeRun,
   type NewRun,
+  passIntervalSeconds,
   pruneFinishedRuns,
   RunAlreadyReverted,
   rearmRun,

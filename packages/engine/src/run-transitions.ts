@@ -338,7 +338,7 @@ export async function closeFollowPass(q: Queryable, runId: string, phase: number
     const dueMs =
       follow.cutoverAt !== null
         ? nowMs
-        : Math.max(nowMs, Date.parse(open.startsAt) + follow.intervalSeconds * 1000);
+        : Math.max(nowMs, Date.parse(open.startsAt) + passIntervalSeconds(follow) * 1000);
     next = {
       index: open.index + 1,
       since: open.startsAt,
@@ -352,6 +352,16 @@ export async function closeFollowPass(q: Queryable, runId: string, phase: number
   await q.execute(sql`
     update drover.runs set follow = ${JSON.stringify(follow)}::jsonb, updated_at = now() where id = ${runId}::uuid`);
   return next ? { kind: "next", pass: next } : { kind: "last" };
+}
+
+/**
+ * Seconds from one pass's start to the next's: the interval asked for, or with the source's
+ * webhooks feeding the run, the rare reconcile (passes then only catch what events cannot: a
+ * ban's lost events, missed deliveries, mail), unless the interval asked for is longer.
+ */
+export function passIntervalSeconds(follow: RunFollow): number {
+  const reconcile = follow.feed?.mode === "webhooks" ? follow.feed.reconcileSeconds : null;
+  return reconcile ? Math.max(follow.intervalSeconds, reconcile) : follow.intervalSeconds;
 }
 
 /**

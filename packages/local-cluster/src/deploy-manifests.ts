@@ -3,6 +3,7 @@ import { stringify } from "yaml";
 import {
   COORDINATOR,
   DASHBOARD,
+  RECEIVER,
   SERVICES,
   type ServiceName,
   type ServiceProbe,
@@ -188,6 +189,15 @@ export function composeFile(): string {
     ports: [`${servicePort(DASHBOARD, "http").port}:${servicePort(DASHBOARD, "http").port}`],
     depends_on: { "coordinator-1": { condition: "service_started" } },
     healthcheck: composeHealthcheck(DASHBOARD),
+  };
+  // The one service the source (the internet) reaches: put a TLS proxy in front (docs/follow.md).
+  services.receiver = {
+    ...image(RECEIVER),
+    environment: env(RECEIVER),
+    env_file: ["./secrets.env"],
+    ports: [`${servicePort(RECEIVER, "http").port}:${servicePort(RECEIVER, "http").port}`],
+    depends_on: engineDepends,
+    healthcheck: composeHealthcheck(RECEIVER),
   };
   const doc = {
     name: "drover",
@@ -479,6 +489,9 @@ export function kubernetesBase(): Record<string, K8sObject[]> {
       },
     ],
     "dashboard.yaml": [deployment(DASHBOARD, 1), service(DASHBOARD, "http")],
+    // Two replicas: a delivery Pipedrive cannot hand over within 10 s counts towards a ban. Exposed
+    // to the internet by an Ingress of the operator's (docs/follow.md), like any public endpoint.
+    "receiver.yaml": [deployment(RECEIVER, 2), service(RECEIVER, "http")],
   };
 }
 

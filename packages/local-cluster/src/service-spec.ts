@@ -7,7 +7,7 @@
  * manifests declare.
  */
 
-export type ServiceName = "coordinator" | "worker" | "dashboard";
+export type ServiceName = "coordinator" | "worker" | "dashboard" | "receiver";
 
 /** How a process is told where to listen: one `host:port` variable, or a host and a port variable. */
 export type ListenVariables = { address: string } | { host: string; port: string };
@@ -87,7 +87,13 @@ export const COORDINATOR: ServiceSpec = {
     { name: "grpc", port: 50051, listen: { address: "DROVER_GRPC_ADDRESS" }, readyField: "address" },
     metricsPort(9464),
   ],
-  settings: [...ENGINE_SETTINGS, "DROVER_RETENTION_DAYS", "DROVER_LEADER_TIMEOUT_MS"],
+  settings: [
+    ...ENGINE_SETTINGS,
+    "DROVER_RETENTION_DAYS",
+    "DROVER_LEADER_TIMEOUT_MS",
+    "DROVER_WEBHOOK_PUBLIC_URL",
+    "DROVER_FOLLOW_RECONCILE_SECONDS",
+  ],
   secrets: ["DATABASE_URL", "DROVER_API_KEYS", "DROVER_SECRET_KEYS"],
   links: {},
   shutdownGraceMs: 10_000,
@@ -140,10 +146,47 @@ export const DASHBOARD: ServiceSpec = {
   },
 };
 
+/**
+ * The webhook receiver (services/receiver): the one service the internet reaches (docs/follow.md
+ * says how to expose it). It answers the source within its 10 s and stores each delivery in
+ * JetStream; the coordinator's leader turns them into work.
+ */
+export const RECEIVER: ServiceSpec = {
+  name: "receiver",
+  entry: "services/receiver/src/main.ts",
+  packageName: "@drover/receiver",
+  readyEvent: "receiving",
+  ports: [
+    {
+      name: "http",
+      port: 8088,
+      listen: { host: "DROVER_RECEIVER_HOST", port: "DROVER_RECEIVER_PORT" },
+      readyField: "url",
+    },
+  ],
+  settings: [
+    "NATS_URL",
+    "DROVER_STREAM_REPLICAS",
+    "DROVER_QUEUE_PREFIX",
+    "DROVER_RECEIVER_MAX_BODY_BYTES",
+    "LOG_LEVEL",
+    "NODE_ENV",
+  ],
+  // A credential check reads a SHA-256 from the database; nothing it holds opens a source secret.
+  secrets: ["DATABASE_URL"],
+  links: {},
+  shutdownGraceMs: 5_000,
+  probes: {
+    readiness: { kind: "http", port: "http", path: "/healthz" },
+    liveness: { kind: "http", port: "http", path: "/healthz" },
+  },
+};
+
 export const SERVICES: Readonly<Record<ServiceName, ServiceSpec>> = {
   coordinator: COORDINATOR,
   worker: WORKER,
   dashboard: DASHBOARD,
+  receiver: RECEIVER,
 };
 
 /**

@@ -94,6 +94,7 @@ describe("deploy/", () => {
         "ConfigMap/drover-settings",
         "Deployment/drover-coordinator",
         "Deployment/drover-dashboard",
+        "Deployment/drover-receiver",
         "Deployment/drover-worker",
         "PodDisruptionBudget/drover-coordinator",
         "PodDisruptionBudget/drover-nats",
@@ -101,6 +102,7 @@ describe("deploy/", () => {
         "Service/drover-coordinator",
         "Service/drover-dashboard",
         "Service/drover-nats",
+        "Service/drover-receiver",
         "StatefulSet/drover-nats",
       ].sort(),
     );
@@ -162,7 +164,7 @@ describe("deploy/", () => {
     expect(find("PodDisruptionBudget", "drover-nats").spec.maxUnavailable).toBe(1);
   });
 
-  it("composes the whole stack: three NATS nodes that fsync every write, Postgres, two coordinators, workers, the run page, a collector", () => {
+  it("composes the whole stack: three NATS nodes that fsync every write, Postgres, two coordinators, workers, the run page, the webhook receiver, a collector", () => {
     const compose = parse(readFileSync(join(REPO_ROOT, "deploy/compose.yaml"), "utf8")) as {
       services: Record<string, { command?: string[]; environment?: Record<string, string>; image: string }>;
     };
@@ -176,6 +178,7 @@ describe("deploy/", () => {
         "nats-3",
         "otel-collector",
         "postgres",
+        "receiver",
         "worker",
       ].sort(),
     );

@@ -1,17 +1,19 @@
 import { randomBytes } from "node:crypto";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { createClient, Health, HealthCheckResponse_ServingStatus } from "@drover/proto";
-import { taskQueueNames } from "@drover/task-queue";
+import { taskQueueNames, webhookEventNames } from "@drover/task-queue";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cluster, EMPTY_CRM_SANDBOX, startCluster } from "../src/cluster.js";
-import type { ServiceProcess } from "../src/service-process.js";
+import { type ServiceProcess, spawnService } from "../src/service-process.js";
 import {
   COORDINATOR,
   DASHBOARD,
+  RECEIVER,
   type ServiceProbe,
   type ServiceSpec,
+  serviceEnv,
   servicePort,
   terminationGraceSeconds,
   WORKER,
@@ -44,6 +46,7 @@ afterAll(async () => {
   const nc = await connect({ servers: NATS_URL });
   try {
     await (await jetstreamManager(nc)).streams.delete(taskQueueNames(queuePrefix).stream).catch(() => {});
+    await (await jetstreamManager(nc)).streams.delete(webhookEventNames(queuePrefix).stream).catch(() => {});
   } finally {
     await nc.close();
   }
@@ -86,6 +89,28 @@ describe("the services started from their specs", () => {
       }
     }
   });
+
+  it("the webhook receiver, started from its spec alone, answers its probes and stops in time", async () => {
+    const receiver = await spawnService({
+      name: "receiver",
+      entry: RECEIVER.entry,
+      env: serviceEnv(RECEIVER, {
+        settings: { NATS_URL, DROVER_QUEUE_PREFIX: queuePrefix },
+        secrets: { DATABASE_URL: testDb.url },
+        links: {},
+        host: "127.0.0.1",
+        portNumber: () => 0,
+      }),
+      readyEvent: RECEIVER.readyEvent,
+      logDir: cluster.logDir,
+    });
+    try {
+      for (const p of [RECEIVER.probes.readiness, RECEIVER.probes.liveness])
+        expect(await probe(RECEIVER, receiver, p), `receiver ${p.kind} probe on ${p.port}`).toBe(true);
+    } finally {
+      expect(await receiver.stop("SIGTERM", terminationGraceSeconds(RECEIVER) * 1000)).toBe(0);
+    }
+  }, 60_000);
 
   it("a worker asked to stop drains and exits within the time its pod is given", async () => {
     const worker = cluster.workers[0]!;

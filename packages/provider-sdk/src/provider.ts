@@ -354,6 +354,11 @@ export interface Provider {
    */
   readonly redrive?: RowRedrive;
   /**
+   * The source's change feed (webhooks), for a follow run: registered when it starts following,
+   * removed when it cuts over or stops. Absent: a follow run polls.
+   */
+  readonly webhooks?: SourceWebhooks;
+  /**
    * The source calls a live run still needs, per kind, from what it has learned so far (rows per
    * page, messages per deal, the cost of each call type); the coordinator sets them against the
    * account's budget for the run's ETA. Reads only (its ledger and facts); the run's tasks come
@@ -457,4 +462,21 @@ export interface RowRedrive {
    * again is a refusal: throw PermanentError saying which.
    */
   seeds(kind: string, rows: readonly RedriveRow[], key: string): TaskSeed[];
+}
+
+/** Where and how the source must deliver a run's change events (the receiver, services/receiver). */
+export interface WebhookTarget {
+  url: string;
+  user: string;
+  password: string;
+}
+
+/**
+ * A source's webhooks. `register` makes what the run's kinds need and returns their ids at the
+ * source; it removes what it made before throwing, so a refused registration leaves nothing behind.
+ * `remove` deletes them; one already gone is not an error.
+ */
+export interface SourceWebhooks {
+  register(run: RunInfo, secret: string, target: WebhookTarget): Promise<string[]>;
+  remove(run: RunInfo, secret: string, ids: readonly string[]): Promise<void>;
 }

@@ -5,7 +5,14 @@ import { pgTableProvider } from "./pg-table/index.js";
 export { dailyRefusal, nextMidnight, pipedriveAdapter } from "./crm/client.js";
 export { DEFAULT_DAILY_RESET, dailyResetProblem } from "./crm/daily-reset.js";
 export { standInId } from "./crm/fields.js";
+export { type EventCursor, eventSeeds, isEventCursor } from "./crm/follow-events.js";
 export { crmProvider } from "./crm/provider.js";
+export {
+  crmWebhooks,
+  kindOfWebhookEntity,
+  WEBHOOK_OBJECT_OF_KIND,
+  WebhookRegistrationError,
+} from "./crm/webhooks.js";
 export { NOT_LINKED } from "./crm/writers.js";
 export * from "./pg-table/index.js";
 

@@ -11,3 +11,11 @@ export {
   type VerificationAssignment,
 } from "./publish.js";
 export { ACK_WAIT_MS, ensureTaskQueue, TaskQueueConfigError, type TaskQueueOptions } from "./stream.js";
+export {
+  ensureWebhookEventStream,
+  publishWebhookEvent,
+  WEBHOOK_DUPLICATE_WINDOW_MS,
+  type WebhookEventNames,
+  webhookEventNames,
+  webhookEventSubject,
+} from "./webhook-events.js";

@@ -105,6 +105,17 @@ const schema = z.object({
     .string()
     .optional()
     .describe("The CA other coordinators' certificates chain to, for forwarding budget calls to the leader."),
+  DROVER_WEBHOOK_PUBLIC_URL: z
+    .string()
+    .optional()
+    .refine((v) => v === undefined || /^https?:\/\/[^\s/]+/.test(v), { message: "must be an http(s) URL" })
+    .meta({ shownDefault: "none (follow runs poll)" })
+    .describe(
+      "Where the source can reach the webhook receiver (`services/receiver`) from the internet, e.g. `https://hooks.example.com` (docs/follow.md). Unset: follow runs poll, and say so.",
+    ),
+  DROVER_FOLLOW_RECONCILE_SECONDS: intVar(1, 86_400, 3_600).describe(
+    "With webhooks, a follow run's pass is a reconcile: every this many seconds, and always one at cutover.",
+  ),
   NODE_ENV: z
     .string()
     .optional()
@@ -133,6 +144,10 @@ export interface CoordinatorConfig extends SharedOptions {
   retentionDays: number;
   shutdownGraceMs: number;
   verifySampleSize: number;
+  /** Where the source reaches the webhook receiver; undefined: follow runs poll (run-webhooks.ts). */
+  webhookPublicUrl: string | undefined;
+  /** With webhooks, a follow run's pass (a reconcile) this often. */
+  followReconcileSeconds: number;
   metrics: MetricsOptions;
   apiKeys: { keys?: string; file?: string; refreshMs: number };
   keyring: KeyringOptions;
@@ -163,6 +178,8 @@ export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): Coo
     retentionDays: config.DROVER_RETENTION_DAYS,
     shutdownGraceMs: config.DROVER_SHUTDOWN_GRACE_MS,
     verifySampleSize: config.DROVER_VERIFY_SAMPLE_SIZE,
+    webhookPublicUrl: config.DROVER_WEBHOOK_PUBLIC_URL,
+    followReconcileSeconds: config.DROVER_FOLLOW_RECONCILE_SECONDS,
     metrics: metricsOptions(config),
     apiKeys: {
       keys: config.DROVER_API_KEYS,

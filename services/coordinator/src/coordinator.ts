@@ -16,14 +16,16 @@ import {
   startServer,
   WorkerService,
 } from "@drover/proto";
-import type { Provider } from "@drover/provider-sdk";
+import { type Provider, sleep } from "@drover/provider-sdk";
 import { providers as defaultProviders } from "@drover/providers";
 import {
   ensureTaskQueue,
+  ensureWebhookEventStream,
   publishBudgetWall,
   publishVerification,
   TaskQueueConfigError,
   taskQueueNames,
+  webhookEventNames,
 } from "@drover/task-queue";
 import {
   createLogger,
@@ -42,10 +44,12 @@ import { BudgetKeeper, DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import type { CoordinatorConfig } from "./config.js";
 import type { CoordinatorContext } from "./context.js";
 import { coalescedDispatch } from "./dispatcher.js";
+import { FollowEvents } from "./follow-events.js";
 import { type LeaderLease, leaderLease } from "./leader-lease.js";
 import { reaperPass } from "./reaper.js";
 import { domainErrorsAtEdge } from "./rpc-status.js";
 import { runService } from "./run-service.js";
+import { RunWebhooks } from "./run-webhooks.js";
 import { prepareSecurity } from "./security.js";
 import { refreshTaskMetrics } from "./task-metrics.js";
 import { Verifications } from "./verification-dispatch.js";
@@ -113,6 +117,13 @@ export async function startCoordinator(
     throw err instanceof TaskQueueConfigError ? new ConfigError([err.message]) : err;
   });
   const js = jetstream(nc);
+  // The source's change events, stored by the receiver (services/receiver), become work here.
+  const eventNames = webhookEventNames(config.queuePrefix);
+  await ensureWebhookEventStream(jsm, eventNames, queueOptions).catch(async (err) => {
+    await nc.close();
+    await database.close();
+    throw err instanceof TaskQueueConfigError ? new ConfigError([err.message]) : err;
+  });
   // Slots already leased before a 429 must not be used: every worker hears of the wall at once.
   const budgets = new BudgetKeeper(database.db, DEFAULT_BUDGET_OPTIONS, Date.now, (source, account, until) =>
     publishBudgetWall(nc, names, { source, account, until }),
@@ -170,6 +181,7 @@ export async function startCoordinator(
     publishVerification(js, names, runId, injectTraceContext()),
   );
   addService(server.server, RunService, runService(ctx, security.secrets, verifications), serviceOptions);
+  const runWebhooks = new RunWebhooks(ctx, security.secrets);
   addService(server.server, WorkerService, workerService(ctx), serviceOptions);
   addService(server.server, Health, health.implementation);
   health.setStatus("", "SERVING");
@@ -209,6 +221,7 @@ export async function startCoordinator(
     if (report.released + report.failed + report.redispatched > 0)
       logger.info(report, "reaper repaired tasks");
     await verifications.pass().catch((err) => logger.error({ err }, "asking for verifications failed"));
+    await runWebhooks.sweep().catch((err) => logger.error({ err }, "sweeping follow runs' webhooks failed"));
   };
   const stopTaskMetrics = refreshTaskMetrics(database.db);
   const tick = () => {
@@ -224,6 +237,21 @@ export async function startCoordinator(
   // At once, not an interval from now: a cluster's first coordinator (or one started where the lease
   // is free) leads, serves budget leases and reaps from its start; runs started meanwhile would wait.
   tick();
+  // On its own loop, not the reaper's tick: an event waits at most its fetch (a second), so a
+  // change at the source is work within seconds (follow-events.ts).
+  const followEvents = new FollowEvents(ctx, js, eventNames);
+  const following = (async () => {
+    while (!stopping) {
+      if (!leader.held) {
+        await sleep(500);
+        continue;
+      }
+      await followEvents.pass().catch(async (err) => {
+        logger.error({ err }, "turning webhook events into work failed");
+        await sleep(1_000);
+      });
+    }
+  })();
 
   logger.info({ address, queue: names.stream }, "coordinator listening");
 
@@ -242,6 +270,7 @@ export async function startCoordinator(
         await server.shutdown(config.shutdownGraceMs);
         await reaping.catch(() => {});
         await leasing.catch(() => {});
+        await following;
         if (leader.held)
           await budgets.persist(true).catch((err) => logger.error({ err }, "persisting budgets failed"));
         await leader.release();

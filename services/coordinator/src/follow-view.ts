@@ -22,6 +22,16 @@ export function followView(
     intervalSeconds: follow.intervalSeconds,
     ...(follow.cutoverAt ? { cutoverAt: timestampFromDate(new Date(follow.cutoverAt)) } : {}),
     ...(lag !== undefined ? { replicationLagSeconds: BigInt(lag) } : {}),
+    ...(follow.feed
+      ? {
+          feed: follow.feed.mode,
+          feedReason: follow.feed.reason ?? "",
+          reconcileSeconds: follow.feed.reconcileSeconds ?? 0,
+          ...(follow.feed.lastEventAt
+            ? { lastEventAt: timestampFromDate(new Date(follow.feed.lastEventAt)) }
+            : {}),
+        }
+      : {}),
     passes: follow.passes.map((p) => ({
       index: p.index,
       since: timestampFromDate(new Date(p.since)),

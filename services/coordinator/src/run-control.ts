@@ -24,6 +24,7 @@ import { loadVisibleRun, prunedError } from "./run-access.js";
 import { advanceRun } from "./run-advance.js";
 import { planRedrive, type RedriveFilter, redriveFilter } from "./run-redrive.js";
 import { loadRun, runView } from "./run-view.js";
+import { RunWebhooks } from "./run-webhooks.js";
 import { sealSourceSecret } from "./source-secrets.js";
 import {
   invalid,
@@ -52,9 +53,16 @@ const MAX_FOLLOW_INTERVAL_SECONDS = 86_400;
  * (run-transitions), then advances it at once rather than waiting for the reaper.
  */
 export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): RunControl {
+  // A follow run's webhooks (run-webhooks.ts): the source is called after the answer, never inside it.
+  const webhooks = new RunWebhooks(ctx, secrets);
+  const inBackground = (what: string, runId: string, work: Promise<void>) =>
+    void work.catch((err) => ctx.logger.warn({ err, run_id: runId }, `${what} failed`));
   const { db } = ctx;
   return {
-    startRun: (req, call) => startRun(ctx, secrets, req, call),
+    startRun: (req, call) =>
+      startRun(ctx, secrets, req, call, (run, apiToken) =>
+        inBackground("registering webhooks", run.id, webhooks.startFollowing(run, apiToken)),
+      ),
 
     async stopRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
@@ -65,12 +73,15 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         );
       }
       if (await requestStop(db, run.id)) ctx.logger.info({ run_id: run.id }, "run stopping");
+      if (run.follow) inBackground("removing webhooks", run.id, webhooks.stopFollowing(run.id));
       return advanced(ctx, run.id);
     },
 
     async resumeRun(req, call) {
       const run = await loadVisibleRun(db, req.runId, call);
       await rearm(ctx, run, RESUME);
+      if (run.follow && run.follow.cutoverAt === null)
+        inBackground("registering webhooks again", run.id, webhooks.resumeFollowing(run));
       return advanced(ctx, run.id);
     },
 
@@ -93,6 +104,8 @@ export function runControl(ctx: CoordinatorContext, secrets: SecretKeyring): Run
         throw new Precondition(`run ${run.id} has already ${run.status}`, "RUN_FINISHED");
       // A second call (or one racing another) finds the cutover asked for already: the same answer.
       if (await requestCutover(db, run.id)) ctx.logger.info({ run_id: run.id }, "follow run cutting over");
+      // The final pass, begun after this call, reads what the webhooks would have said from here.
+      inBackground("removing webhooks", run.id, webhooks.stopFollowing(run.id));
       return advanced(ctx, run.id);
     },
 
@@ -112,7 +125,10 @@ type Handler<M extends keyof RunControl> = NonNullable<RunControl[M]>;
 async function startRun(
   ctx: CoordinatorContext,
   secrets: SecretKeyring,
-  ...[req, call]: Parameters<Handler<"startRun">>
+  req: Parameters<Handler<"startRun">>[0],
+  call: Parameters<Handler<"startRun">>[1],
+  /** A follow run that will call its source: its webhooks are registered after the answer. */
+  followStarted: (run: RunRow, apiToken: string) => void,
 ): Promise<{ run: Run }> {
   const tenantId = requireTenant(req.tenantId);
   requireActsFor(call, tenantId);
@@ -153,6 +169,7 @@ async function startRun(
     { run_id: run.id, tenant_id: tenantId, source: p.name, kinds, dry_run: req.dryRun },
     req.dryRun ? "dry run started" : "run started",
   );
+  if (follow && apiToken && !req.dryRun) followStarted(run, apiToken);
   return advanced(ctx, run.id);
 }
 

@@ -70,6 +70,12 @@ export interface RunJson {
     intervalSeconds: number;
     cutoverAt: string | null;
     replicationLagSeconds: number | null;
+    /** "webhooks", "polling" (feedReason says why) or "" (passes alone); docs/follow.md. */
+    feed: string;
+    feedReason: string;
+    reconcileSeconds: number;
+    /** With webhooks: the source time of the newest event turned into work. */
+    lastEventAt: string | null;
     passes: {
       index: number;
       since: string | null;
@@ -259,6 +265,10 @@ export function runJson(run: Run, now = Date.now()): RunJson {
           cutoverAt: iso(run.follow.cutoverAt),
           replicationLagSeconds:
             run.follow.replicationLagSeconds === undefined ? null : Number(run.follow.replicationLagSeconds),
+          feed: run.follow.feed,
+          feedReason: run.follow.feedReason,
+          reconcileSeconds: run.follow.reconcileSeconds,
+          lastEventAt: iso(run.follow.lastEventAt),
           passes: run.follow.passes.map((p) => ({
             index: p.index,
             since: iso(p.since),

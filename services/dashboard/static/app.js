@@ -700,9 +700,17 @@ class RunView {
             `pass ${p.index}: ${fmt(p.changes)}${p.deletions > 0 ? ` (${fmt(p.deletions)} deleted)` : ""}`,
         )
         .join(", ");
+      const feed =
+        follow.feed === "webhooks"
+          ? ` · webhooks, reconcile every ${fmt(Math.max(follow.intervalSeconds, follow.reconcileSeconds))} s, last event ${
+              follow.lastEventAt ? when(follow.lastEventAt) : "none yet"
+            }`
+          : follow.feed === "polling"
+            ? ` · polling (${follow.feedReason})`
+            : "";
       this.follow.textContent = `Following the source every ${fmt(follow.intervalSeconds)} s${
         follow.cutoverAt ? `, cutover asked ${when(follow.cutoverAt)}` : " until cutover"
-      } · replication lag ${lag}${recent ? ` · changes per pass: ${recent}` : ""}`;
+      } · replication lag ${lag}${feed}${recent ? ` · changes per pass: ${recent}` : ""}`;
     }
     this.follow.hidden = !follow;
     this.error.textContent = run.error ? `Error: ${run.error}` : "";

@@ -317,6 +317,35 @@ export const budgets = drover.table(
   (t) => [uniqueIndex("budgets_account").on(t.source, t.sourceAccount)],
 );
 
+/**
+ * A follow run's webhooks at its source (Pipedrive webhooks v2): the basic-auth credential each
+ * delivery must carry, the webhooks registered with it, and how the run follows. The receiver
+ * (services/receiver) checks a delivery against secret_sha256 only, so it never holds anything
+ * that opens a source secret; the coordinator keeps the credential sealed (like source secrets,
+ * context webhookSecretContext) to register the webhooks again. One row per run, made when it
+ * starts following; removed_at set once its webhooks are deleted at the source.
+ */
+export const runWebhooks = drover.table("run_webhooks", {
+  runId: uuid("run_id")
+    .primaryKey()
+    .references(() => runs.id, { onDelete: "cascade" }),
+  authUser: text("auth_user").notNull(),
+  /** Hex SHA-256 of the basic-auth password (32 random bytes: no dictionary to guess from). */
+  secretSha256: text("secret_sha256").notNull(),
+  secretCiphertext: text("secret_ciphertext").notNull(),
+  secretKeyId: text("secret_key_id").notNull(),
+  /** `webhooks` (registered at the source), `polling` (could not be: see reason), `removed`. */
+  mode: text("mode").$type<"registering" | "webhooks" | "polling" | "removed">().notNull(),
+  /** Why the run follows by polling (no public URL configured, the source refused), for its page. */
+  reason: text("reason"),
+  /** The source's ids of the webhooks registered for this run (to delete them at the end). */
+  webhookIds: jsonb("webhook_ids").$type<string[]>().notNull().default([]),
+  /** The last delivery the receiver accepted for this run (the lag of the event feed). */
+  lastEventAt: timestamp("last_event_at", { withTimezone: true }),
+  removedAt: timestamp("removed_at", { withTimezone: true }),
+  ...timestamps,
+});
+
 /** A follow run's state (runs.follow). */
 export interface RunFollow {
   intervalSeconds: number;
@@ -324,6 +353,21 @@ export interface RunFollow {
   cutoverAt: string | null;
   /** The passes closed or open, oldest first; pass 0 is the import's own catch-up. */
   passes: FollowPass[];
+  /** How the run learns of changes between passes (the coordinator's run-webhooks.ts); absent: by passes alone. */
+  feed?: FollowFeed;
+}
+
+/**
+ * A follow run's change feed. With `webhooks` the source's events are applied as they come and a
+ * pass is a rare reconcile, every `reconcileSeconds` (or the interval, if longer); with `polling`
+ * (webhooks could not be registered: `reason`) passes come every interval as before.
+ */
+export interface FollowFeed {
+  mode: "webhooks" | "polling";
+  reason: string | null;
+  reconcileSeconds: number | null;
+  /** The newest event (its time at the source) turned into work. */
+  lastEventAt: string | null;
 }
 
 /** One pass of a follow run over what changed at the source. */

@@ -89,7 +89,7 @@ export async function sweepDeletions(ctx: TaskContext): Promise<TaskResult> {
 }
 
 /** The candidates the source says are deleted (marked so, or not found at all). */
-async function confirmGone(
+export async function confirmGone(
   ctx: TaskContext,
   client: SourceClient,
   kind: string,

@@ -17,6 +17,7 @@ import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { isSweepCursor, sweepDeletions, sweepSeeds } from "./deletion-sweep.js";
 import { sourceId, standInId } from "./fields.js";
+import { applyEvents, isEventCursor } from "./follow-events.js";
 import { type ListPage, readListPage } from "./list-walker.js";
 import { CATCH_UP, KIND_LISTS, PARENT_ORDER, type SourceList } from "./lists.js";
 import { walkMail } from "./mail.js";
@@ -43,6 +44,7 @@ import {
 } from "./records.js";
 import { crmRedrive, isRedriveCursor, redriveRows } from "./redrive.js";
 import { crmVerifier } from "./verifier.js";
+import { crmWebhooks } from "./webhooks.js";
 import { estimateCrmWork } from "./work-estimate.js";
 import {
   activityKind,
@@ -141,6 +143,7 @@ export const crmProvider: Provider = {
   deferredLinks: [{ kind: "persons", ref: "organizations", table: "app.contacts", column: "company_id" }],
   verifier: crmVerifier,
   redrive: crmRedrive,
+  webhooks: crmWebhooks,
   estimateWork: estimateCrmWork,
   productRecords: CRM_PRODUCT_RECORDS,
 
@@ -199,6 +202,17 @@ export const crmProvider: Provider = {
     if (isSweepCursor(ctx.task.cursor)) return sweepDeletions(ctx);
     const kind = LIST_KINDS[ctx.task.kind];
     if (!kind) throw new PermanentError(`crm provider has no kind "${ctx.task.kind}"`);
+    if (isEventCursor(ctx.task.cursor))
+      return applyEvents(ctx, kind.parse, async (rows) => {
+        const { settings } = runSettings(ctx.run);
+        const writer = async () =>
+          kind.batch(ctx.run.tenantId, await ctx.resolveParents(parentsOf(ctx.task.kind, rows)));
+        // As a catch-up writes: a held row is applied to its record as ownership allows.
+        await ctx.writeBatches(rows as never, writer, {
+          windowSize: settings.windowSize,
+          reapply: () => true,
+        });
+      });
     if (isRedriveCursor(ctx.task.cursor))
       return redriveRows(ctx, kind.parse, async (rows) => {
         const { settings } = runSettings(ctx.run);
