@@ -18,7 +18,11 @@ export interface RunningReceiver {
 export async function startReceiver(config: ReceiverConfig, logger: Logger): Promise<RunningReceiver> {
   // A small pool: one indexed read per delivery (cached a few seconds per run).
   const database = openDatabase(config.databaseUrl, { max: 4, applicationName: "drover-receiver" });
-  const nc = await connect({ servers: config.natsServers, name: "drover-receiver", maxReconnectAttempts: -1 });
+  const nc = await connect({
+    servers: config.natsServers,
+    name: "drover-receiver",
+    maxReconnectAttempts: -1,
+  });
   const names = webhookEventNames(config.queuePrefix);
   await ensureWebhookEventStream(await jetstreamManager(nc), names, {
     replicas: config.streamReplicas,
