@@ -249,6 +249,7 @@ export class BudgetKeeper {
    * increment. Over 80 lines for the reason lease is: each reading is applied with no await, so a
    * lease never sees half a report.
    */
+  // biome-ignore lint/complexity/noExcessiveLinesPerFunction: every reading is applied without an await between, so no lease sees half a report (see above)
   async report(source: string, account: string, r: BudgetReport, runId = ""): Promise<void> {
     const a = await this.account(source, account);
     if (r.burstCapacity !== undefined && r.burstCapacity > 0 && r.burstCapacity !== a.capacity) {

@@ -1,5 +1,5 @@
 import { type RunRow, runs } from "@drover/db";
-import type { RunService, ServiceImplementation } from "@drover/proto";
+import type { Run, RunService, ServiceImplementation } from "@drover/proto";
 import { and, desc, eq, getTableColumns, inArray, sql } from "drizzle-orm";
 import { callerTenants } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
@@ -33,39 +33,7 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
       return { run: await runView(db, ctx.providers, run) };
     },
 
-    async listRuns(req, call) {
-      const pageSize = req.pageSize === 0 ? 50 : req.pageSize;
-      if (pageSize < 0 || pageSize > MAX_PAGE_SIZE)
-        throw invalid(`page_size must be between 1 and ${MAX_PAGE_SIZE}`);
-      const filters = [];
-      if (req.tenantId) filters.push(eq(runs.tenantId, requireTenant(req.tenantId)));
-      // A tenant-scoped caller's listing holds its own tenants' runs and nothing else.
-      const tenants = callerTenants(call);
-      if (tenants) filters.push(inArray(runs.tenantId, [...tenants]));
-      if (req.statuses.length > 0) {
-        const statuses = req.statuses.map((s) => fromProtoStatus(s));
-        if (statuses.some((s) => s === undefined)) throw invalid("statuses holds an unknown status");
-        filters.push(inArray(runs.status, statuses as RunRow["status"][]));
-      }
-      if (req.pageToken) {
-        const [at, id] = decodePageToken(req.pageToken);
-        // Compared at the database's microsecond precision: a JS Date would drop the microseconds and
-        // skip the rest of a page's millisecond (runs admitted in one millisecond, or one statement).
-        filters.push(sql`(${runs.createdAt}, ${runs.id}) < (${at}::timestamptz, ${id}::uuid)`);
-      }
-      const rows = await db
-        .select({ ...getTableColumns(runs), cursorAt: sql<string>`${CURSOR_AT}` })
-        .from(runs)
-        .where(filters.length > 0 ? and(...filters) : undefined)
-        .orderBy(desc(runs.createdAt), desc(runs.id))
-        .limit(pageSize + 1);
-      const page = rows.slice(0, pageSize);
-      const last = page[page.length - 1];
-      return {
-        runs: await Promise.all(page.map((r) => runView(db, ctx.providers, r))),
-        nextPageToken: rows.length > pageSize && last ? encodePageToken(last) : "",
-      };
-    },
+    listRuns: (req, call) => listRuns(ctx, req, call),
 
     async *watchRun(req, call) {
       const first = await loadVisibleRun(db, req.runId, call);
@@ -73,21 +41,7 @@ export function runQueries(ctx: CoordinatorContext): RunQueries {
       let run: RunRow | undefined = first;
       while (run && !call.signal.aborted) {
         const view = await runView(db, ctx.providers, run);
-        const digest = JSON.stringify(
-          // A revert run's progress is its revert counts; a follow run's, its passes (not its lag,
-          // which moves every second: the page counts it on from the pass's start).
-          [
-            view.status,
-            view.currentPhase,
-            view.progress,
-            view.tasks,
-            view.budget,
-            view.revert,
-            view.follow?.passes,
-            view.follow?.cutoverAt,
-          ],
-          (_k, v) => (typeof v === "bigint" ? v.toString() : v),
-        );
+        const digest = watchedDigest(view);
         if (digest !== previous) {
           previous = digest;
           yield { run: view };
@@ -150,4 +104,63 @@ function decodePageToken(token: string): [string, string] {
   } catch {
     throw notIssued();
   }
+}
+
+/** A page of runs, newest first, the caller's tenants only, by a keyset token. */
+async function listRuns(
+  ctx: CoordinatorContext,
+  ...[req, call]: Parameters<NonNullable<RunQueries["listRuns"]>>
+): ReturnType<NonNullable<RunQueries["listRuns"]>> {
+  const { db } = ctx;
+  const pageSize = req.pageSize === 0 ? 50 : req.pageSize;
+  if (pageSize < 0 || pageSize > MAX_PAGE_SIZE)
+    throw invalid(`page_size must be between 1 and ${MAX_PAGE_SIZE}`);
+  const filters = [];
+  if (req.tenantId) filters.push(eq(runs.tenantId, requireTenant(req.tenantId)));
+  // A tenant-scoped caller's listing holds its own tenants' runs and nothing else.
+  const tenants = callerTenants(call);
+  if (tenants) filters.push(inArray(runs.tenantId, [...tenants]));
+  if (req.statuses.length > 0) {
+    const statuses = req.statuses.map((s) => fromProtoStatus(s));
+    if (statuses.some((s) => s === undefined)) throw invalid("statuses holds an unknown status");
+    filters.push(inArray(runs.status, statuses as RunRow["status"][]));
+  }
+  if (req.pageToken) {
+    const [at, id] = decodePageToken(req.pageToken);
+    // Compared at the database's microsecond precision: a JS Date would drop the microseconds and
+    // skip the rest of a page's millisecond (runs admitted in one millisecond, or one statement).
+    filters.push(sql`(${runs.createdAt}, ${runs.id}) < (${at}::timestamptz, ${id}::uuid)`);
+  }
+  const rows = await db
+    .select({ ...getTableColumns(runs), cursorAt: sql<string>`${CURSOR_AT}` })
+    .from(runs)
+    .where(filters.length > 0 ? and(...filters) : undefined)
+    .orderBy(desc(runs.createdAt), desc(runs.id))
+    .limit(pageSize + 1);
+  const page = rows.slice(0, pageSize);
+  const last = page[page.length - 1];
+  return {
+    runs: await Promise.all(page.map((r) => runView(db, ctx.providers, r))),
+    nextPageToken: rows.length > pageSize && last ? encodePageToken(last) : "",
+  };
+}
+
+/**
+ * What WatchRun sends again when it changes. A revert run's progress is its revert counts; a follow
+ * run's, its passes (not its lag, which moves every second: the page counts it on from the pass's start).
+ */
+function watchedDigest(view: Run): string {
+  return JSON.stringify(
+    [
+      view.status,
+      view.currentPhase,
+      view.progress,
+      view.tasks,
+      view.budget,
+      view.revert,
+      view.follow?.passes,
+      view.follow?.cutoverAt,
+    ],
+    (_k, v) => (typeof v === "bigint" ? v.toString() : v),
+  );
 }

@@ -97,20 +97,7 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
     status: toProtoRunStatus(run.status),
     phases: run.plan.map((kinds) => ({ kinds })),
     currentPhase: run.currentPhase,
-    progress: run.plan.flat().map((kind) => {
-      const p = byKind.get(kind);
-      return {
-        kind,
-        imported: p?.created ?? 0n,
-        matched: p?.matched ?? 0n,
-        alreadyHere: p?.alreadyHere ?? 0n,
-        skipped: p?.skipped ?? 0n,
-        failed: p?.failed ?? 0n,
-        tasksTotal: BigInt(tasksOf.get(kind)?.total ?? 0),
-        tasksDone: BigInt(tasksOf.get(kind)?.done ?? 0),
-        tasksRunning: BigInt(tasksOf.get(kind)?.running ?? 0),
-      };
-    }),
+    progress: progressView(run, byKind, tasksOf),
     tasks: {
       pending: counts.pending ?? 0n,
       running: counts.running ?? 0n,
@@ -126,38 +113,8 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
     ...(run.finishedAt ? { finishedAt: timestampFromDate(run.finishedAt) } : {}),
     // Only a finished run's verification describes it; a re-armed run is verified when it ends again.
     ...(TERMINAL_STATUSES.includes(run.status) && verification ? { verification } : {}),
-    ...(eta
-      ? {
-          eta: {
-            seconds: BigInt(eta.seconds),
-            text: eta.text,
-            atLeast: eta.atLeast,
-            requestsLeft: BigInt(eta.requests),
-            tokensLeft: BigInt(eta.tokens),
-            dailyResets: eta.dailyResets,
-          },
-        }
-      : {}),
-    ...(budget
-      ? {
-          budget: {
-            burstCapacity: budget.burstCapacity,
-            burstUsed: budget.burstUsed,
-            dailyKnown: budget.dailyRemaining !== null,
-            dailyRemaining: BigInt(budget.dailyRemaining ?? 0),
-            spent: BigInt(budget.spent),
-            ...(budget.dailyResetAt ? { dailyResetAt: timestampFromDate(budget.dailyResetAt) } : {}),
-            ...(budget.burstResetAt && budget.burstResetAt.getTime() > Date.now()
-              ? { blockedUntil: timestampFromDate(budget.burstResetAt) }
-              : {}),
-            dailySpent:
-              budget.exhaustedAt !== null &&
-              budget.dailyResetAt !== null &&
-              budget.dailyResetAt.getTime() > Date.now(),
-            dailyResetTimeZone: dailyResetTimeZone(run, budget.dailyResetBy),
-          },
-        }
-      : {}),
+    ...(eta ? { eta: etaView(eta) } : {}),
+    ...(budget ? { budget: budgetView(run, budget) } : {}),
     ...(run.dailyShare !== null ? { dailyShare: run.dailyShare } : {}),
     // A stopped run falls behind like a running one; a finished one stopped following when it ended.
     ...(run.follow
@@ -265,4 +222,58 @@ async function revertInfo(q: Queryable, run: RunRow) {
 export async function loadRun(q: Queryable, runId: string): Promise<RunRow | undefined> {
   const [run] = await q.select().from(runs).where(eq(runs.id, runId));
   return run;
+}
+
+/** The account's budget as the run page and `drover status` show it. */
+function budgetView(run: RunRow, budget: typeof budgets.$inferSelect) {
+  return {
+    burstCapacity: budget.burstCapacity,
+    burstUsed: budget.burstUsed,
+    dailyKnown: budget.dailyRemaining !== null,
+    dailyRemaining: BigInt(budget.dailyRemaining ?? 0),
+    spent: BigInt(budget.spent),
+    ...(budget.dailyResetAt ? { dailyResetAt: timestampFromDate(budget.dailyResetAt) } : {}),
+    ...(budget.burstResetAt && budget.burstResetAt.getTime() > Date.now()
+      ? { blockedUntil: timestampFromDate(budget.burstResetAt) }
+      : {}),
+    dailySpent:
+      budget.exhaustedAt !== null &&
+      budget.dailyResetAt !== null &&
+      budget.dailyResetAt.getTime() > Date.now(),
+    dailyResetTimeZone: dailyResetTimeZone(run, budget.dailyResetBy),
+  };
+}
+
+/** When the rest of the run should be done, and what it still costs the source. */
+function etaView(eta: NonNullable<Awaited<ReturnType<typeof liveEta>>>) {
+  return {
+    seconds: BigInt(eta.seconds),
+    text: eta.text,
+    atLeast: eta.atLeast,
+    requestsLeft: BigInt(eta.requests),
+    tokensLeft: BigInt(eta.tokens),
+    dailyResets: eta.dailyResets,
+  };
+}
+
+/** Each kind's outcomes and tasks, in plan order. */
+function progressView(
+  run: RunRow,
+  byKind: ReadonlyMap<string, KindOutcome>,
+  tasksOf: ReadonlyMap<string, KindTaskCounts>,
+) {
+  return run.plan.flat().map((kind) => {
+    const p = byKind.get(kind);
+    return {
+      kind,
+      imported: p?.created ?? 0n,
+      matched: p?.matched ?? 0n,
+      alreadyHere: p?.alreadyHere ?? 0n,
+      skipped: p?.skipped ?? 0n,
+      failed: p?.failed ?? 0n,
+      tasksTotal: BigInt(tasksOf.get(kind)?.total ?? 0),
+      tasksDone: BigInt(tasksOf.get(kind)?.done ?? 0),
+      tasksRunning: BigInt(tasksOf.get(kind)?.running ?? 0),
+    };
+  });
 }
