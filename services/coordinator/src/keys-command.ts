@@ -12,7 +12,7 @@ import {
   SecretKeyError,
 } from "@drover/auth";
 import { keyringOptions } from "@drover/config";
-import { ensureDatabase, migrateDatabase, openDatabase, pgErrorCode } from "@drover/db";
+import { type Db, ensureDatabase, migrateDatabase, openDatabase, pgErrorCode } from "@drover/db";
 import { insertApiKey, keyChange, listStoredApiKeys, revokeApiKey } from "./api-key-store.js";
 import { KEY_ACTIONS, localActor, recordAuditEvent } from "./audit-trail.js";
 import { reencryptSecrets } from "./source-secrets.js";
@@ -84,73 +84,16 @@ export async function keysCommand(argv: string[], io: KeysIo): Promise<number> {
       case "revoke":
       case "list":
       case "reencrypt-secrets":
-        return await withDatabase(io, async (db) => {
+        return await withDatabase(io, (db) =>
           // Who changed the keys, for the audit trail: this command holds no API key of its own.
-          const actor = localActor("keys command");
-          if (command === "issue") {
-            const { token, key } = issueApiKey(scopesOf(values.scope), values.id);
-            try {
-              await insertApiKey(db, key, values.note, actor);
-            } catch (err) {
-              if (pgErrorCode(err) !== "23505") throw err;
-              const message = `a key with id "${key.keyId}" already exists; choose another --id`;
-              await recordAuditEvent(
-                db,
-                keyChange(
-                  KEY_ACTIONS.issue,
-                  actor,
-                  key.keyId,
-                  { scopes: formatScopes(key.scopes) },
-                  {
-                    outcome: "ALREADY_EXISTS",
-                    message,
-                  },
-                ),
-              );
-              throw new UsageError(message);
-            }
-            json({ event: "key-issued", key_id: key.keyId, scopes: formatScopes(key.scopes), token });
-            io.err("The token is shown only now; only its hash is stored.");
-            return 0;
-          }
-          if (command === "revoke") {
-            const [keyId] = positionals;
-            if (!keyId) throw new UsageError("revoke needs the key id");
-            if (!(await revokeApiKey(db, keyId, actor))) {
-              const message = `no active stored key "${keyId}" (see \`keys list\`; keys in DROVER_API_KEYS are removed there)`;
-              await recordAuditEvent(
-                db,
-                keyChange(KEY_ACTIONS.revoke, actor, keyId, {}, { outcome: "NOT_FOUND", message }),
-              );
-              io.err(message);
-              return 1;
-            }
-            json({ event: "key-revoked", key_id: keyId });
-            return 0;
-          }
-          if (command === "list") {
-            for (const row of await listStoredApiKeys(db)) {
-              json({
-                key_id: row.keyId,
-                scopes: row.scopes.join("+"),
-                created_at: row.createdAt.toISOString(),
-                revoked_at: row.revokedAt?.toISOString() ?? null,
-                note: row.note,
-              });
-            }
-            return 0;
-          }
-          const { keyring } = loadSecretKeyring(keyringOptions(io.env));
-          const result = await reencryptSecrets(db, keyring);
-          json({ event: "secrets-reencrypted", key_id: keyring.primaryKeyId, ...result });
-          if (result.unreadable > 0) {
-            io.err(
-              `${result.unreadable} secret(s) are under keys not configured here and were left as they were.`,
-            );
-            return 1;
-          }
-          return 0;
-        });
+          STORED_KEY_COMMANDS[command](db, {
+            io,
+            json,
+            values,
+            positionals,
+            actor: localActor("keys command"),
+          }),
+        );
       default:
         throw new UsageError(command ? `unknown command "${command}"` : "no command given");
     }
@@ -166,6 +109,85 @@ export async function keysCommand(argv: string[], io: KeysIo): Promise<number> {
     throw err;
   }
 }
+
+/** What a stored-key command is given: the command line, where to write, and who runs it. */
+interface StoredKeyCall {
+  io: KeysIo;
+  json(value: Record<string, unknown>): void;
+  values: ReturnType<typeof parse>["values"];
+  positionals: string[];
+  actor: ReturnType<typeof localActor>;
+}
+
+/** The commands that read or change what the database stores; each returns the exit code. */
+const STORED_KEY_COMMANDS: Record<
+  "issue" | "revoke" | "list" | "reencrypt-secrets",
+  (db: Db, call: StoredKeyCall) => Promise<number>
+> = {
+  async issue(db, { io, json, values, actor }) {
+    const { token, key } = issueApiKey(scopesOf(values.scope), values.id);
+    try {
+      await insertApiKey(db, key, values.note, actor);
+    } catch (err) {
+      if (pgErrorCode(err) !== "23505") throw err;
+      const message = `a key with id "${key.keyId}" already exists; choose another --id`;
+      await recordAuditEvent(
+        db,
+        keyChange(
+          KEY_ACTIONS.issue,
+          actor,
+          key.keyId,
+          { scopes: formatScopes(key.scopes) },
+          {
+            outcome: "ALREADY_EXISTS",
+            message,
+          },
+        ),
+      );
+      throw new UsageError(message);
+    }
+    json({ event: "key-issued", key_id: key.keyId, scopes: formatScopes(key.scopes), token });
+    io.err("The token is shown only now; only its hash is stored.");
+    return 0;
+  },
+  async revoke(db, { io, json, positionals, actor }) {
+    const [keyId] = positionals;
+    if (!keyId) throw new UsageError("revoke needs the key id");
+    if (!(await revokeApiKey(db, keyId, actor))) {
+      const message = `no active stored key "${keyId}" (see \`keys list\`; keys in DROVER_API_KEYS are removed there)`;
+      await recordAuditEvent(
+        db,
+        keyChange(KEY_ACTIONS.revoke, actor, keyId, {}, { outcome: "NOT_FOUND", message }),
+      );
+      io.err(message);
+      return 1;
+    }
+    json({ event: "key-revoked", key_id: keyId });
+    return 0;
+  },
+  async list(db, { json }) {
+    for (const row of await listStoredApiKeys(db)) {
+      json({
+        key_id: row.keyId,
+        scopes: row.scopes.join("+"),
+        created_at: row.createdAt.toISOString(),
+        revoked_at: row.revokedAt?.toISOString() ?? null,
+        note: row.note,
+      });
+    }
+    return 0;
+  },
+  async "reencrypt-secrets"(db, { io, json }) {
+    const { keyring } = loadSecretKeyring(keyringOptions(io.env));
+    const result = await reencryptSecrets(db, keyring);
+    json({ event: "secrets-reencrypted", key_id: keyring.primaryKeyId, ...result });
+    if (result.unreadable > 0) {
+      io.err(`${result.unreadable} secret(s) are under keys not configured here and were left as they were.`);
+      return 1;
+    }
+    return 0;
+  },
+};
 
 class UsageError extends Error {}
 
