@@ -243,7 +243,7 @@ describe("dashboard API", { timeout: 120_000 }, () => {
     expect(csp).not.toContain("unsafe-inline");
     expect(res.headers.get("x-content-type-options")).toBe("nosniff");
     const html = await res.text();
-    expect(html).toContain('<script src="/app.js" defer></script>');
+    expect(html).toContain('<script type="module" src="/app.js"></script>');
     expect(html).not.toMatch(/<script>/);
     expect((await fetch(new URL("/nope", dashboard.url))).status).toBe(404);
   });
@@ -251,6 +251,7 @@ describe("dashboard API", { timeout: 120_000 }, () => {
   it("gives the page its status words from the one definition every layer reads, before app.js", async () => {
     const html = await (await fetch(dashboard.url)).text();
     expect(html.indexOf('<script src="/vocabulary.js" defer></script>')).toBeGreaterThan(-1);
+    // A deferred classic script and a module script run in document order: the vocabulary first.
     expect(html.indexOf("/vocabulary.js")).toBeLessThan(html.indexOf("/app.js"));
     const script = await (await fetch(new URL("/vocabulary.js", dashboard.url))).text();
     const window: { DROVER_VOCABULARY?: { runStatuses: string[]; liveRunStatuses: string[] } } = {};
@@ -259,8 +260,35 @@ describe("dashboard API", { timeout: 120_000 }, () => {
       runStatuses: [...RUN_STATUSES],
       liveRunStatuses: [...LIVE_RUN_STATUSES],
     });
-    // app.js keeps no list of its own to drift from it.
-    const app = await (await fetch(new URL("/app.js", dashboard.url))).text();
-    expect(app).not.toMatch(/"pending",\s*"running"/);
+    // No module of the page keeps a list of its own to drift from it.
+    const modules = await pageModules();
+    expect(modules.size).toBeGreaterThan(1);
+    for (const [path, source] of modules) expect(source, path).not.toMatch(/"pending",\s*"running"/);
+  });
+
+  it("serves every module app.js imports, as JavaScript from this origin", async () => {
+    // Under nosniff a module script that does not come as JavaScript is refused, and the page is blank.
+    for (const path of (await pageModules()).keys()) {
+      const res = await fetch(new URL(path, dashboard.url));
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get("content-type"), path).toBe("text/javascript; charset=utf-8");
+      expect(res.headers.get("content-security-policy"), path).toContain("script-src 'self'");
+    }
   });
 });
+
+/** The page's modules, from /app.js along its imports (all relative, of this origin): path to source. */
+async function pageModules(): Promise<Map<string, string>> {
+  const modules = new Map<string, string>();
+  const pending = ["/app.js"];
+  for (let path = pending.pop(); path; path = pending.pop()) {
+    if (modules.has(path)) continue;
+    const res = await fetch(new URL(path, dashboard.url));
+    expect(res.status, path).toBe(200);
+    const source = await res.text();
+    modules.set(path, source);
+    for (const [, spec] of source.matchAll(/^import [^;]*? from "(\.\/[^"]+)";$/gms))
+      pending.push(new URL(spec!, new URL(path, "http://page")).pathname);
+  }
+  return modules;
+}

@@ -51,3 +51,14 @@ export function sentence(text: string): string {
   const capital = t[0]!.toUpperCase() + t.slice(1);
   return /[.!?]$/.test(capital) ? capital : `${capital}.`;
 }
+
+/** A refusal the dashboard itself decides, thrown from a route and answered as JSON. */
+export class HttpProblem extends Error {
+  constructor(
+    readonly problem: Problem,
+    /** More for the page than a sentence, e.g. the runs a refused revert names. */
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(problem.message);
+  }
+}

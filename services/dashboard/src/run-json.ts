@@ -207,18 +207,7 @@ export interface NoteGroupJson {
 const iso = (t: Timestamp | undefined): string | null => (t ? timestampDate(t).toISOString() : null);
 
 export function runJson(run: Run, now = Date.now()): RunJson {
-  const progress = run.progress.map((p) => ({
-    kind: p.kind,
-    imported: Number(p.imported),
-    matched: Number(p.matched),
-    alreadyHere: Number(p.alreadyHere),
-    skipped: Number(p.skipped),
-    failed: Number(p.failed),
-    tasksTotal: Number(p.tasksTotal),
-    tasksDone: Number(p.tasksDone),
-    tasksRunning: Number(p.tasksRunning),
-  }));
-  const b = run.budget;
+  const progress = progressJson(run);
   return {
     id: run.id,
     tenantId: run.tenantId,
@@ -237,79 +226,12 @@ export function runJson(run: Run, now = Date.now()): RunJson {
     },
     rows: progress.reduce((n, p) => n + p.imported + p.matched + p.alreadyHere + p.skipped + p.failed, 0),
     facts: runFacts(run),
-    budget: b
-      ? {
-          burstCapacity: b.burstCapacity,
-          burstUsed: b.burstUsed,
-          dailyRemaining: b.dailyKnown ? Number(b.dailyRemaining) : null,
-          dailyResetAt: iso(b.dailyResetAt),
-          blockedUntil: iso(b.blockedUntil),
-          spent: Number(b.spent),
-          facts: budgetFacts(run),
-        }
-      : null,
+    budget: budgetJson(run),
     budgetWait: budgetWait(run, now),
-    // GetRun carries it only while the run is running.
-    eta: run.eta
-      ? {
-          text: run.eta.text,
-          seconds: Number(run.eta.seconds),
-          requests: Number(run.eta.requestsLeft),
-          tokens: Number(run.eta.tokensLeft),
-          dailyResets: run.eta.dailyResets,
-        }
-      : null,
-    follow: run.follow
-      ? {
-          intervalSeconds: run.follow.intervalSeconds,
-          cutoverAt: iso(run.follow.cutoverAt),
-          replicationLagSeconds:
-            run.follow.replicationLagSeconds === undefined ? null : Number(run.follow.replicationLagSeconds),
-          feed: run.follow.feed,
-          feedReason: run.follow.feedReason,
-          reconcileSeconds: run.follow.reconcileSeconds,
-          lastEventAt: iso(run.follow.lastEventAt),
-          passes: run.follow.passes.map((p) => ({
-            index: p.index,
-            since: iso(p.since),
-            startsAt: iso(p.startsAt),
-            finishedAt: iso(p.finishedAt),
-            changes: Number(p.changes),
-            deletions: Number(p.deletions),
-          })),
-        }
-      : null,
-    revert: run.revert
-      ? {
-          reverts: run.revert.reverts || null,
-          revertedBy: run.revert.revertedBy || null,
-          force: run.revert.force,
-          removed: Number(run.revert.removed),
-          kept: Number(run.revert.kept),
-          kinds: run.revert.kinds.map((k) => ({
-            kind: k.kind,
-            removed: Number(k.removed),
-            gone: Number(k.gone),
-            kept: Number(k.kept),
-            total: Number(k.total),
-          })),
-        }
-      : null,
-    verification: run.verification
-      ? {
-          ok: run.verification.ok,
-          error: run.verification.error,
-          verifiedAt: iso(run.verification.verifiedAt),
-          kinds: run.verification.kinds.map((k) => ({
-            kind: k.kind,
-            sourceCount: Number(k.sourceCount),
-            ledgerCount: Number(k.ledgerCount),
-            failedCount: Number(k.failedCount),
-            sampled: Number(k.sampled),
-            mismatches: [...k.mismatches],
-          })),
-        }
-      : null,
+    eta: etaJson(run),
+    follow: followJson(run),
+    revert: revertJson(run),
+    verification: verificationJson(run),
     // A dry run wrote nothing of its own: it is never verified.
     verificationPending:
       !run.dryRun && !run.revert?.reverts && !run.verification && VERIFIED_AUTOMATICALLY.has(run.status),
@@ -319,19 +241,122 @@ export function runJson(run: Run, now = Date.now()): RunJson {
     createdAt: iso(run.createdAt),
     startedAt: iso(run.startedAt),
     finishedAt: iso(run.finishedAt),
-    can: {
-      stop: run.status === RunStatus.PENDING || run.status === RunStatus.RUNNING,
-      resume: run.status === RunStatus.STOPPED,
-      retry: run.status === RunStatus.FAILED,
-      redrive:
-        !run.revert?.reverts && (run.status === RunStatus.SUCCEEDED || run.status === RunStatus.FAILED),
-      revert:
-        !run.dryRun &&
-        !run.revert &&
-        (run.status === RunStatus.SUCCEEDED ||
-          run.status === RunStatus.FAILED ||
-          run.status === RunStatus.STOPPED),
-    },
+    can: steering(run),
+  };
+}
+
+function progressJson(run: Run): RunJson["progress"] {
+  return run.progress.map((p) => ({
+    kind: p.kind,
+    imported: Number(p.imported),
+    matched: Number(p.matched),
+    alreadyHere: Number(p.alreadyHere),
+    skipped: Number(p.skipped),
+    failed: Number(p.failed),
+    tasksTotal: Number(p.tasksTotal),
+    tasksDone: Number(p.tasksDone),
+    tasksRunning: Number(p.tasksRunning),
+  }));
+}
+
+function budgetJson(run: Run): RunJson["budget"] {
+  const b = run.budget;
+  if (!b) return null;
+  return {
+    burstCapacity: b.burstCapacity,
+    burstUsed: b.burstUsed,
+    dailyRemaining: b.dailyKnown ? Number(b.dailyRemaining) : null,
+    dailyResetAt: iso(b.dailyResetAt),
+    blockedUntil: iso(b.blockedUntil),
+    spent: Number(b.spent),
+    facts: budgetFacts(run),
+  };
+}
+
+/** GetRun carries it only while the run is running. */
+function etaJson(run: Run): RunJson["eta"] {
+  if (!run.eta) return null;
+  return {
+    text: run.eta.text,
+    seconds: Number(run.eta.seconds),
+    requests: Number(run.eta.requestsLeft),
+    tokens: Number(run.eta.tokensLeft),
+    dailyResets: run.eta.dailyResets,
+  };
+}
+
+function followJson(run: Run): RunJson["follow"] {
+  const f = run.follow;
+  if (!f) return null;
+  return {
+    intervalSeconds: f.intervalSeconds,
+    cutoverAt: iso(f.cutoverAt),
+    replicationLagSeconds: f.replicationLagSeconds === undefined ? null : Number(f.replicationLagSeconds),
+    feed: f.feed,
+    feedReason: f.feedReason,
+    reconcileSeconds: f.reconcileSeconds,
+    lastEventAt: iso(f.lastEventAt),
+    passes: f.passes.map((p) => ({
+      index: p.index,
+      since: iso(p.since),
+      startsAt: iso(p.startsAt),
+      finishedAt: iso(p.finishedAt),
+      changes: Number(p.changes),
+      deletions: Number(p.deletions),
+    })),
+  };
+}
+
+function revertJson(run: Run): RunJson["revert"] {
+  const r = run.revert;
+  if (!r) return null;
+  return {
+    reverts: r.reverts || null,
+    revertedBy: r.revertedBy || null,
+    force: r.force,
+    removed: Number(r.removed),
+    kept: Number(r.kept),
+    kinds: r.kinds.map((k) => ({
+      kind: k.kind,
+      removed: Number(k.removed),
+      gone: Number(k.gone),
+      kept: Number(k.kept),
+      total: Number(k.total),
+    })),
+  };
+}
+
+function verificationJson(run: Run): RunJson["verification"] {
+  const v = run.verification;
+  if (!v) return null;
+  return {
+    ok: v.ok,
+    error: v.error,
+    verifiedAt: iso(v.verifiedAt),
+    kinds: v.kinds.map((k) => ({
+      kind: k.kind,
+      sourceCount: Number(k.sourceCount),
+      ledgerCount: Number(k.ledgerCount),
+      failedCount: Number(k.failedCount),
+      sampled: Number(k.sampled),
+      mismatches: [...k.mismatches],
+    })),
+  };
+}
+
+/** Which steering buttons the run's status allows. */
+function steering(run: Run): RunJson["can"] {
+  return {
+    stop: run.status === RunStatus.PENDING || run.status === RunStatus.RUNNING,
+    resume: run.status === RunStatus.STOPPED,
+    retry: run.status === RunStatus.FAILED,
+    redrive: !run.revert?.reverts && (run.status === RunStatus.SUCCEEDED || run.status === RunStatus.FAILED),
+    revert:
+      !run.dryRun &&
+      !run.revert &&
+      (run.status === RunStatus.SUCCEEDED ||
+        run.status === RunStatus.FAILED ||
+        run.status === RunStatus.STOPPED),
   };
 }
 
