@@ -135,7 +135,7 @@ export const OTHER_SETTINGS: readonly OtherSetting[] = [
   {
     name: "DROVER_SOURCE_TOKEN",
     readBy: "the CLI",
-    readIn: ["packages/cli/src/commands.ts"],
+    readIn: ["packages/cli/src/commands/start.ts"],
     type: "text",
     default: "none",
     description:

@@ -3,12 +3,13 @@ import { parseArgs } from "node:util";
 import { statusName, table, verificationTable } from "@drover/cli";
 import { openDatabase } from "@drover/db";
 import {
+  type Cluster,
   createSourceDatabase,
   EMPTY_CRM_SANDBOX,
   generateRoomEvents,
   startCluster,
 } from "@drover/local-cluster";
-import { createClient, RunService, RunStatus } from "@drover/proto";
+import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { ulidFloor } from "@drover/providers";
 import { sql } from "drizzle-orm";
 import { prepareDemoServices } from "./prepare.js";
@@ -63,8 +64,18 @@ function flags(argv: string[]) {
   };
 }
 
+type TableFlags = ReturnType<typeof flags>;
+type SourceDatabase = Awaited<ReturnType<typeof createSourceDatabase>>;
+type DemoClient = Client<typeof RunService>;
+
+/** The time the source rows span: whole hours, in epoch milliseconds. */
+interface EventSpan {
+  from: number;
+  to: number;
+}
+
 async function main(): Promise<number> {
-  let f: ReturnType<typeof flags>;
+  let f: TableFlags;
   try {
     f = flags(process.argv.slice(2));
   } catch (err) {
@@ -75,42 +86,16 @@ async function main(): Promise<number> {
 
   // Whole hours, ending at the last full hour: the newest slot is the one copied first.
   const to = Math.floor(Date.now() / HOUR) * HOUR;
-  const from = to - f.hours * HOUR;
+  const span = { from: to - f.hours * HOUR, to };
   const source = await createSourceDatabase(DATABASE_URL, "drover_demo_source");
   const database = openDatabase(DATABASE_URL, { max: 2 });
   let cluster: Awaited<ReturnType<typeof startCluster>> | undefined;
   try {
-    process.stdout.write(`Generating ${f.rows} room events over ${f.hours} h in database ${source.name}\n`);
-    const t0 = Date.now();
-    await generateRoomEvents(source.sql, {
-      rows: f.rows,
-      from: new Date(from),
-      to: new Date(to),
-      onProgress: (done, total) => {
-        if (process.stdout.isTTY) process.stdout.write(`\r  ${done}/${total}`);
-      },
-    });
-    const [size] = await source.sql<{ size: string; n: string }[]>`
-      select pg_size_pretty(pg_total_relation_size('public.room_events')) as size, count(*)::text as n from public.room_events`;
-    process.stdout.write(
-      `${process.stdout.isTTY ? "\n" : ""}  ${size!.n} rows, ${size!.size}, in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`,
-    );
+    const sourceRows = await generateSource(source, f, span);
     // The tenant's earlier demo copies would count as unexpected rows in the same slots.
     await database.db.execute(sql`delete from app.room_events where tenant_id = ${f.tenant}`);
 
-    const queuePrefix = `demo-table-${randomBytes(3).toString("hex")}`;
-    process.stdout.write(
-      `Starting 1 coordinator and ${f.workers} workers (logs in .artifacts/logs/${queuePrefix}/)\n`,
-    );
-    cluster = await startCluster({
-      databaseUrl: DATABASE_URL,
-      natsUrl: NATS_URL,
-      queuePrefix,
-      workers: f.workers,
-      laneWidth: f.lane,
-      sandbox: { ...EMPTY_CRM_SANDBOX },
-      env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
-    });
+    cluster = await startTableCluster(f);
     const running = cluster;
     const client = createClient(RunService, running.coordinatorAddresses[0]!, {
       metadata: () => ({ authorization: `Bearer ${running.adminToken}` }),
@@ -121,42 +106,8 @@ async function main(): Promise<number> {
     };
     process.once("SIGINT", onSignal);
     try {
-      const started = Date.now();
-      const { run } = await client.startRun({
-        tenantId: f.tenant,
-        source: "pg-table",
-        sourceAccount: source.name,
-        // The connection string is the run's secret: sealed by the coordinator, opened by workers only.
-        sourceConfig: {
-          baseUrl: "",
-          apiToken: source.url,
-          settings: {
-            table: "public.room_events",
-            destination: "app.room_events",
-            tenantColumn: "tenant_id",
-            mapping: "id=id,room_id=room_id,data=data",
-            from: new Date(from).toISOString(),
-            to: new Date(to).toISOString(),
-            slotWidth: f.slotWidth,
-          },
-        },
-      });
-      process.stdout.write(`StartRun: run ${run!.id} for tenant "${f.tenant}", ${size!.n} source rows\n`);
-      const last = await followRun(client, run!, new ProgressView({ rows: Number(size!.n) }), started);
-
-      process.stdout.write(`${await slotTable(database, source.sql, last.id)}\n\n`);
-
-      const { verification } = await client.verifyRun({ runId: last.id });
-      const v = verification!;
-      process.stdout.write(`${verificationTable(v, "destination")}\n`);
-      if (v.error) process.stdout.write(`verification error: ${v.error}\n`);
-      const ok = v.ok && last.status === RunStatus.SUCCEEDED;
-      process.stdout.write(
-        ok
-          ? `\nVerified: every slot holds as many rows in app.room_events as in the source, and every sampled row matches field by field.\n`
-          : `\nVERIFICATION FAILED${last.status === RunStatus.SUCCEEDED ? "" : ` (the run ended ${statusName(last.status)})`}\n`,
-      );
-      return ok ? 0 : 1;
+      const last = await copyRoomEvents(client, source, f, span, sourceRows);
+      return await verifyCopy(client, database, source, last);
     } finally {
       process.off("SIGINT", onSignal);
       client.close();
@@ -171,10 +122,101 @@ async function main(): Promise<number> {
   }
 }
 
+/** Fills the source database's room_events over the span. Returns how many rows it holds. */
+async function generateSource(source: SourceDatabase, f: TableFlags, span: EventSpan): Promise<string> {
+  process.stdout.write(`Generating ${f.rows} room events over ${f.hours} h in database ${source.name}\n`);
+  const t0 = Date.now();
+  await generateRoomEvents(source.sql, {
+    rows: f.rows,
+    from: new Date(span.from),
+    to: new Date(span.to),
+    onProgress: (done, total) => {
+      if (process.stdout.isTTY) process.stdout.write(`\r  ${done}/${total}`);
+    },
+  });
+  const [size] = await source.sql<{ size: string; n: string }[]>`
+    select pg_size_pretty(pg_total_relation_size('public.room_events')) as size, count(*)::text as n from public.room_events`;
+  process.stdout.write(
+    `${process.stdout.isTTY ? "\n" : ""}  ${size!.n} rows, ${size!.size}, in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`,
+  );
+  return size!.n;
+}
+
+/** One coordinator and the workers; the CRM sandbox starts with every cluster, empty here. */
+async function startTableCluster(f: TableFlags): Promise<Cluster> {
+  const queuePrefix = `demo-table-${randomBytes(3).toString("hex")}`;
+  process.stdout.write(
+    `Starting 1 coordinator and ${f.workers} workers (logs in .artifacts/logs/${queuePrefix}/)\n`,
+  );
+  return startCluster({
+    databaseUrl: DATABASE_URL,
+    natsUrl: NATS_URL,
+    queuePrefix,
+    workers: f.workers,
+    laneWidth: f.lane,
+    sandbox: { ...EMPTY_CRM_SANDBOX },
+    env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
+  });
+}
+
+/** Starts the pg-table run over gRPC and follows it to its end. Returns the run as it ended. */
+async function copyRoomEvents(
+  client: DemoClient,
+  source: SourceDatabase,
+  f: TableFlags,
+  span: EventSpan,
+  sourceRows: string,
+): Promise<Run> {
+  const started = Date.now();
+  const { run } = await client.startRun({
+    tenantId: f.tenant,
+    source: "pg-table",
+    sourceAccount: source.name,
+    // The connection string is the run's secret: sealed by the coordinator, opened by workers only.
+    sourceConfig: {
+      baseUrl: "",
+      apiToken: source.url,
+      settings: {
+        table: "public.room_events",
+        destination: "app.room_events",
+        tenantColumn: "tenant_id",
+        mapping: "id=id,room_id=room_id,data=data",
+        from: new Date(span.from).toISOString(),
+        to: new Date(span.to).toISOString(),
+        slotWidth: f.slotWidth,
+      },
+    },
+  });
+  process.stdout.write(`StartRun: run ${run!.id} for tenant "${f.tenant}", ${sourceRows} source rows\n`);
+  return followRun(client, run!, new ProgressView({ rows: Number(sourceRows) }), started);
+}
+
+/** Prints the per-slot totals and the run's verification. Returns the exit code: 0 only if both hold. */
+async function verifyCopy(
+  client: DemoClient,
+  database: ReturnType<typeof openDatabase>,
+  source: SourceDatabase,
+  last: Run,
+): Promise<number> {
+  process.stdout.write(`${await slotTable(database, source.sql, last.id)}\n\n`);
+
+  const { verification } = await client.verifyRun({ runId: last.id });
+  const v = verification!;
+  process.stdout.write(`${verificationTable(v, "destination")}\n`);
+  if (v.error) process.stdout.write(`verification error: ${v.error}\n`);
+  const ok = v.ok && last.status === RunStatus.SUCCEEDED;
+  process.stdout.write(
+    ok
+      ? `\nVerified: every slot holds as many rows in app.room_events as in the source, and every sampled row matches field by field.\n`
+      : `\nVERIFICATION FAILED${last.status === RunStatus.SUCCEEDED ? "" : ` (the run ended ${statusName(last.status)})`}\n`,
+  );
+  return ok ? 0 : 1;
+}
+
 /** Per-slot totals: the source's rows in the slot's bounds, and what its task read and wrote. */
 async function slotTable(
   database: ReturnType<typeof openDatabase>,
-  source: Awaited<ReturnType<typeof createSourceDatabase>>["sql"],
+  source: SourceDatabase["sql"],
   runId: string,
 ): Promise<string> {
   const tasks = await database.db.execute<{

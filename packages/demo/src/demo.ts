@@ -2,10 +2,10 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { kindDone, statusName } from "@drover/cli";
 import { openDatabase } from "@drover/db";
-import { accountFor, accountingProblems, startCluster } from "@drover/local-cluster";
+import { accountFor, accountingProblems, type Cluster, startCluster } from "@drover/local-cluster";
 import { type Client, createClient, type Run, RunService, RunStatus, type Verification } from "@drover/proto";
 import { sql } from "drizzle-orm";
-import { parseDemoFlags, USAGE } from "./flags.js";
+import { type DemoFlags, parseDemoFlags, USAGE } from "./flags.js";
 import { prepareDemoServices } from "./prepare.js";
 import { followRun, ProgressView } from "./progress.js";
 import { keepInstructions, legend, reasonsBlock, seededLine, verificationBlock } from "./report.js";
@@ -15,8 +15,18 @@ const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const SOURCE_ACCOUNT = "sandbox-company";
 const API_TOKEN = "demo-api-token";
 
+type DemoDatabase = ReturnType<typeof openDatabase>["db"];
+type DemoClient = Client<typeof RunService>;
+
+/** What the sandbox serves, by its own account: the ids per kind (some malformed), and their totals. */
+interface SandboxTruth {
+  kinds: Record<string, { ids: string[]; malformed: string[] }>;
+  totals: Record<string, number>;
+  sourceRows: number;
+}
+
 async function main(): Promise<number> {
-  let flags: ReturnType<typeof parseDemoFlags>;
+  let flags: DemoFlags;
   try {
     flags = parseDemoFlags(process.argv.slice(2));
   } catch (err) {
@@ -26,6 +36,45 @@ async function main(): Promise<number> {
 
   if (!(await prepareDemoServices(DATABASE_URL, NATS_URL))) return 1;
 
+  const cluster = await startDemoCluster(flags);
+  // The cluster's admin key lives as long as the demo: the page and the CLI need one to call the coordinator.
+  const coordinatorAddress = cluster.coordinatorAddresses[0]!;
+  const database = openDatabase(DATABASE_URL, { max: 2 });
+  const client = createClient(RunService, coordinatorAddress, {
+    metadata: () => ({ authorization: `Bearer ${cluster.adminToken}` }),
+  });
+  const onSignal = () => {
+    process.stdout.write("\ninterrupted: stopping the services\n");
+    void cluster.stop().then(() => process.exit(130));
+  };
+  process.once("SIGINT", onSignal);
+  try {
+    const truth = await sandboxTruth(cluster.sandboxUrl);
+    const { last, started } = await importSandbox(
+      client,
+      database.db,
+      flags.tenant,
+      cluster.sandboxUrl,
+      truth,
+    );
+    const issues = await demoProblems(client, database.db, flags.tenant, truth, last, started);
+
+    if (flags.keep) {
+      // Ctrl-C now ends the wait, and the services stop as after any run.
+      process.off("SIGINT", onSignal);
+      await keepUntilInterrupted(cluster, last.id);
+    }
+    return verdict(issues, last, truth.sourceRows);
+  } finally {
+    process.off("SIGINT", onSignal);
+    client.close();
+    await database.close();
+    await cluster.stop();
+  }
+}
+
+/** The sandbox, one coordinator, the workers and the run page, and how to reach them. */
+async function startDemoCluster(flags: DemoFlags): Promise<Cluster> {
   const queuePrefix = `demo-${randomBytes(3).toString("hex")}`;
   process.stdout.write(
     `Starting the CRM sandbox, 1 coordinator and ${flags.workers} workers (logs in .artifacts/logs/${queuePrefix}/)\n`,
@@ -40,104 +89,120 @@ async function main(): Promise<number> {
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
     dashboard: true,
   });
-  // The cluster's admin key lives as long as the demo: the page and the CLI need one to call the coordinator.
   const coordinatorAddress = cluster.coordinatorAddresses[0]!;
   process.stdout.write(
     `Coordinator (gRPC): ${coordinatorAddress}; the CLI reaches it with DROVER_ADDRESS=${coordinatorAddress} DROVER_TOKEN=${cluster.adminToken}\n` +
       `Run page: ${cluster.dashboardUrl} (enter this API key there: ${cluster.adminToken})\n`,
   );
-  const database = openDatabase(DATABASE_URL, { max: 2 });
-  const client = createClient(RunService, coordinatorAddress, {
-    metadata: () => ({ authorization: `Bearer ${cluster.adminToken}` }),
-  });
-  const onSignal = () => {
-    process.stdout.write("\ninterrupted: stopping the services\n");
-    void cluster.stop().then(() => process.exit(130));
+  return cluster;
+}
+
+async function sandboxTruth(sandboxUrl: string): Promise<SandboxTruth> {
+  const truth = (await (await fetch(`${sandboxUrl}/__sandbox/truth`)).json()) as {
+    kinds: Record<string, { ids: string[]; malformed: string[] }>;
   };
-  process.once("SIGINT", onSignal);
-  try {
-    const truth = (await (await fetch(`${cluster.sandboxUrl}/__sandbox/truth`)).json()) as {
-      kinds: Record<string, { ids: string[]; malformed: string[] }>;
-    };
-    const totals = Object.fromEntries(Object.entries(truth.kinds).map(([k, t]) => [k, t.ids.length]));
-    const sourceRows = Object.values(totals).reduce((a, b) => a + b, 0);
-    const existing = await seedExistingContacts(database.db, flags.tenant, cluster.sandboxUrl);
-    if (existing > 0) process.stdout.write(`${seededLine(existing, flags.tenant)}\n`);
+  const totals = Object.fromEntries(Object.entries(truth.kinds).map(([k, t]) => [k, t.ids.length]));
+  const sourceRows = Object.values(totals).reduce((a, b) => a + b, 0);
+  return { kinds: truth.kinds, totals, sourceRows };
+}
 
-    const started = Date.now();
-    const { run } = await client.startRun({
-      tenantId: flags.tenant,
-      source: "crm",
+/**
+ * The migration itself: seeds the product, starts the run over gRPC and follows it to its end, then
+ * prints the legend and why rows were skipped or failed. Returns the run as it ended, and when the
+ * run was asked for (after the seeding: the contacts seeded are the product's own, not the run's).
+ */
+async function importSandbox(
+  client: DemoClient,
+  db: DemoDatabase,
+  tenant: string,
+  sandboxUrl: string,
+  truth: SandboxTruth,
+): Promise<{ last: Run; started: number }> {
+  const existing = await seedExistingContacts(db, tenant, sandboxUrl);
+  if (existing > 0) process.stdout.write(`${seededLine(existing, tenant)}\n`);
+
+  const started = Date.now();
+  const { run } = await client.startRun({
+    tenantId: tenant,
+    source: "crm",
+    sourceAccount: SOURCE_ACCOUNT,
+    sourceConfig: { baseUrl: sandboxUrl, apiToken: API_TOKEN },
+  });
+  process.stdout.write(`StartRun: run ${run!.id} for tenant "${tenant}", ${truth.sourceRows} source rows\n`);
+
+  const last = await followRun(client, run!, new ProgressView(truth.totals), started);
+
+  process.stdout.write(`${legend()}\n\n`);
+
+  const { groups } = await client.listNotes({ runId: last.id, samples: 3 });
+  if (groups.length > 0) process.stdout.write(`${reasonsBlock(groups, last.id)}\n\n`);
+  return { last, started };
+}
+
+/**
+ * What the demo found wrong, if anything: a source row not accounted for (since `started`), a kind
+ * the final table miscounts, a verification that did not pass. Prints the verification.
+ */
+async function demoProblems(
+  client: DemoClient,
+  db: DemoDatabase,
+  tenant: string,
+  truth: SandboxTruth,
+  last: Run,
+  started: number,
+): Promise<string[]> {
+  const accounts = await accountFor(
+    db,
+    { tenantId: tenant, source: "crm", sourceAccount: SOURCE_ACCOUNT, since: new Date(started) },
+    truth.kinds,
+  );
+  const issues = [...accountingProblems(accounts), ...tableProblems(last, truth.totals)];
+
+  // The run's verification reads the sandbox: it must end before anything stops, or a later
+  // demo's workers would retry it against a sandbox that is gone.
+  process.stdout.write("Verifying the run against the sandbox (a worker counts and samples every kind)...\n");
+  const verifyStarted = Date.now();
+  const verification = await awaitVerification(client, last.id);
+  process.stdout.write(
+    `${verificationBlock(verification, last.id)}\n(the verification ended ${((Date.now() - verifyStarted) / 1000).toFixed(1)} s after the run)\n\n`,
+  );
+  if (!verification.ok)
+    issues.push(
+      verification.error
+        ? `the verification could not finish: ${verification.error}`
+        : "the verification found problems",
+    );
+  return issues;
+}
+
+/** --keep: says how to reach the services and the run, then waits for Ctrl-C. */
+async function keepUntilInterrupted(cluster: Cluster, runId: string): Promise<void> {
+  process.stdout.write(
+    `${keepInstructions({
+      coordinatorAddress: cluster.coordinatorAddresses[0]!,
+      adminToken: cluster.adminToken,
+      dashboardUrl: cluster.dashboardUrl,
+      sandboxUrl: cluster.sandboxUrl,
+      sandboxToken: API_TOKEN,
       sourceAccount: SOURCE_ACCOUNT,
-      sourceConfig: { baseUrl: cluster.sandboxUrl, apiToken: API_TOKEN },
-    });
+      runId,
+    })}\n`,
+  );
+  await new Promise<void>((resolve) => process.once("SIGINT", () => resolve()));
+}
+
+/** The demo's last line, and its exit code: 0 only if the run succeeded and nothing is wrong. */
+function verdict(issues: string[], last: Run, sourceRows: number): number {
+  if (issues.length === 0 && last.status === RunStatus.SUCCEEDED) {
     process.stdout.write(
-      `StartRun: run ${run!.id} for tenant "${flags.tenant}", ${sourceRows} source rows\n`,
+      `Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason; the run is verified.\n`,
     );
-
-    const last = await followRun(client, run!, new ProgressView(totals), started);
-
-    process.stdout.write(`${legend()}\n\n`);
-
-    const { groups } = await client.listNotes({ runId: last.id, samples: 3 });
-    if (groups.length > 0) process.stdout.write(`${reasonsBlock(groups, last.id)}\n\n`);
-
-    const accounts = await accountFor(
-      database.db,
-      { tenantId: flags.tenant, source: "crm", sourceAccount: SOURCE_ACCOUNT, since: new Date(started) },
-      truth.kinds,
-    );
-    const issues = [...accountingProblems(accounts), ...tableProblems(last, totals)];
-
-    // The run's verification reads the sandbox: it must end before anything stops, or a later
-    // demo's workers would retry it against a sandbox that is gone.
-    process.stdout.write(
-      "Verifying the run against the sandbox (a worker counts and samples every kind)...\n",
-    );
-    const verifyStarted = Date.now();
-    const verification = await awaitVerification(client, last.id);
-    process.stdout.write(
-      `${verificationBlock(verification, last.id)}\n(the verification ended ${((Date.now() - verifyStarted) / 1000).toFixed(1)} s after the run)\n\n`,
-    );
-    if (!verification.ok)
-      issues.push(
-        verification.error
-          ? `the verification could not finish: ${verification.error}`
-          : "the verification found problems",
-      );
-
-    if (flags.keep) {
-      // Ctrl-C now ends the wait, and the services stop as after any run.
-      process.off("SIGINT", onSignal);
-      process.stdout.write(
-        `${keepInstructions({
-          coordinatorAddress,
-          adminToken: cluster.adminToken,
-          dashboardUrl: cluster.dashboardUrl,
-          sandboxUrl: cluster.sandboxUrl,
-          sandboxToken: API_TOKEN,
-          sourceAccount: SOURCE_ACCOUNT,
-          runId: last.id,
-        })}\n`,
-      );
-      await new Promise<void>((resolve) => process.once("SIGINT", () => resolve()));
-    }
-    if (issues.length === 0 && last.status === RunStatus.SUCCEEDED) {
-      process.stdout.write(
-        `Every one of the ${sourceRows} source rows is accounted for: in the ledger, or failed with a reason; the run is verified.\n`,
-      );
-      return 0;
-    }
-    process.stdout.write(
-      `The demo found problems:\n  - ${issues.join("\n  - ") || `the run ended ${statusName(last.status)}`}\n`,
-    );
-    return 1;
-  } finally {
-    process.off("SIGINT", onSignal);
-    client.close();
-    await database.close();
-    await cluster.stop();
+    return 0;
   }
+  process.stdout.write(
+    `The demo found problems:\n  - ${issues.join("\n  - ") || `the run ended ${statusName(last.status)}`}\n`,
+  );
+  return 1;
 }
 
 /** How long the demo waits for the automatic verification before it asks for one itself. */
@@ -150,7 +215,7 @@ const VERIFY_DEADLINE_MS = 5 * 60_000;
  * (GetRun shows it once a worker has stored it), or, if it has not come within a minute, one asked
  * for with VerifyRun, which waits for it.
  */
-async function awaitVerification(client: Client<typeof RunService>, runId: string): Promise<Verification> {
+async function awaitVerification(client: DemoClient, runId: string): Promise<Verification> {
   const until = Date.now() + AUTOMATIC_VERIFICATION_MS;
   while (Date.now() < until) {
     const { run } = await client.getRun({ runId });
@@ -168,11 +233,7 @@ async function awaitVerification(client: Client<typeof RunService>, runId: strin
  * A product that already knows some of the customer's contacts: on the tenant's first run, every
  * 25th sandbox person with an email exists already, so the run shows "matched" rather than creating twins.
  */
-async function seedExistingContacts(
-  db: ReturnType<typeof openDatabase>["db"],
-  tenantId: string,
-  sandboxUrl: string,
-): Promise<number> {
+async function seedExistingContacts(db: DemoDatabase, tenantId: string, sandboxUrl: string): Promise<number> {
   const [known] = await db.execute<{ n: string }>(
     sql`select count(*) as n from app.contacts where tenant_id = ${tenantId}`,
   );

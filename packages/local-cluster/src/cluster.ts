@@ -77,22 +77,19 @@ export interface Cluster {
 }
 
 /**
- * The CRM sandbox, coordinators and workers as separate processes, as in production: what the demo
- * runs and what end-to-end tests kill.
+ * How each process of one cluster starts, from its service spec, with the cluster's keys: the
+ * coordinators hold the keys' hashes, the workers a worker token, and `adminToken` is for callers.
  */
-export async function startCluster(options: ClusterOptions): Promise<Cluster> {
-  const logDir = options.logDir ?? join(REPO_ROOT, ".artifacts", "logs", options.queuePrefix);
-  const sandboxArgs = Object.entries(options.sandbox).flatMap(([k, v]) => [`--${k}`, String(v)]);
-  // Started alongside the coordinators (nothing of theirs needs it), awaited before the workers.
-  const sandboxStarting = spawnService({
-    name: "crm-sandbox",
-    entry: "packages/crm-sandbox/src/main.ts",
-    args: ["--port", "0", ...sandboxArgs],
-    readyEvent: "listening",
-    logDir,
-  });
-  // Awaited below; until then its failure must not count as unhandled.
-  sandboxStarting.catch(() => {});
+interface ClusterServices {
+  adminToken: string;
+  /** `extra`: environment only this coordinator gets (a test's overrides, a restarted one's old address). */
+  coordinator(name: string, extra?: Record<string, string>, launcher?: string[]): Promise<ServiceProcess>;
+  /** Worker `number`, pointed at one coordinator. */
+  worker(number: number, coordinatorAddress: string, overrides: WorkerOverrides): Promise<ServiceProcess>;
+  dashboard(coordinatorAddress: string): Promise<ServiceProcess>;
+}
+
+function clusterServices(options: ClusterOptions, logDir: string): ClusterServices {
   // Authentication is on, as in production: a key pair of the cluster's own. Source secrets use the
   // keyring of the environment, else the development keyring of this checkout
   // (.artifacts/dev-secret-keys), so runs left by an earlier cluster on the same database still open.
@@ -143,87 +140,169 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       ...(given.launcher ? { launcher: given.launcher } : {}),
       ...(given.runFrom ? { runFrom: given.runFrom } : {}),
     });
-  // The keys come from DROVER_API_KEYS alone, not from a file the caller's environment may name.
-  const coordinatorSecrets = { secrets: { DATABASE_URL: options.databaseUrl, DROVER_API_KEYS: apiKeys } };
-  const coordinatorExtra = { DROVER_API_KEYS_FILE: "" };
+  return {
+    adminToken: admin.token,
+    coordinator: (name, extra = {}, launcher) =>
+      spawnFromSpec(COORDINATOR, name, {
+        secrets: { DATABASE_URL: options.databaseUrl, DROVER_API_KEYS: apiKeys },
+        // The keys come from DROVER_API_KEYS alone, not from a file the caller's environment may name.
+        extra: { DROVER_API_KEYS_FILE: "", ...extra },
+        ...(launcher ? { launcher } : {}),
+      }),
+    worker: (number, coordinatorAddress, overrides) =>
+      spawnFromSpec(WORKER, `worker-${number}`, {
+        secrets: { DATABASE_URL: options.databaseUrl, DROVER_WORKER_TOKEN: worker.token },
+        links: { DROVER_COORDINATOR_ADDRESS: coordinatorAddress },
+        extra: { DROVER_WORKER_ID: `worker-${number}`, ...overrides.env },
+        ...(overrides.launcher ? { launcher: overrides.launcher } : {}),
+        ...(overrides.runFrom ? { runFrom: overrides.runFrom } : {}),
+      }),
+    dashboard: (coordinatorAddress) =>
+      spawnFromSpec(DASHBOARD, "dashboard", { links: { DROVER_COORDINATOR_ADDRESS: coordinatorAddress } }),
+  };
+}
+
+/** Stops every process given, at once: what a failed start does so that it leaves nothing running. */
+async function stopAll(processes: ServiceProcess[]): Promise<void> {
+  await Promise.all(processes.map((p) => p.stop()));
+}
+
+/** The CRM sandbox, started with its flags; awaited later, its failure is not unhandled meanwhile. */
+function startSandbox(options: ClusterOptions, logDir: string): Promise<ServiceProcess> {
+  const sandboxArgs = Object.entries(options.sandbox).flatMap(([k, v]) => [`--${k}`, String(v)]);
+  const sandboxStarting = spawnService({
+    name: "crm-sandbox",
+    entry: "packages/crm-sandbox/src/main.ts",
+    args: ["--port", "0", ...sandboxArgs],
+    readyEvent: "listening",
+    logDir,
+  });
+  // Awaited by the caller; until then its failure must not count as unhandled.
+  sandboxStarting.catch(() => {});
+  return sandboxStarting;
+}
+
+/** The coordinators one after another, then the sandbox started beside them. */
+async function startCoordinators(
+  services: ClusterServices,
+  count: number,
+  sandboxStarting: Promise<ServiceProcess>,
+): Promise<{ coordinators: ServiceProcess[]; sandbox: ServiceProcess }> {
   const coordinators: ServiceProcess[] = [];
   try {
-    for (let i = 0; i < (options.coordinators ?? 1); i++) {
-      coordinators.push(
-        await spawnFromSpec(COORDINATOR, `coordinator-${i + 1}`, {
-          ...coordinatorSecrets,
-          extra: coordinatorExtra,
-        }),
-      );
-    }
+    for (let i = 0; i < count; i++) coordinators.push(await services.coordinator(`coordinator-${i + 1}`));
   } catch (err) {
     const sandbox = await sandboxStarting.catch(() => undefined);
-    await Promise.all([...(sandbox ? [sandbox] : []), ...coordinators].map((p) => p.stop()));
+    await stopAll([...(sandbox ? [sandbox] : []), ...coordinators]);
     throw err;
   }
-  let sandbox: ServiceProcess;
   try {
-    sandbox = await sandboxStarting;
+    return { coordinators, sandbox: await sandboxStarting };
   } catch (err) {
-    await Promise.all(coordinators.map((p) => p.stop()));
+    await stopAll(coordinators);
     throw err;
   }
-  const coordinatorAddresses = coordinators.map((c) => String(c.ready.address));
-  let workerCount = 0;
-  const addWorker = (overrides: WorkerOverrides = {}) => {
-    workerCount++;
-    return spawnFromSpec(WORKER, `worker-${workerCount}`, {
-      secrets: { DATABASE_URL: options.databaseUrl, DROVER_WORKER_TOKEN: worker.token },
-      links: {
-        DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[(workerCount - 1) % coordinatorAddresses.length]!,
-      },
-      extra: { DROVER_WORKER_ID: `worker-${workerCount}`, ...overrides.env },
-      ...(overrides.launcher ? { launcher: overrides.launcher } : {}),
-      ...(overrides.runFrom ? { runFrom: overrides.runFrom } : {}),
-    });
-  };
-  const started = await Promise.allSettled(Array.from({ length: options.workers }, () => addWorker()));
+}
+
+/** `count` workers at once; if one fails, every process started so far is stopped. */
+async function startWorkers(
+  count: number,
+  addWorker: () => Promise<ServiceProcess>,
+  others: ServiceProcess[],
+): Promise<ServiceProcess[]> {
+  const started = await Promise.allSettled(Array.from({ length: count }, () => addWorker()));
   const workers = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
   const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failed) {
     // Leave nothing running behind a failed start.
-    await Promise.all([...workers, ...coordinators, sandbox].map((p) => p.stop()));
+    await stopAll([...workers, ...others]);
     throw failed.reason;
   }
+  return workers;
+}
 
-  let dashboard: ServiceProcess | undefined;
-  if (options.dashboard) {
-    try {
-      dashboard = await spawnFromSpec(DASHBOARD, "dashboard", {
-        links: { DROVER_COORDINATOR_ADDRESS: coordinatorAddresses[0]! },
-      });
-    } catch (err) {
-      await Promise.all([...workers, ...coordinators, sandbox].map((p) => p.stop()));
-      throw err;
-    }
+/** The run page, pointed at the first coordinator; if it fails, every other process is stopped. */
+async function startDashboard(
+  services: ClusterServices,
+  coordinatorAddress: string,
+  others: ServiceProcess[],
+): Promise<ServiceProcess> {
+  try {
+    return await services.dashboard(coordinatorAddress);
+  } catch (err) {
+    await stopAll(others);
+    throw err;
   }
+}
 
+/**
+ * The CRM sandbox, coordinators and workers as separate processes, as in production: what the demo
+ * runs and what end-to-end tests kill.
+ */
+export async function startCluster(options: ClusterOptions): Promise<Cluster> {
+  const logDir = options.logDir ?? join(REPO_ROOT, ".artifacts", "logs", options.queuePrefix);
+  // Started alongside the coordinators (nothing of theirs needs it), awaited before the workers.
+  const sandboxStarting = startSandbox(options, logDir);
+  const services = clusterServices(options, logDir);
+  const { coordinators, sandbox } = await startCoordinators(
+    services,
+    options.coordinators ?? 1,
+    sandboxStarting,
+  );
+  const coordinatorAddresses = coordinators.map((c) => String(c.ready.address));
+  let workerCount = 0;
+  // Each new worker is pointed at the next coordinator, round the list.
+  const addWorker = (overrides: WorkerOverrides = {}) => {
+    workerCount++;
+    const address = coordinatorAddresses[(workerCount - 1) % coordinatorAddresses.length]!;
+    return services.worker(workerCount, address, overrides);
+  };
+  const workers = await startWorkers(options.workers, () => addWorker(), [...coordinators, sandbox]);
+  const dashboard = options.dashboard
+    ? await startDashboard(services, coordinatorAddresses[0]!, [...workers, ...coordinators, sandbox])
+    : undefined;
+  return runningCluster({
+    services,
+    addWorker,
+    logDir,
+    sandbox,
+    coordinators,
+    coordinatorAddresses,
+    workers,
+    dashboard,
+  });
+}
+
+/** The started processes as a Cluster: it adds and restarts processes, and stops them all once. */
+function runningCluster(parts: {
+  services: ClusterServices;
+  addWorker: (overrides?: WorkerOverrides) => Promise<ServiceProcess>;
+  logDir: string;
+  sandbox: ServiceProcess;
+  coordinators: ServiceProcess[];
+  coordinatorAddresses: string[];
+  workers: ServiceProcess[];
+  dashboard: ServiceProcess | undefined;
+}): Cluster {
+  const { services, sandbox, coordinators, coordinatorAddresses, workers, dashboard } = parts;
   let stopped: Promise<void> | undefined;
-  const cluster: Cluster = {
+  return {
     sandboxUrl: String(sandbox.ready.url),
     coordinatorAddresses,
-    adminToken: admin.token,
+    adminToken: services.adminToken,
     sandbox,
     coordinators,
     workers,
     ...(dashboard ? { dashboard, dashboardUrl: String(dashboard.ready.url) } : {}),
-    logDir,
+    logDir: parts.logDir,
     async addWorker(overrides) {
-      const w = await addWorker(overrides);
+      const w = await parts.addWorker(overrides);
       workers.push(w);
       return w;
     },
     async addCoordinator(overrides = {}) {
-      const next = await spawnFromSpec(COORDINATOR, `coordinator-${coordinators.length + 1}`, {
-        ...coordinatorSecrets,
-        extra: { ...coordinatorExtra, ...overrides.env },
-        ...(overrides.launcher ? { launcher: overrides.launcher } : {}),
-      });
+      const name = `coordinator-${coordinators.length + 1}`;
+      const next = await services.coordinator(name, overrides.env, overrides.launcher);
       coordinators.push(next);
       coordinatorAddresses.push(String(next.ready.address));
       return next;
@@ -235,9 +314,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       // The port was just freed by the exit: retry briefly if the kernel has not released it yet.
       for (let attempt = 1; ; attempt++) {
         try {
-          const next = await spawnFromSpec(COORDINATOR, previous.name, {
-            ...coordinatorSecrets,
-            extra: { ...coordinatorExtra, DROVER_GRPC_ADDRESS: coordinatorAddresses[index]! },
+          const next = await services.coordinator(previous.name, {
+            DROVER_GRPC_ADDRESS: coordinatorAddresses[index]!,
           });
           coordinators[index] = next;
           return next;
@@ -257,5 +335,4 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       return stopped;
     },
   };
-  return cluster;
 }
