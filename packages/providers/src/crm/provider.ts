@@ -264,6 +264,34 @@ function pageKey(kind: string, c: ListCursor): string {
 }
 
 /**
+ * The tasks a list task hands over to when its walk ends: the next page (or the catch-up's next
+ * list), the stripes a widened v1 walk splits into, a catch-up page's mail tasks, and at the end of
+ * a follow pass's chain the sweeps for deletions no list reports.
+ */
+function successorsOf(
+  ctx: TaskContext,
+  cursor: ListCursor,
+  following: { kind: string; cursor: ListCursor } | undefined,
+  wider: readonly ListCursor[],
+  mail: MailDeals | undefined,
+  dealsPerMailTask: number,
+): TaskSeed[] {
+  const successors: TaskSeed[] = [];
+  if (following)
+    successors.push({
+      kind: following.kind,
+      seedKey: pageKey(following.kind, following.cursor),
+      cursor: { ...following.cursor },
+    });
+  for (const stripe of wider)
+    successors.push({ kind: ctx.task.kind, seedKey: pageKey(ctx.task.kind, stripe), cursor: { ...stripe } });
+  if (mail && cursor.since)
+    successors.push(...mailSeeds(mail, dealsPerMailTask, `${pageKey(ctx.task.kind, cursor)}:`, cursor.since));
+  if (!following && cursor.since && cursor.pass) successors.push(...sweepSeeds(ctx.run, cursor.pass));
+  return successors;
+}
+
+/**
  * A list task: from its cursor, up to `pagesPerTask` pages of its kind, each fetched, its parents
  * resolved in one query and written in windows. A page that the same task goes on from commits its
  * last window with the cursor moved to the next page (processed offset 0), so a retry or a resume
@@ -342,27 +370,9 @@ async function walkList(ctx: TaskContext, kind: ListKind<never>): Promise<TaskRe
       if (seedsMail) reading = readPage(client, ctx, cursor, seedsMail);
       continue;
     }
-    const successors: TaskSeed[] = [];
-    if (following)
-      successors.push({
-        kind: following.kind,
-        seedKey: pageKey(following.kind, following.cursor),
-        cursor: { ...following.cursor },
-      });
-    for (const stripe of wider)
-      successors.push({
-        kind: ctx.task.kind,
-        seedKey: pageKey(ctx.task.kind, stripe),
-        cursor: { ...stripe },
-      });
-    if (mail && cursor.since)
-      successors.push(
-        ...mailSeeds(mail, settings.dealsPerMailTask, `${pageKey(ctx.task.kind, cursor)}:`, cursor.since),
-      );
-    else if (mail) await ctx.keepCursor({ ...cursor, mail });
-    // A follow pass's chain has walked its last list: the sweeps for deletions no list reports.
-    if (!following && cursor.since && cursor.pass) successors.push(...sweepSeeds(ctx.run, cursor.pass));
-    return { successors };
+    // The import keeps a page's deals with mail for the mail phase; a catch-up seeds their tasks.
+    if (mail && !cursor.since) await ctx.keepCursor({ ...cursor, mail });
+    return { successors: successorsOf(ctx, cursor, following, wider, mail, settings.dealsPerMailTask) };
   }
 }
 

@@ -85,6 +85,31 @@ function positive(
 /** Most slots one run may seed: a year of hourly slots is 8,760. */
 const MAX_SLOTS = 200_000;
 
+/** `destination=source` column pairs; a string is what to fix. */
+function parseMapping(text: string | undefined): Map<string, string> | string {
+  if (!text) return "mapping is required: destination=source column pairs, e.g. id=id,data=payload";
+  const mapping = new Map<string, string>();
+  for (const pair of text.split(",")) {
+    const [dest, src, extra] = pair.split("=").map((s) => s.trim());
+    if (!dest || !src || extra !== undefined || !IDENTIFIER.test(dest) || !IDENTIFIER.test(src))
+      return `mapping: "${pair.slice(0, 80)}" is not destination=source with lower-case identifiers`;
+    if (mapping.has(dest)) return `mapping names destination column ${dest} twice`;
+    mapping.set(dest, src);
+  }
+  return mapping;
+}
+
+/** The slot width in ms (`1h`, `30m`, `1d`), at least a second, and not more than MAX_SLOTS over from..to. */
+function parseSlotWidth(text: string | undefined, from: number, to: number): number | string {
+  const width = /^(\d+)([smhd])$/.exec(text ?? "1h");
+  if (!width) return 'slotWidth must be a number and a unit, e.g. "1h", "30m", "1d"';
+  const slotMs = Number(width[1]) * UNITS[width[2]!]!;
+  if (slotMs < 1_000) return "slotWidth must be at least 1s";
+  if (Math.ceil((to - from) / slotMs) > MAX_SLOTS)
+    return `from..to in slots of ${text ?? "1h"} makes more than ${MAX_SLOTS} slots; widen slotWidth`;
+  return slotMs;
+}
+
 /** Parses and checks the settings; a string is the sentence saying what to fix. */
 export function parsePgTableSettings(settings: Readonly<Record<string, string>>): PgTableConfig | string {
   const known = new Set([
@@ -123,23 +148,11 @@ export function parsePgTableSettings(settings: Readonly<Record<string, string>>)
   const to = instant("to", settings.to);
   if (typeof to === "string") return to;
   if (to <= from) return "to must be after from";
-  const width = /^(\d+)([smhd])$/.exec(settings.slotWidth ?? "1h");
-  if (!width) return 'slotWidth must be a number and a unit, e.g. "1h", "30m", "1d"';
-  const slotMs = Number(width[1]) * UNITS[width[2]!]!;
-  if (slotMs < 1_000) return "slotWidth must be at least 1s";
-  if (Math.ceil((to - from) / slotMs) > MAX_SLOTS)
-    return `from..to in slots of ${settings.slotWidth ?? "1h"} makes more than ${MAX_SLOTS} slots; widen slotWidth`;
+  const slotMs = parseSlotWidth(settings.slotWidth, from, to);
+  if (typeof slotMs === "string") return slotMs;
 
-  if (!settings.mapping)
-    return "mapping is required: destination=source column pairs, e.g. id=id,data=payload";
-  const mapping = new Map<string, string>();
-  for (const pair of settings.mapping.split(",")) {
-    const [dest, src, extra] = pair.split("=").map((s) => s.trim());
-    if (!dest || !src || extra !== undefined || !IDENTIFIER.test(dest) || !IDENTIFIER.test(src))
-      return `mapping: "${pair.slice(0, 80)}" is not destination=source with lower-case identifiers`;
-    if (mapping.has(dest)) return `mapping names destination column ${dest} twice`;
-    mapping.set(dest, src);
-  }
+  const mapping = parseMapping(settings.mapping);
+  if (typeof mapping === "string") return mapping;
   if (![...mapping.values()].includes(idColumn))
     return `mapping must copy ${idColumn} (the key): the destination is keyed by it, which makes rewrites idempotent`;
   if (timeColumn && ![...mapping.values()].includes(timeColumn))

@@ -8,7 +8,13 @@ import {
   type TaskResult,
 } from "@drover/provider-sdk";
 import { copyRow, copyWindow, type SourceColumns, sourceColumns } from "./binary-copy.js";
-import { connectionProblem, parsePgTableSettings, quoteQualified, runConfig } from "./config.js";
+import {
+  connectionProblem,
+  type PgTableConfig,
+  parsePgTableSettings,
+  quoteQualified,
+  runConfig,
+} from "./config.js";
 import { copySizes, StreamedSizing, streamingTask } from "./copy-sizes.js";
 import { type DestinationShape, destinationShape } from "./destination-table.js";
 import {
@@ -83,6 +89,71 @@ function knownPath(runId: string) {
 }
 
 /**
+ * Which way one slot's rows travel: inside the database (INSERT … SELECT, when source and
+ * destination share it) or streamed through the worker (binary COPY). Settled by the first window
+ * (the probe needs the window's transaction), known at once when this process already asked.
+ */
+class SlotPath {
+  /** undefined until the first window settles it. */
+  inDatabase: boolean | undefined;
+  readonly known: ReturnType<typeof knownPath>;
+  private shape: DestinationShape | undefined;
+  private plan: InDatabasePlan | undefined;
+  /** How the mapped columns travel when the rows go through the worker (binary-copy.ts). */
+  private columns: SourceColumns | undefined;
+
+  constructor(
+    private readonly config: PgTableConfig,
+    private readonly source: ReturnType<typeof sourceDatabase>,
+    private readonly connection: string,
+    runId: string,
+  ) {
+    this.inDatabase = config.inDatabaseCopy ? settledSharing(connection, config) : false;
+    this.known = knownPath(runId);
+    this.shape = this.known.shape;
+    this.plan = this.known.plan;
+  }
+
+  /** The columns a page reads when its rows go through the worker; none while they may not. */
+  async columnsToRead(): Promise<SourceColumns | undefined> {
+    if (this.inDatabase) return undefined;
+    this.columns ??= await sourceColumns(this.source, this.config, quoteQualified(this.config.table));
+    return this.columns;
+  }
+
+  private async settle(tx: Tx): Promise<{ shape: DestinationShape; plan: InDatabasePlan | undefined }> {
+    const { config, known } = this;
+    this.shape ??= known.shape = await destinationShape(tx, config);
+    this.inDatabase ??= await sharesDatabase(tx, this.source, this.connection, config);
+    if (this.inDatabase) this.plan ??= known.plan = await inDatabasePlan(tx, config, this.shape);
+    return { shape: this.shape, plan: this.inDatabase ? this.plan : undefined };
+  }
+
+  /** The slot's writer: each window (or, rewritten row by row, each row) by the settled path. */
+  writer(tenantId: string): BatchWriter<SourceRecord> {
+    const { config } = this;
+    return {
+      writeBatch: async (tx, rows) => {
+        const path = await this.settle(tx);
+        if (!path.plan) return copyWindow(tx, config, path.shape, this.columns!, tenantId, rows);
+        const keys = rows.map((r) => r.sourceId);
+        // The rows are in the walk's order: the window spans its first row to its last.
+        const [first, last] = [rows[0]!.data, rows[rows.length - 1]!.data];
+        return copyInDatabase(tx, config, path.shape, path.plan, tenantId, keys, { first, last });
+      },
+      // The row-by-row rewrite of a window that failed: the same path, one row per savepoint.
+      writeRow: async (tx, row, sourceId) => {
+        const path = await this.settle(tx);
+        if (!path.plan)
+          return copyRow(tx, config, path.shape, this.columns!, tenantId, { sourceId, data: row });
+        const [result] = await copyInDatabase(tx, config, path.shape, path.plan, tenantId, [sourceId]);
+        return result!;
+      },
+    };
+  }
+}
+
+/**
  * Walks the slot by keyset from the checkpoint's last_id, a page at a time (the next page read
  * while this one is written), and writes each page in windows of one upsert. Each window's
  * checkpoint is the last key it wrote, so a retry or a resume reads on right after it: no row is
@@ -97,37 +168,8 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
   const slot = { from: Number(ctx.task.cursor.from), to: Number(ctx.task.cursor.to) };
   const tenantId = ctx.run.tenantId;
 
-  // Whether this slot's windows are copied inside the database: settled by the first window (the
-  // probe needs the window's transaction), known at once when this process already asked.
-  let inDatabase = config.inDatabaseCopy ? settledSharing(connection, config) : false;
-  const known = knownPath(ctx.run.id);
-  let shape: DestinationShape | undefined = known.shape;
-  let plan: InDatabasePlan | undefined = known.plan;
-  // How the mapped columns travel when the rows go through the worker (binary-copy.ts).
-  let columns: SourceColumns | undefined;
-  const settle = async (tx: Tx) => {
-    shape ??= known.shape = await destinationShape(tx, config);
-    inDatabase ??= await sharesDatabase(tx, source, connection, config);
-    if (inDatabase) plan ??= known.plan = await inDatabasePlan(tx, config, shape);
-    return { shape, plan: inDatabase ? plan : undefined };
-  };
-  const writer: BatchWriter<SourceRecord> = {
-    async writeBatch(tx, rows) {
-      const path = await settle(tx);
-      if (!path.plan) return copyWindow(tx, config, path.shape, columns!, tenantId, rows);
-      const keys = rows.map((r) => r.sourceId);
-      // The rows are in the walk's order: the window spans its first row to its last.
-      const [first, last] = [rows[0]!.data, rows[rows.length - 1]!.data];
-      return copyInDatabase(tx, config, path.shape, path.plan, tenantId, keys, { first, last });
-    },
-    // The row-by-row rewrite of a window that failed: the same path, one row per savepoint.
-    async writeRow(tx, row, sourceId) {
-      const path = await settle(tx);
-      if (!path.plan) return copyRow(tx, config, path.shape, columns!, tenantId, { sourceId, data: row });
-      const [result] = await copyInDatabase(tx, config, path.shape, path.plan, tenantId, [sourceId]);
-      return result!;
-    },
-  };
+  const path = new SlotPath(config, source, connection, ctx.run.id);
+  const writer = path.writer(tenantId);
   const cursorAfter = (row: SourceRow<SourceRecord>): Record<string, unknown> => {
     const time = (row.data as SourceRecord).time;
     return {
@@ -143,13 +185,13 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
     `${sourceKey(connection)}|${quoteQualified(config.table)}`,
     copySizes(config, "streamed"),
   );
-  const sizesNow = () => (inDatabase ? copySizes(config, "in-database") : streamed.sizes());
+  const sizesNow = () => (path.inDatabase ? copySizes(config, "in-database") : streamed.sizes());
   // Until the path is known, a page carries the rows (the first window may well need them) and has
   // the streamed path's size.
   const readAfter = async (cursor: SlotCursor) => {
     const limit = sizesNow().page;
-    if (!inDatabase) columns ??= await sourceColumns(source, config, quoteQualified(config.table));
-    const page = await readPage(source, config, cursor, limit, inDatabase ? undefined : columns);
+    const columns = await path.columnsToRead();
+    const page = await readPage(source, config, cursor, limit, columns);
     return { page, full: page.length === limit };
   };
   // Counted among the worker's streamed copies, which share its bytes, until it is known to copy
@@ -160,7 +202,7 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
     for (;;) {
       ctx.signal.throwIfAborted();
       const { page, full } = await next;
-      if (inDatabase) leave();
+      if (path.inDatabase) leave();
       if (page.length === 0) break;
       streamed.learn(page);
       if (full) {
@@ -179,12 +221,12 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
         writer,
         { windowSize: sizesNow().window, cursorAfter },
       );
-      if (!known.pathShown && inDatabase !== undefined) {
+      if (!path.known.pathShown && path.inDatabase !== undefined) {
         // For operators (GetRun's facts): which way this run's rows travel. The first task to know
         // says, once per process (it was a statement of every task: ~2 round trips in ~30 ms of a
         // task's own time outside the server).
-        await ctx.settleRunFact(COPY_PATH_FACT, inDatabase ? "in-database" : "streamed");
-        known.pathShown = true;
+        await ctx.settleRunFact(COPY_PATH_FACT, path.inDatabase ? "in-database" : "streamed");
+        path.known.pathShown = true;
       }
       ctx.working();
       if (!full) break;
