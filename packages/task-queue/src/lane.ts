@@ -41,6 +41,7 @@ const MAX_RETRY_MS = 5_000;
  * free slots: a message buffered behind a long task would burn its ack_wait and be redelivered
  * while it waits (the failure STACK.md warns about).
  */
+// biome-ignore lint/complexity/noExcessiveLinesPerFunction: the pull loop, the tasks in flight and the stop share one lane's state (free slots, the pull to cancel, the waker); each step is a small named closure over it, and pulling them apart would pass that state around instead
 export async function startLane(
   js: JetStreamClient,
   names: TaskQueueNames,

@@ -75,6 +75,7 @@ export interface CoordinatorOptions {
   onDevKeys?: (keys: DevKeys) => void;
 }
 
+// biome-ignore lint/complexity/noExcessiveLinesPerFunction: the coordinator's start, top to bottom in the order it must happen (database, keys, queue, RPC server, leader loop), and the stop that undoes it in reverse; each step is a call
 export async function startCoordinator(
   config: CoordinatorConfig,
   options: CoordinatorOptions = {},

@@ -69,6 +69,7 @@ export interface WorkerOptions {
 const NATS_DRAIN_MS = 5_000;
 
 /** Connects the worker's parts: the database, the broker, the coordinator, and a lane of task messages. */
+// biome-ignore lint/complexity/noExcessiveLinesPerFunction: the worker's start, top to bottom in the order it must happen (database, settings check, queue, liveness, lanes), and the drain that undoes it in reverse; each step is a call
 export async function startWorker(config: WorkerConfig, options: WorkerOptions = {}): Promise<Worker> {
   const logger = (options.logger ?? createLogger("worker")).child({ worker_id: config.workerId });
   const life = new WorkerLifecycle((from, to) => logger.info({ from, to }, `worker ${to}`));
