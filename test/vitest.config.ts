@@ -9,6 +9,7 @@ export default droverVitestConfig("@drover/system-tests", {
     "browser/**/*.test.ts",
     "model/**/*.test.ts",
     "bench/**/*.test.ts",
+    "layout/**/*.test.ts",
   ],
   testTimeout: 240_000,
   hookTimeout: 120_000,

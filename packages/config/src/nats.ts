@@ -1,4 +1,4 @@
-import { intVar, z } from "./index.js";
+import { intVar, z } from "./env.js";
 
 /**
  * Where a service finds NATS and how many copies the task stream keeps. Coordinators and workers

@@ -1,4 +1,4 @@
-import { ConfigError } from "./index.js";
+import { ConfigError } from "./env.js";
 
 interface MainLogger {
   info(obj: object, msg: string): void;

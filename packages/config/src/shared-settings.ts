@@ -1,4 +1,4 @@
-import { identifier, intVar } from "./index.js";
+import { identifier, intVar } from "./env.js";
 import { staleTaskMs } from "./task-lock.js";
 
 /**

@@ -1,4 +1,4 @@
-import { intVar, z } from "./index.js";
+import { intVar, z } from "./env.js";
 
 /**
  * A running task's lock is its worker's sign of life: the worker refreshes it (a touch) every

@@ -1,21 +1,9 @@
 import type { Queryable, Tx } from "@drover/db";
 import type { BudgetPacer } from "./budget-pacer.js";
+import type { RunInfo } from "./run-info.js";
 import type { ProviderVerifier } from "./verifier.js";
 
-/** What a provider sees of the run. The secret is present only where a worker needs it. */
-export interface RunInfo {
-  id: string;
-  tenantId: string;
-  source: string;
-  sourceAccount: string;
-  kinds: readonly string[];
-  plan: readonly (readonly string[])[];
-  sourceConfig: Record<string, unknown>;
-  secret?: string | undefined;
-  startedAt: Date | null;
-  /** A dry run: its windows are counted and rolled back, nothing reaches the product or the ledger. */
-  dryRun?: boolean | undefined;
-}
+export type { RunInfo } from "./run-info.js";
 
 /** A unit of work to create. Seeding the same seedKey twice in one run is a no-op. */
 export interface TaskSeed {

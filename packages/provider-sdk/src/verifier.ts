@@ -1,7 +1,7 @@
 import type { Queryable } from "@drover/db";
 import type { BudgetPacer } from "./budget-pacer.js";
 import { RateLimitedError, TransientError } from "./errors.js";
-import type { RunInfo } from "./provider.js";
+import type { RunInfo } from "./run-info.js";
 import { sleep } from "./sleep.js";
 
 /**

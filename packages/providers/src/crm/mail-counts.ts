@@ -1,6 +1,6 @@
 import type { TaskContext, TaskSeed } from "@drover/provider-sdk";
 import { sourceId } from "./fields.js";
-import type { MailCursor } from "./mail.js";
+import type { MailCursor } from "./mail-cursor.js";
 
 /**
  * Mail is listed per deal at 20 tokens a list, and most accounts have deals without any: the v2
