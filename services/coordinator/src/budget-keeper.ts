@@ -65,10 +65,21 @@ export const DEFAULT_BUDGET_OPTIONS: BudgetOptions = {
   probeAnswerMs: 30_000,
 };
 
+/**
+ * A lease's answer. A grant is a schedule (the first slot's instant in epoch ms, then one every
+ * `intervalMs`); a refusal says when to ask again, as every "not before" inside Drover is said: a
+ * Date (a Timestamp on the wire).
+ */
 export type LeaseResult =
   | { kind: "granted"; granted: number; firstSlotAt: number; intervalMs: number; graceMs: number }
-  | { kind: "wait"; retryAt: number }
+  | { kind: "wait"; retryAt: Date }
   /** The account's day is spent, or (`share`) the run's share of it: nothing before retryAt. */
+  | { kind: "exhausted"; retryAt: Date; share?: boolean };
+
+/** The keeper's arithmetic, in epoch ms; turned into a LeaseResult at the lease's edge. */
+type LeaseAt =
+  | Extract<LeaseResult, { kind: "granted" }>
+  | { kind: "wait"; retryAt: number }
   | { kind: "exhausted"; retryAt: number; share?: boolean };
 
 interface AccountState extends HintedDay {
@@ -150,6 +161,19 @@ export class BudgetKeeper {
     runId = "",
     workerId = "",
   ): Promise<LeaseResult> {
+    const at = await this.leaseAt(source, account, want, tokensPerSlot, burstWindowMs, runId, workerId);
+    return at.kind === "granted" ? at : { ...at, retryAt: new Date(at.retryAt) };
+  }
+
+  private async leaseAt(
+    source: string,
+    account: string,
+    want: number,
+    tokensPerSlot: number,
+    burstWindowMs: number,
+    runId: string,
+    workerId: string,
+  ): Promise<LeaseAt> {
     const a = await this.account(source, account);
     const share = runId ? await this.shareOf(runId) : null;
     if (burstWindowMs > 0) a.windowMs = burstWindowMs;

@@ -74,11 +74,11 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
       const applied = { reportApplied: report !== undefined };
       // A spent day is an answer, not a failure: the lease says so in its own fields.
       if (result.kind === "exhausted") {
-        const until = new Date(result.retryAt).toISOString();
+        const until = result.retryAt.toISOString();
         return {
           ...applied,
           granted: 0,
-          retryAt: timestampFromDate(new Date(result.retryAt)),
+          retryAt: timestampFromDate(result.retryAt),
           exhausted: {
             scope: result.share ? BudgetExhausted_Scope.RUN : BudgetExhausted_Scope.ACCOUNT,
             reason: result.share
@@ -88,7 +88,7 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
         };
       }
       if (result.kind === "wait")
-        return { granted: 0, retryAt: timestampFromDate(new Date(result.retryAt)), ...applied };
+        return { granted: 0, retryAt: timestampFromDate(result.retryAt), ...applied };
       return {
         ...applied,
         granted: result.granted,

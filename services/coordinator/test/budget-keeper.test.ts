@@ -115,7 +115,7 @@ describe("budget keeper", () => {
     clock += 5_000;
     const r = await keeper.lease("crm", "a3", 10, 20);
     expect(r).toMatchObject({ kind: "granted", granted: 2 }); // 50 tokens buy two list calls
-    expect(await keeper.lease("crm", "a3", 1, 20)).toEqual({ kind: "exhausted", retryAt: resetAt.getTime() });
+    expect(await keeper.lease("crm", "a3", 1, 20)).toEqual({ kind: "exhausted", retryAt: resetAt });
   });
 
   it("schedules nothing before a 429's reset", async () => {
@@ -168,8 +168,8 @@ describe("budget keeper", () => {
     expect(walls).toEqual([stated.getTime()]);
     // A worker's answer from before the refusal, reported late, cannot give the day back.
     await keeper.report("crm", "d1", { daily: { remaining: 380, resetAt: rule }, spent: 20 });
-    expect(await keeper.lease("crm", "d1", 4, 20)).toEqual({ kind: "exhausted", retryAt: stated.getTime() });
-    expect(await keeper.lease("crm", "d1", 4, 2)).toEqual({ kind: "exhausted", retryAt: stated.getTime() });
+    expect(await keeper.lease("crm", "d1", 4, 20)).toEqual({ kind: "exhausted", retryAt: stated });
+    expect(await keeper.lease("crm", "d1", 4, 2)).toEqual({ kind: "exhausted", retryAt: stated });
     expect(await keeper.persist()).toBe(1);
     const [row] = await database.db.execute<{ exhausted: boolean }>(
       sql`select exhausted_at is not null as exhausted from drover.budgets where source_account = 'd1'`,
@@ -194,8 +194,8 @@ describe("budget keeper", () => {
       await keeper.report("crm", "d2", { daily: guess(), spent: 0 });
       const refused = await keeper.lease("crm", "d2", 5, 20, 0, "", "w1");
       expect(refused.kind).toBe("exhausted");
-      delays.push((refused as { retryAt: number }).retryAt - found);
-      clock = (refused as { retryAt: number }).retryAt;
+      delays.push((refused as { retryAt: Date }).retryAt.getTime() - found);
+      clock = (refused as { retryAt: Date }).retryAt.getTime();
       // The probe: one slot for each worker, and a second ask of the same worker waits for its answer.
       expect(await keeper.lease("crm", "d2", 5, 20, 0, "", "w1")).toMatchObject({
         kind: "granted",
@@ -225,7 +225,7 @@ describe("budget keeper", () => {
       clock += 1_000;
       const r = await keeper.lease("crm", "d3", 10, 20, 0, half, "w1");
       if (r.kind === "granted") granted += r.granted;
-      else expect(r).toEqual({ kind: "exhausted", retryAt: reset.getTime(), share: true });
+      else expect(r).toEqual({ kind: "exhausted", retryAt: reset, share: true });
     }
     expect(granted * 20).toBe(500);
     // A run without a share still has the rest of the day.
@@ -262,7 +262,7 @@ describe("budget keeper", () => {
     clock = reset.getTime() - 60;
     expect(await keeper.lease("crm", "d5", 10, 1, 2_000, run, "w1")).toEqual({
       kind: "wait",
-      retryAt: reset.getTime(),
+      retryAt: reset,
     });
   });
 
@@ -376,7 +376,7 @@ describe("budget keeper, learning the source's day", () => {
     for (let i = 0; i < 3; i++) {
       const r = await keeper.lease("crm", account, want, 20, 0, "", "w1");
       if (r.kind !== "granted") {
-        t = r.retryAt;
+        t = r.retryAt.getTime();
         continue;
       }
       t = r.firstSlotAt;
@@ -560,7 +560,7 @@ describe("budget keeper, learning the source's day", () => {
     expect(await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).toMatchObject({ granted: 2 });
     expect(await keeper.lease("crm", "p4", 5, 20, 0, "", "w1")).toEqual({
       kind: "exhausted",
-      retryAt: learned + DAY - EARLY,
+      retryAt: new Date(learned + DAY - EARLY),
     });
     const reopened = await nextAsk(keeper, "p4");
     expect(reopened).toMatchObject({ at: learned + DAY + DEFAULT_BUDGET_OPTIONS.leadMs, granted: 5 });
@@ -573,7 +573,7 @@ describe("budget keeper, learning the source's day", () => {
     await successor.report("crm", "p4", refused());
     expect(await successor.lease("crm", "p4", 5, 20, 0, "", "w1")).toEqual({
       kind: "exhausted",
-      retryAt: learned + 2 * DAY - EARLY,
+      retryAt: new Date(learned + 2 * DAY - EARLY),
     });
     const [row] = await database.db.execute<{ phase: string; period: string }>(
       sql`select daily_reset_phase_ms as phase, daily_period_ms as period from drover.budgets where source_account = 'p4'`,
@@ -590,7 +590,7 @@ describe("budget keeper, learning the source's day", () => {
     const learned = 5_000 * DAY + PHASE;
     expect(await keeper.lease("crm", "p5", 5, 20, 0, "", "w1")).toEqual({
       kind: "exhausted",
-      retryAt: learned + DAY - EARLY,
+      retryAt: new Date(learned + DAY - EARLY),
     });
     // At the learned reset the source refuses (the company moved its time zone): the next candidate is probed.
     t = learned + DAY + 10;
