@@ -43,4 +43,38 @@ describe("a crm run's work left", () => {
     // 3 mail lists at 20; no message met yet, so a body per deal at 2 while the body source is unknown.
     expect(by.mail).toMatchObject({ requests: 6, tokens: 3 * 20 + 3 * 2, atLeast: true });
   });
+
+  it("counts a get only for the share of messages met so far that had a body, where bodies are fetched one by one", async () => {
+    const runId = await insertCrmRun(account.db, account.secrets, {
+      tenantId: "estimate-bodies",
+      sourceAccount: "estimate-bodies",
+      kinds: ["deals", "mail"],
+      baseUrl: "http://127.0.0.1:9",
+      token: "t",
+    });
+    const db = account.db;
+    await db.execute(sql`insert into drover.run_facts (run_id, key, value)
+      values (${runId}::uuid, 'crm.mail.bodies', '"fetch"'::jsonb)`);
+    // Two deals walked, four left.
+    await db.execute(sql`insert into drover.tasks (run_id, kind, phase, seed_key, status, cursor) values
+      (${runId}::uuid, 'mail', 1, 'mail:a', 'succeeded', ${JSON.stringify({ deals: ["1", "2"], index: 2 })}::jsonb),
+      (${runId}::uuid, 'mail', 1, 'mail:b', 'pending', ${JSON.stringify({ deals: ["3", "4", "5", "6"], index: 0 })}::jsonb)`);
+    // The walked deals held four messages, one of them with a body.
+    const [deal] = await db.execute<{ id: string }>(
+      sql`insert into app.deals (tenant_id, title) values ('estimate-bodies', 'd') returning id`,
+    );
+    for (const [i, body] of ["<p>hi</p>", null, null, null].entries()) {
+      const [email] = await db.execute<{ id: string }>(sql`
+        insert into app.emails (tenant_id, deal_id, subject, body)
+        values ('estimate-bodies', ${deal!.id}, 's', ${body}) returning id`);
+      await db.execute(sql`
+        insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id)
+        values ('estimate-bodies', 'crm', 'estimate-bodies', 'mail', ${`m${i}`}, 'created', 'email', ${email!.id}, ${runId}::uuid)`);
+    }
+    const run = toRunInfo((await db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
+    const work = await estimateCrmWork(db, run, await taskTallies(db, run.id));
+    const mail = work.kinds.find((k) => k.kind === "mail")!;
+    // 4 lists; 2 messages a deal, a quarter of them with a body: 4 × 2 × ¼ = 2 gets.
+    expect(mail).toMatchObject({ requests: 4 + 2, tokens: 4 * 20 + 2 * 2, atLeast: false });
+  });
 });

@@ -21,7 +21,8 @@ function pageCost(kind: string, list: unknown): number {
  *   say how long a list is, so while a chain or stripe goes on this is a floor; a kind whose phase
  *   has not begun needs at least one page per list;
  * - mail: per deal still to walk, one list call and, where bodies are fetched one by one (the run's
- *   fact), one get per message, at the messages per deal the run has met so far. Before the mail
+ *   fact), one get per message that has a body, at the messages per deal (and the share of them
+ *   with a body) the run has met so far. Before the mail
  *   phase the deals are those the pages of deals found with mail (or, where none kept them, every
  *   deal the ledger holds);
  * each call at its endpoint's token cost (token-costs.ts).
@@ -92,11 +93,19 @@ async function mailLeft(
          and kind = 'deals' and action in ('created', 'matched')`);
     dealsLeft = deals?.n ?? 0;
   }
-  const [mail] = await q.execute<{ n: number }>(sql`
-    select count(*)::int as n from drover.ledger where run_id = ${run.id}::uuid and kind = 'mail'`);
-  // Messages met per deal walked; before any deal is walked, a deal is counted as one message.
+  // Messages met per deal walked, and of those the share with a body (one without says so in its
+  // list and costs no get: has_body_flag 0); before any deal is walked, a deal is counted as one
+  // message with a body.
+  const [mail] = await q.execute<{ n: number; created: number; with_body: number }>(sql`
+    select count(*)::int as n,
+           count(*) filter (where l.action = 'created')::int as created,
+           count(e.body)::int as with_body
+      from drover.ledger l
+      left join app.emails e on e.id = l.record_id and l.action = 'created'
+     where l.run_id = ${run.id}::uuid and l.kind = 'mail'`);
   const perDeal = dealsWalked > 0 ? (mail?.n ?? 0) / dealsWalked : 1;
-  const gets = bodies === "list" ? 0 : Math.round(dealsLeft * perDeal);
+  const withBody = mail && mail.created > 0 ? mail.with_body / mail.created : 1;
+  const gets = bodies === "list" ? 0 : Math.round(dealsLeft * perDeal * withBody);
   return {
     kind: "mail",
     requests: dealsLeft + gets,
