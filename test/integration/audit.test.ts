@@ -112,6 +112,10 @@ describe("least privilege", { timeout: 120_000 }, () => {
       ["RevertRun", () => reader.revertRun({ runId: finished })],
       ["RevertRun", () => reader.revertRun({ runId: finished, force: true })],
       ["VerifyRun", () => reader.verifyRun({ runId: finished })],
+      [
+        "CloseMigration",
+        () => reader.closeMigration({ tenantId: T, source: "crm", sourceAccount: "reader" }),
+      ],
     ];
     for (const [name, call] of mutations) {
       const err = await rejection(call());
@@ -127,7 +131,7 @@ describe("least privilege", { timeout: 120_000 }, () => {
     );
     for (const row of rows) {
       expect(row).toMatchObject({ outcome: "PERMISSION_DENIED", tenant_id: T, scopes: `read:${T}` });
-      expect(row.run_id).toBe(row.action === "StartRun" ? null : finished);
+      expect(row.run_id).toBe(row.action === "StartRun" || row.action === "CloseMigration" ? null : finished);
     }
 
     // And it reads everything a tenant key reads.

@@ -2,6 +2,7 @@ import { type ParseArgsConfig, parseArgs } from "node:util";
 import { type Client, Code, isRpcError, type RunService } from "@drover/proto";
 import { type Command, type Io, UsageError } from "./command-context.js";
 import { audit } from "./commands/audit.js";
+import { close } from "./commands/close.js";
 import { explain } from "./commands/explain.js";
 import { notes } from "./commands/notes.js";
 import { complete, resume, retry, revert, stop } from "./commands/run-control.js";
@@ -38,6 +39,8 @@ export const USAGE = `usage: drover <command> [options]            (global: --ad
   audit    [RUN_ID] [--tenant T] [--action A] [--since 2026-12-01T00:00Z|24h|7d] [--limit N]
            who did what, newest first: each start, stop, resume, retry, complete and revert (refused
            ones too) and, for an admin, each API-key change
+  close    --tenant T [--source crm] --account A [--reopen]   close a tenant's migration of an account: its
+           ledger is removed after the grace period, and a run after that imports as if new
 
 Environment: DROVER_ADDRESS (default 127.0.0.1:50051), DROVER_TOKEN (bearer token), DROVER_SOURCE_TOKEN (the
 source's API token for start, so it stays out of shell history).
@@ -49,6 +52,7 @@ answered at DROVER_ADDRESS, 75 the coordinator answered it cannot now (e.g. the 
 const OPTIONS = {
   json: { type: "boolean", default: false },
   force: { type: "boolean", default: false },
+  reopen: { type: "boolean", default: false },
   tenant: { type: "string" },
   source: { type: "string" },
   account: { type: "string" },
@@ -88,6 +92,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   verify,
   watch,
   audit,
+  close,
 };
 
 /** Runs one command. Returns the process exit code. */

@@ -10,6 +10,15 @@ export {
   wouldBeRows,
 } from "./dry-run.js";
 export { LiveRunConflict, type LiveRunScope } from "./live-run-conflict.js";
+export {
+  closeMigration,
+  ledgerRows,
+  MigrationClosed,
+  MigrationLive,
+  openClosure,
+  removeClosedLedgers,
+  reopenMigration,
+} from "./migration-closures.js";
 export { appendNotes, type NoteInput } from "./notes.js";
 export {
   describeDependent,

@@ -16,6 +16,7 @@ import {
 import { type Provider, REDRIVE_SEED_KEY_PREFIX, type TaskSeed } from "@drover/provider-sdk";
 import { eq, sql } from "drizzle-orm";
 import { LiveRunConflict, takingLiveRunSlot } from "./live-run-conflict.js";
+import { refuseClosedMigration } from "./migration-closures.js";
 import { revertPlan, revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
 import { cancelPendingTasksOfRun, insertTaskSeeds, rearmTasks } from "./task-transitions.js";
@@ -61,6 +62,8 @@ export async function admitRun(db: Db, provider: Provider, input: NewRun): Promi
 
 async function admitRunOnce(db: Db, provider: Provider, input: NewRun): Promise<RunRow> {
   return db.transaction(async (tx) => {
+    // A closed account's ledger is about to go: no run writes against it (migration-closures.ts).
+    if (!input.dryRun) await refuseClosedMigration(tx, input);
     const [run] = await tx
       .insert(runs)
       .values({
@@ -434,7 +437,8 @@ async function rewindBarrier(q: Queryable, runId: string, phase: number): Promis
 
 /**
  * Prunes finished runs past retention: freezes each one's counts into runs.summary (what
- * `summarize` makes of its tasks and notes, before they go), then deletes its tasks and notes, a
+ * `summarize` makes of its tasks and notes, before they go), then deletes its tasks, notes and
+ * window commits, a
  * few runs per call so a backlog never holds long locks. The summaries and the deletes commit
  * together: a run is never left without both its tasks and its counts. The runs are taken FOR
  * UPDATE SKIP LOCKED and the summary is written only where none is, so two reapers never prune one
@@ -469,6 +473,8 @@ export async function pruneFinishedRuns(
     const ids = due.map((r) => r.id);
     await tx.execute(sql`delete from drover.tasks where run_id = any(${sql.param(ids)}::uuid[])`);
     await tx.execute(sql`delete from drover.notes where run_id = any(${sql.param(ids)}::uuid[])`);
+    // The throughput chart's windows: the frozen summary is what the page shows of a pruned run.
+    await tx.execute(sql`delete from drover.window_commits where run_id = any(${sql.param(ids)}::uuid[])`);
     return due.length;
   });
 }

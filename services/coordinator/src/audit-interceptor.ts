@@ -49,6 +49,14 @@ const AUDITED: { [K in keyof Method]?: (req: Request<K>) => Subject } = {
     },
   }),
   revertRun: (req) => ({ runId: req.runId, details: { force: String(req.force) } }),
+  closeMigration: (req) => ({
+    tenantId: req.tenantId,
+    details: {
+      source: req.source,
+      source_account: req.sourceAccount,
+      ...(req.reopen ? { reopen: "true" } : {}),
+    },
+  }),
 };
 
 /** `drover.v1.RunService/StopRun` → its RPC name and what to record of its request. */

@@ -45,6 +45,8 @@ const RUN_SERVICE_RULES: Readonly<Record<keyof typeof RunService.method, Capabil
   completeRun: "steer",
   verifyRun: "steer",
   revertRun: "revert",
+  // The ledger goes after the grace: as destructive as a revert of what explain and revert need.
+  closeMigration: "revert",
 };
 
 /** `drover.v1.RunService/StartRun` (as CallContext.method spells it) → what it needs. */

@@ -105,6 +105,9 @@ const schema = z.object({
     .string()
     .optional()
     .describe("The CA other coordinators' certificates chain to, for forwarding budget calls to the leader."),
+  DROVER_CLOSE_GRACE_HOURS: intVar(0, 8_760, 72).describe(
+    "After CloseMigration, how long an account's ledger stays (a reopen withdraws the close meanwhile) before the leader removes it in small batches; a run of the account after that imports as if new.",
+  ),
   DROVER_WEBHOOK_PUBLIC_URL: z
     .string()
     .optional()
@@ -144,6 +147,8 @@ export interface CoordinatorConfig extends SharedOptions {
   retentionDays: number;
   shutdownGraceMs: number;
   verifySampleSize: number;
+  /** How long a closed migration's ledger stays (CloseMigration). */
+  closeGraceMs: number;
   /** Where the source reaches the webhook receiver; undefined: follow runs poll (run-webhooks.ts). */
   webhookPublicUrl: string | undefined;
   /** With webhooks, a follow run's pass (a reconcile) this often. */
@@ -178,6 +183,7 @@ export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): Coo
     retentionDays: config.DROVER_RETENTION_DAYS,
     shutdownGraceMs: config.DROVER_SHUTDOWN_GRACE_MS,
     verifySampleSize: config.DROVER_VERIFY_SAMPLE_SIZE,
+    closeGraceMs: config.DROVER_CLOSE_GRACE_HOURS * 3_600_000,
     webhookPublicUrl: config.DROVER_WEBHOOK_PUBLIC_URL,
     followReconcileSeconds: config.DROVER_FOLLOW_RECONCILE_SECONDS,
     metrics: metricsOptions(config),

@@ -4,6 +4,7 @@ import {
   redispatchLostTasks,
   releaseStaleTasks,
   releaseTasksOfDeadWorkers,
+  removeClosedLedgers,
   runsToAdvance,
   taskCountsByKind,
   taskCountsByStatus,
@@ -23,6 +24,8 @@ export interface ReaperReport {
   pruned: number;
   /** Audit events older than the retention period, removed this pass. */
   auditPruned: number;
+  /** Ledger rows of closed migrations past their grace, removed this pass. */
+  ledgerRemoved: number;
 }
 
 /**
@@ -35,7 +38,8 @@ export interface ReaperReport {
  * - every live run is advanced (barrier, finalize, stop settling), then the pool's slots are
  *   dealt out again among them (dispatcher.ts);
  * - finished runs older than the retention period lose their tasks and notes, their counts frozen
- *   first; audit events older than the same period go too (audit-trail.ts).
+ *   first; audit events older than the same period go too (audit-trail.ts);
+ * - closed migrations past their grace lose their ledger, a few batches a pass (migration-closures.ts).
  * Every statement is the engine's (task-transitions, run-transitions).
  */
 export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport> {
@@ -57,6 +61,7 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
   await ctx.dispatch();
   const pruned = await pruneRunsPastRetention(ctx);
   const auditPruned = await pruneAuditEvents(db, { retentionDays: config.retentionDays });
+  const ledgerRemoved = await removeClosedLedgers(db);
   return {
     released: dead.released + stale.released,
     failed: dead.failed + stale.failed,
@@ -65,6 +70,7 @@ export async function reaperPass(ctx: CoordinatorContext): Promise<ReaperReport>
     runsProgressed: live.length,
     pruned,
     auditPruned,
+    ledgerRemoved,
   };
 }
 

@@ -1,4 +1,4 @@
-import { LiveRunConflict, RunAlreadyReverted } from "@drover/engine";
+import { LiveRunConflict, MigrationClosed, MigrationLive, RunAlreadyReverted } from "@drover/engine";
 import { Code, type Interceptor, RpcError } from "@drover/proto";
 import {
   DomainError,
@@ -40,6 +40,13 @@ export function toRpcError(err: unknown): unknown {
       `run ${err.runId} is already reverted by run ${err.revertedBy}; resume or retry that run if it did not finish`,
       { reason: "RUN_REVERTED", reverted_by: err.revertedBy },
     );
+  if (err instanceof MigrationClosed)
+    return new RpcError(Code.FAILED_PRECONDITION, err.message, {
+      reason: "MIGRATION_CLOSED",
+      remove_after: err.closure.removeAfter.toISOString(),
+    });
+  if (err instanceof MigrationLive)
+    return new RpcError(Code.FAILED_PRECONDITION, err.message, { reason: "RUN_LIVE", run_id: err.runId });
   if (!(err instanceof DomainError)) return err;
   const code = CODES.find(([type]) => err instanceof type)?.[1] ?? Code.INTERNAL;
   const retry = err instanceof Unavailable && err.retryAfterMs !== undefined;

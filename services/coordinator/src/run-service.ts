@@ -1,6 +1,7 @@
 import type { SecretKeyring } from "@drover/auth";
 import type { RunService, ServiceImplementation } from "@drover/proto";
 import type { CoordinatorContext } from "./context.js";
+import { migrationControl } from "./migration-close.js";
 import { runAudit } from "./run-audit.js";
 import { runControl } from "./run-control.js";
 import { runExplain } from "./run-explain.js";
@@ -22,5 +23,6 @@ export function runService(
     ...runQueries(ctx),
     ...runExplain(ctx, verifications),
     ...runAudit(ctx),
+    ...migrationControl(ctx),
   };
 }

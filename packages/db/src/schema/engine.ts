@@ -433,6 +433,30 @@ export const apiKeys = drover.table(
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 
 /**
+ * A tenant's migration of one source account, closed (CloseMigration): after `remove_after` the
+ * leader's reaper removes the account's ledger rows in small batches and sets `removed_at`; a run of
+ * the account after that imports as if new. Until then StartRun for the account is refused (a run
+ * would write against a ledger about to go), and a reopen deletes the row.
+ */
+export const migrationClosures = drover.table(
+  "migration_closures",
+  {
+    tenantId: text("tenant_id").notNull(),
+    source: text("source").notNull(),
+    sourceAccount: text("source_account").notNull(),
+    closedAt: timestamp("closed_at", { withTimezone: true }).notNull().defaultNow(),
+    removeAfter: timestamp("remove_after", { withTimezone: true }).notNull(),
+    removedAt: timestamp("removed_at", { withTimezone: true }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.source, t.sourceAccount] }),
+    index("migration_closures_due").on(t.removeAfter).where(sql`${t.removedAt} is null`),
+  ],
+);
+
+export type MigrationClosureRow = typeof migrationClosures.$inferSelect;
+
+/**
  * Who did what: one row per run-changing call (StartRun, StopRun, ResumeRun, RetryRun, CompleteRun,
  * RevertRun), whether it succeeded or was refused after authentication, and per API-key change.
  * Append-only: migration 0021 puts a trigger on the table that refuses every UPDATE and TRUNCATE,
