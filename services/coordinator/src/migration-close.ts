@@ -1,4 +1,4 @@
-import { closeMigration, ledgerRows, openClosure, reopenMigration } from "@drover/engine";
+import { closeMigration, ledgerRows, reopenMigration } from "@drover/engine";
 import { type RunService, type ServiceImplementation, timestampFromDate } from "@drover/proto";
 import { requireActsFor } from "./auth.js";
 import type { CoordinatorContext } from "./context.js";
@@ -52,6 +52,3 @@ export function migrationControl(ctx: CoordinatorContext): MigrationControl {
     },
   };
 }
-
-/** The close a StartRun of the account would be refused by, for its message (GetRun has none). */
-export { openClosure };

@@ -158,7 +158,7 @@ describe("reaper pass", () => {
     ]);
   });
 
-  it("prunes a finished run past retention, keeping its counts on the run", async () => {
+  it("prunes a finished run past retention (tasks, notes, window commits), keeping its counts on the run", async () => {
     const old = await run({ status: "succeeded", finishedAt: new Date(Date.now() - 100 * 86_400_000) });
     const recent = await run({ status: "succeeded", finishedAt: new Date() });
     for (const r of [old, recent]) {
@@ -168,6 +168,10 @@ describe("reaper pass", () => {
         sql`insert into drover.notes (run_id, level, kind, subject_id, reason) values (${r.id}, 'error', 'organizations', '9', 'bad')`,
       );
       // The run's skipped rows are the ledger slots it holds as skipped.
+      // One window's commit, for the throughput chart.
+      await database.db.execute(
+        sql`insert into drover.window_commits (run_id, task_id, rows) values (${r.id}, 0, 25)`,
+      );
       for (const id of ["7", "8"])
         await database.db.execute(sql`
           insert into drover.ledger (tenant_id, source, source_account, kind, source_id, action, reason, run_id)
@@ -185,6 +189,8 @@ describe("reaper pass", () => {
       );
     expect(await count("drover.tasks", old.id)).toBe(0);
     expect(await count("drover.notes", old.id)).toBe(0);
+    expect(await count("drover.window_commits", old.id)).toBe(0);
+    expect(await count("drover.window_commits", recent.id)).toBe(1);
     expect(await count("drover.tasks", recent.id)).toBe(2);
     const [pruned] = await database.db.select().from(runs).where(sql`id = ${old.id}`);
     const after = await runView(database.db, providers, pruned!);
