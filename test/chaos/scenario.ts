@@ -17,10 +17,13 @@ import {
   timestampDate,
   type Verification,
 } from "@drover/proto";
+import { loadReceiverConfig, type RunningReceiver, startReceiver } from "@drover/receiver";
+import { createLogger } from "@drover/telemetry";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { sql } from "drizzle-orm";
 import { type Harness, openClusterHarness } from "../support/cluster-harness.js";
+import { freePort } from "../support/free-port.js";
 import {
   CHANGED_COLUMN,
   midRunChangeProblems,
@@ -130,7 +133,16 @@ export interface ChaosOptions {
    * with faults still coming; once every fault is in and a pass begun after the round has finished,
    * the run is completed (CompleteRun) and checked against the source as it is then.
    */
-  follow?: { intervalSeconds: number; changeAt: [number, number] };
+  follow?: {
+    intervalSeconds: number;
+    changeAt: [number, number];
+    /**
+     * The run's change feed is the source's webhooks (a receiver of the run's own, the sandbox
+     * delivering to it), its passes an hourly reconcile: the round's changes must reach the product
+     * through the events, under the faults, before the cutover's reconcile could mend anything.
+     */
+    webhooks?: boolean;
+  };
 }
 
 export interface InjectedFault {
@@ -329,6 +341,8 @@ export async function runChaos(
   const natsKilled: number[] = [];
   const natsDown: number[] = [];
   let h: Harness | undefined;
+  let receiver: RunningReceiver | undefined;
+  const receiverPort = options.follow?.webhooks ? await freePort() : undefined;
   const paused = new Set<ServiceProcess>();
   /** What the nemesis killed on purpose: any other process that exited crashed. */
   const killed = new Set<ServiceProcess>();
@@ -356,11 +370,23 @@ export async function runChaos(
       sandbox: { ...options.sandbox, seed: options.seed },
       env: {
         ...(natsCluster ? { DROVER_STREAM_REPLICAS: "3" } : {}),
+        ...(receiverPort ? { DROVER_WEBHOOK_PUBLIC_URL: `http://127.0.0.1:${receiverPort}` } : {}),
         ...options.env,
         LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
       },
     });
     const harness = h;
+    if (receiverPort)
+      receiver = await startReceiver(
+        loadReceiverConfig({
+          DATABASE_URL: harness.testDb.url,
+          NATS_URL: natsUrl,
+          DROVER_QUEUE_PREFIX: harness.queuePrefix,
+          DROVER_RECEIVER_HOST: "127.0.0.1",
+          DROVER_RECEIVER_PORT: String(receiverPort),
+        }),
+        createLogger("receiver", { level: "silent" }),
+      );
     mark("clusterUp");
     const db = harness.database.db;
     const stream = `${harness.queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`;
@@ -625,7 +651,13 @@ export async function runChaos(
     let completed = false;
     const changes = (async () => {
       if (changeAt === undefined) return;
-      while (!nemesisDone && progress < changeAt) await sleep(100);
+      // Fed by webhooks, the round comes once the import and its own catch-up (pass 0) are over:
+      // only the events (or the cutover's reconcile) can bring it then, not a pass of the import.
+      const due = () =>
+        options.follow?.webhooks
+          ? nemesisFinished && lastSeen?.follow?.passes[0]?.finishedAt !== undefined
+          : progress >= changeAt;
+      while (!nemesisDone && !due()) await sleep(100);
       if (nemesisDone) return;
       const res = await fetch(`${harness.cluster.sandboxUrl}/__sandbox/changes`, { method: "POST" });
       const body = (await res.json()) as { applied: boolean; at: string };
@@ -634,16 +666,48 @@ export async function runChaos(
       log(
         `  +${((Date.now() - runStarted) / 1000).toFixed(1)}s at ${(progress * 100).toFixed(1)}% changes applied at the source`,
       );
+      if (options.follow?.webhooks) {
+        // While the events become work: the leader that turns them into tasks, and a worker.
+        await inject("kill-leader");
+        await inject("kill-worker");
+      }
     })().catch((err: Error) => log(`  changes failed: ${err.message}`));
+    /**
+     * With webhooks, the round has reached the product through its events (every edit on its
+     * record, every addition in the ledger) before any pass could read it: passes are an hour
+     * apart. Given up after WEBHOOK_CATCH_UP_MS, a problem of its own; the cutover's reconcile then
+     * still has to leave the run exact.
+     */
+    let eventsLate = false;
+    let feedMode = "";
+    let lastEventCheck = 0;
+    const eventsCaughtUp = async (): Promise<boolean> => {
+      if (Date.now() - lastEventCheck < 1_000) return false;
+      lastEventCheck = Date.now();
+      // How the run follows, read before the cutover removes its webhooks.
+      const [feed] = await db.execute<{ mode: string; reason: string | null }>(sql`
+        select mode, reason from drover.run_webhooks where run_id = ${runId}::uuid`);
+      feedMode = feed ? `${feed.mode}${feed.reason ? ` (${feed.reason})` : ""}` : "no webhooks row";
+      const truth = (await harness.truth()) as unknown as { kinds: Record<string, SandboxKindTruth> };
+      const scope = { tenantId: TENANT, sourceAccount: ACCOUNT };
+      const missing = await midRunChangeProblems(db, scope, truth.kinds, Object.keys(CHANGED_COLUMN));
+      if (missing.length === 0) return true;
+      if (Date.now() - changedAt!.getTime() < WEBHOOK_CATCH_UP_MS) return false;
+      eventsLate = true;
+      log(`  the webhooks did not bring the round within ${WEBHOOK_CATCH_UP_MS / 1000} s: ${missing[0]}`);
+      return true;
+    };
     /**
      * Cutover, once the faults are all in and a pass begun after the round has finished (it has seen
      * every change): CompleteRun through whichever coordinator answers.
      */
     const completeWhenCaughtUp = async (r: Run): Promise<void> => {
       if (!options.follow || completed || !nemesisFinished || !changedAt) return;
-      const caughtUp = r.follow?.passes.some(
-        (p) => p.finishedAt && p.startsAt && timestampDate(p.startsAt).getTime() > changedAt!.getTime(),
-      );
+      const caughtUp = options.follow.webhooks
+        ? await eventsCaughtUp()
+        : r.follow?.passes.some(
+            (p) => p.finishedAt && p.startsAt && timestampDate(p.startsAt).getTime() > changedAt!.getTime(),
+          );
       if (!caughtUp) return;
       for (const reader of readers) {
         const ok = await reader
@@ -730,6 +794,12 @@ export async function runChaos(
       if (!changedAt) problems.push("the round of changes was never applied at the source");
       else if (!completed)
         problems.push("the follow run was never completed (no pass caught up with the changes)");
+      if (eventsLate)
+        problems.push(
+          `the webhooks did not bring the round of changes within ${WEBHOOK_CATCH_UP_MS / 1000} s`,
+        );
+      if (options.follow.webhooks && feedMode !== "webhooks")
+        problems.push(`the run did not follow by webhooks: ${feedMode || "never checked"}`);
       problems.push(...(await midRunChangeProblems(db, scope, truth.kinds, Object.keys(CHANGED_COLUMN))));
       problems.push(...(await sourceDeletionProblems(db, scope, truth.kinds)).problems);
     }
@@ -873,6 +943,7 @@ export async function runChaos(
     return report;
   } finally {
     for (const w of paused) w.signal("SIGCONT");
+    await receiver?.stop().catch(() => {});
     // NATS must be up for the harness to delete its stream, and is stopped after, whatever happened.
     await (natsCluster ?? nats)!.ensureRunning().catch(() => {});
     await pg?.ensureRunning().catch(() => {});
@@ -884,6 +955,13 @@ export async function runChaos(
     );
   }
 }
+
+/**
+ * How long a webhook-fed follow run may take to bring a round of changes into the product: the
+ * sandbox's deliveries retry after 3, 30 and 150 s, and the faults (a receiver cut off by a NATS
+ * restart, the database restarting) may cost a retry or two.
+ */
+const WEBHOOK_CATCH_UP_MS = 120_000;
 
 /** How soon a run must move again, by itself, once its restarted database accepts connections. */
 const POSTGRES_RESUME_MS = 15_000;

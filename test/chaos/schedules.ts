@@ -73,6 +73,16 @@ export const SMALL_FOLLOW: Omit<ChaosOptions, "seed"> = {
  * on top of one fault of every other kind (the database restarted among them), until the duration
  * is spent.
  */
+/**
+ * The follow run again, its change feed the source's webhooks (a receiver of its own): the round
+ * must reach the product through the events while workers and the leader are killed.
+ */
+export const SMALL_FOLLOW_WEBHOOKS: Omit<ChaosOptions, "seed"> = {
+  ...SMALL_FOLLOW,
+  variant: "small-follow-webhooks",
+  follow: { ...SMALL_FOLLOW.follow!, webhooks: true },
+};
+
 export const SOAK: Omit<ChaosOptions, "seed"> = {
   ...SMALL,
   variant: "soak",
@@ -81,5 +91,10 @@ export const SOAK: Omit<ChaosOptions, "seed"> = {
 export const SOAK_FOLLOW: Omit<ChaosOptions, "seed"> = {
   ...SMALL_FOLLOW,
   variant: "soak-follow",
+  nemesis: SOAK.nemesis,
+};
+export const SOAK_FOLLOW_WEBHOOKS: Omit<ChaosOptions, "seed"> = {
+  ...SMALL_FOLLOW_WEBHOOKS,
+  variant: "soak-follow-webhooks",
   nemesis: SOAK.nemesis,
 };

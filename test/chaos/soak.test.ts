@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { type ChaosReport, EXACT, runChaos } from "./scenario.js";
-import { SOAK, SOAK_FOLLOW } from "./schedules.js";
+import { SOAK, SOAK_FOLLOW, SOAK_FOLLOW_WEBHOOKS } from "./schedules.js";
 
 /** CHAOS_SOAK_MS, set by `pnpm test:chaos -- --soak 30m` (cli.mjs): how long to keep the faults coming. */
 const soakMs = Number(process.env.CHAOS_SOAK_MS ?? 0);
@@ -18,8 +18,9 @@ describe("chaos, soak", () => {
       // A run is started only while it can still finish inside the time (a small run takes ~1 min).
       while (Date.now() - started < soakMs) {
         const seed = Math.floor(Math.random() * 0xffffffff);
-        // Fresh runs and follow runs in turn: a follow run meets the faults while the source changes.
-        const schedule = reports.length % 2 === 0 ? SOAK : SOAK_FOLLOW;
+        // Fresh runs, follow runs that poll and follow runs fed by webhooks in turn: a follow run
+        // meets the faults while the source changes.
+        const schedule = [SOAK, SOAK_FOLLOW, SOAK_FOLLOW_WEBHOOKS][reports.length % 3]!;
         reports.push(await runChaos({ ...schedule, seed }));
       }
       const sum = (f: (r: ChaosReport) => number) => reports.reduce((n, r) => n + f(r), 0);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { chaosSeed, EXACT, runChaos } from "../chaos/scenario.js";
-import { SMALL, SMALL_FOLLOW } from "../chaos/schedules.js";
+import { SMALL, SMALL_FOLLOW_WEBHOOKS } from "../chaos/schedules.js";
 
 describe("chaos, small", () => {
   it("one kill of each kind: nothing lost, duplicated or unexpected, no verification mismatch", async () => {
@@ -9,8 +9,8 @@ describe("chaos, small", () => {
     expect(report.checks).toMatchObject(EXACT);
   }, 180_000);
 
-  it("a follow run through one kill of each kind while the source changes: in step with the source at cutover", async () => {
-    const report = await runChaos({ ...SMALL_FOLLOW, seed: chaosSeed() });
+  it("a follow run fed by webhooks through one kill of each kind while the source changes: the changes arrive by their events, and the run is in step with the source at cutover", async () => {
+    const report = await runChaos({ ...SMALL_FOLLOW_WEBHOOKS, seed: chaosSeed() });
     expect(report.options.follow).toBeDefined();
     expect(report.problems).toEqual([]);
     expect(report.checks).toMatchObject(EXACT);
