@@ -53,7 +53,8 @@ export async function openClosure(
   scope: LiveRunScope,
 ): Promise<MigrationClosureRow | undefined> {
   const [row] = await q.execute<Record<string, unknown>>(sql`
-    select tenant_id, source, source_account, closed_at, remove_after, removed_at
+    select tenant_id, source, source_account, closed_at, remove_after, removed_at,
+           removed_through_kind, removed_through_source_id
       from drover.migration_closures
      where tenant_id = ${scope.tenantId} and source = ${scope.source} and source_account = ${scope.sourceAccount}
        and removed_at is null`);
@@ -89,7 +90,8 @@ export async function closeMigration(
       values (${scope.tenantId}, ${scope.source}, ${scope.sourceAccount}, now(),
               now() + make_interval(secs => ${graceMs / 1000}))
       on conflict (tenant_id, source, source_account) do update
-        set closed_at = now(), remove_after = excluded.remove_after, removed_at = null
+        set closed_at = now(), remove_after = excluded.remove_after, removed_at = null,
+            removed_through_kind = null, removed_through_source_id = null
         where migration_closures.removed_at is not null`);
     return (await openClosure(tx, scope))!;
   });
@@ -142,14 +144,29 @@ export async function removeClosedLedgers(
   let removed = 0;
   for (const c of due) {
     for (;;) {
-      const [gone] = await db.execute<{ n: number }>(sql`
-        with removed as (
-          delete from drover.ledger where id in (
-            select id from drover.ledger
-             where tenant_id = ${c.tenant_id} and source = ${c.source} and source_account = ${c.source_account}
-             limit ${batch})
-          returning 1)
-        select count(*)::int as n from removed`);
+      // Keyset order on the ledger's own slot index (tenant, source, account, kind, source id),
+      // from where the last batch ended: a batch never walks over the index entries of rows it
+      // already removed (dead until vacuum), which made each batch slower than the one before.
+      const [gone] = await db.execute<{ n: number; kind: string | null; source_id: string | null }>(sql`
+        with doomed as (
+          select l.id, l.kind, l.source_id from drover.ledger l, drover.migration_closures c
+           where c.tenant_id = ${c.tenant_id} and c.source = ${c.source} and c.source_account = ${c.source_account}
+             and l.tenant_id = c.tenant_id and l.source = c.source and l.source_account = c.source_account
+             and (c.removed_through_kind is null
+                  or (l.kind, l.source_id) > (c.removed_through_kind, c.removed_through_source_id))
+           order by l.kind, l.source_id
+           limit ${batch}),
+        removed as (
+          delete from drover.ledger l using doomed where l.id = doomed.id
+          returning doomed.kind, doomed.source_id),
+        last as (select kind, source_id from removed order by kind desc, source_id desc limit 1),
+        moved as (
+          update drover.migration_closures c
+             set removed_through_kind = last.kind, removed_through_source_id = last.source_id
+            from last
+           where c.tenant_id = ${c.tenant_id} and c.source = ${c.source} and c.source_account = ${c.source_account})
+        select (select count(*)::int from removed) as n, last.kind, last.source_id
+          from (select 1) one left join last on true`);
       removed += gone?.n ?? 0;
       if ((gone?.n ?? 0) < batch) break;
       // At least one batch a pass; the next pass goes on where this one stopped.
@@ -172,5 +189,7 @@ function closureRow(row: Record<string, unknown>): MigrationClosureRow {
     closedAt: at(row.closed_at)!,
     removeAfter: at(row.remove_after)!,
     removedAt: at(row.removed_at),
+    removedThroughKind: (row.removed_through_kind as string | null) ?? null,
+    removedThroughSourceId: (row.removed_through_source_id as string | null) ?? null,
   };
 }

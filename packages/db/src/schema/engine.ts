@@ -447,6 +447,9 @@ export const migrationClosures = drover.table(
     closedAt: timestamp("closed_at", { withTimezone: true }).notNull().defaultNow(),
     removeAfter: timestamp("remove_after", { withTimezone: true }).notNull(),
     removedAt: timestamp("removed_at", { withTimezone: true }),
+    /** Where the removal stands: every ledger row of the account up to this (kind, source id) is gone. */
+    removedThroughKind: text("removed_through_kind"),
+    removedThroughSourceId: text("removed_through_source_id"),
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.source, t.sourceAccount] }),
