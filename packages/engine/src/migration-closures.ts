@@ -143,17 +143,26 @@ export async function removeClosedLedgers(
      order by remove_after limit 10`);
   let removed = 0;
   for (const c of due) {
+    // Where the last batch ended, read once; each batch then starts there on the slot index.
+    const [at] = await db.execute<{ kind: string | null; source_id: string | null }>(sql`
+      select removed_through_kind as kind, removed_through_source_id as source_id
+        from drover.migration_closures
+       where tenant_id = ${c.tenant_id} and source = ${c.source} and source_account = ${c.source_account}`);
+    let position = at?.kind != null ? { kind: at.kind, sourceId: at.source_id ?? "" } : undefined;
     for (;;) {
       // Keyset order on the ledger's own slot index (tenant, source, account, kind, source id),
-      // from where the last batch ended: a batch never walks over the index entries of rows it
-      // already removed (dead until vacuum), which made each batch slower than the one before.
+      // from where the last batch ended, the position given as values so the index scan starts
+      // there: a batch never walks over the index entries of rows already removed (dead until
+      // vacuum). Deleting "the first 5,000 rows" instead made each batch slower than the last:
+      // from 300,000 rows a second to 11,000 over 20 million.
+      const after = position
+        ? sql`and (l.kind, l.source_id) > (${position.kind}, ${position.sourceId})`
+        : sql``;
       const [gone] = await db.execute<{ n: number; kind: string | null; source_id: string | null }>(sql`
         with doomed as (
-          select l.id, l.kind, l.source_id from drover.ledger l, drover.migration_closures c
-           where c.tenant_id = ${c.tenant_id} and c.source = ${c.source} and c.source_account = ${c.source_account}
-             and l.tenant_id = c.tenant_id and l.source = c.source and l.source_account = c.source_account
-             and (c.removed_through_kind is null
-                  or (l.kind, l.source_id) > (c.removed_through_kind, c.removed_through_source_id))
+          select l.id, l.kind, l.source_id from drover.ledger l
+           where l.tenant_id = ${c.tenant_id} and l.source = ${c.source} and l.source_account = ${c.source_account}
+             ${after}
            order by l.kind, l.source_id
            limit ${batch}),
         removed as (
@@ -167,6 +176,7 @@ export async function removeClosedLedgers(
            where c.tenant_id = ${c.tenant_id} and c.source = ${c.source} and c.source_account = ${c.source_account})
         select (select count(*)::int from removed) as n, last.kind, last.source_id
           from (select 1) one left join last on true`);
+      if (gone?.kind != null) position = { kind: gone.kind, sourceId: gone.source_id ?? "" };
       removed += gone?.n ?? 0;
       if ((gone?.n ?? 0) < batch) break;
       // At least one batch a pass; the next pass goes on where this one stopped.
