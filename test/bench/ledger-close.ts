@@ -3,6 +3,7 @@ import { createTestDatabase } from "@drover/db/testing";
 import { closeMigration, removeClosedLedgers } from "@drover/engine";
 import { claimLedgerSlots, type LedgerSlotClaim } from "@drover/ledger";
 import { DATABASE_URL } from "./harness.js";
+import { fillWithoutIndexes } from "./ledger-growth.js";
 import type { Scenario, ScenarioResult } from "./scenario.js";
 
 /**
@@ -36,25 +37,19 @@ const log = (line: string) => process.stderr.write(`[bench] ledger_close: ${line
 
 /** The closed account's rows, filled as ledger_growth fills its ledger (indexes rebuilt after). */
 async function fillClosedAccount(database: Database, rows: number): Promise<void> {
-  const indexes = await database.sql<{ name: string; definition: string }[]>`
-    select indexname as name, indexdef as definition from pg_indexes
-     where schemaname = 'drover' and tablename = 'ledger' and indexname <> 'ledger_pkey'`;
-  for (const index of indexes) await database.sql.unsafe(`drop index drover."${index.name}"`);
-  for (let start = 0; start < rows; start += FILL_CHUNK) {
-    const end = Math.min(rows, start + FILL_CHUNK);
-    await database.sql.unsafe(
-      `insert into drover.ledger
-         (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id, task_id)
-       select $3, $4, $5, (array['organizations','persons','deals','activities'])[g % 4 + 1],
-              g::text, 'created', 'record', g, md5('run-' || (g / 100000))::uuid, g / ${WINDOW_ROWS}
-         from generate_series($1::bigint, $2::bigint - 1) g`,
-      [start, end, CLOSED.tenantId, CLOSED.source, CLOSED.sourceAccount],
-    );
-  }
-  await database.sql.unsafe("set maintenance_work_mem = '256MB'");
-  for (const index of indexes) await database.sql.unsafe(index.definition);
-  await database.sql.unsafe("vacuum analyze drover.ledger");
-  await database.sql.unsafe("checkpoint");
+  await fillWithoutIndexes(database, async () => {
+    for (let start = 0; start < rows; start += FILL_CHUNK) {
+      const end = Math.min(rows, start + FILL_CHUNK);
+      await database.sql.unsafe(
+        `insert into drover.ledger
+           (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id, task_id)
+         select $3, $4, $5, (array['organizations','persons','deals','activities'])[g % 4 + 1],
+                g::text, 'created', 'record', g, md5('run-' || (g / 100000))::uuid, g / ${WINDOW_ROWS}
+           from generate_series($1::bigint, $2::bigint - 1) g`,
+        [start, end, CLOSED.tenantId, CLOSED.source, CLOSED.sourceAccount],
+      );
+    }
+  });
 }
 
 /** One live window: 500 new slots of the live tenant, in one transaction. */

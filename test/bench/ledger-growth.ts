@@ -45,33 +45,40 @@ export function ledgerGrowthSizes(quick: boolean, env: NodeJS.ProcessEnv = proce
 const log = (line: string) => process.stderr.write(`[bench] ledger_growth: ${line}\n`);
 
 /**
- * Fills the ledger with `rows` rows, as finished runs would have left them. Its secondary indexes are
- * dropped first and built again afterwards from their own definitions (one sort instead of 20 million
- * index insertions: minutes less); then VACUUM ANALYZE and a CHECKPOINT, so that the timed claims
- * pay neither for the fill's write-back nor for its first full-page writes.
+ * Runs `fill` with the ledger's secondary indexes dropped, then builds them again from their own
+ * definitions (one sort instead of 20 million index insertions: minutes less); then VACUUM ANALYZE
+ * and a CHECKPOINT, so that the timed work pays neither for the fill's write-back nor for its
+ * first full-page writes. ledger_close fills its closed account the same way.
  */
-async function fillLedger(database: Database, rows: number): Promise<void> {
+export async function fillWithoutIndexes(database: Database, fill: () => Promise<void>): Promise<void> {
   const indexes = await database.sql<{ name: string; definition: string }[]>`
     select indexname as name, indexdef as definition from pg_indexes
      where schemaname = 'drover' and tablename = 'ledger' and indexname <> 'ledger_pkey'`;
   for (const index of indexes) await database.sql.unsafe(`drop index drover."${index.name}"`);
-  for (let start = 0; start < rows; start += FILL_CHUNK) {
-    const end = Math.min(rows, start + FILL_CHUNK);
-    await database.sql.unsafe(
-      `insert into drover.ledger
-         (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id, task_id)
-       select 'tenant-' || (g / ${ROWS_PER_TENANT}), 'crm', 'account-' || (g / ${ROWS_PER_TENANT}),
-              (array['organizations','persons','deals','activities'])[g % 4 + 1],
-              (g % ${ROWS_PER_TENANT} / 4)::text, 'created', 'record', g,
-              md5('run-' || (g / ${ROWS_PER_TENANT}))::uuid, g / ${WINDOW_ROWS}
-         from generate_series($1::bigint, $2::bigint - 1) g`,
-      [start, end],
-    );
-  }
+  await fill();
   await database.sql.unsafe("set maintenance_work_mem = '256MB'");
   for (const index of indexes) await database.sql.unsafe(index.definition);
   await database.sql.unsafe("vacuum analyze drover.ledger");
   await database.sql.unsafe("checkpoint");
+}
+
+/** Fills the ledger with `rows` rows, as finished runs would have left them. */
+async function fillLedger(database: Database, rows: number): Promise<void> {
+  await fillWithoutIndexes(database, async () => {
+    for (let start = 0; start < rows; start += FILL_CHUNK) {
+      const end = Math.min(rows, start + FILL_CHUNK);
+      await database.sql.unsafe(
+        `insert into drover.ledger
+           (tenant_id, source, source_account, kind, source_id, action, record_type, record_id, run_id, task_id)
+         select 'tenant-' || (g / ${ROWS_PER_TENANT}), 'crm', 'account-' || (g / ${ROWS_PER_TENANT}),
+                (array['organizations','persons','deals','activities'])[g % 4 + 1],
+                (g % ${ROWS_PER_TENANT} / 4)::text, 'created', 'record', g,
+                md5('run-' || (g / ${ROWS_PER_TENANT}))::uuid, g / ${WINDOW_ROWS}
+           from generate_series($1::bigint, $2::bigint - 1) g`,
+        [start, end],
+      );
+    }
+  });
 }
 
 /**

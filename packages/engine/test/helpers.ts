@@ -117,3 +117,19 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve(v: T): void
   });
   return { promise, resolve };
 }
+
+/** A run to admit (admitRun) of the test source, one phase of companies. */
+export function newRun(tenantId: string, sourceAccount = "acct") {
+  return {
+    id: crypto.randomUUID(),
+    tenantId,
+    source: "test",
+    sourceAccount,
+    kinds: ["companies"],
+    plan: [["companies"]],
+    sourceConfig: {},
+    sourceSecretCiphertext: null,
+    sourceSecretKeyId: null,
+    traceContext: {},
+  };
+}

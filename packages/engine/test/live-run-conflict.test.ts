@@ -7,7 +7,7 @@ import {
   rearmRun,
   redriveRun,
 } from "../src/index.js";
-import { type Harness, insertRun, openHarness, testProvider } from "./helpers.js";
+import { type Harness, insertRun, newRun, openHarness, testProvider } from "./helpers.js";
 
 let h: Harness;
 beforeAll(async () => {
@@ -18,21 +18,6 @@ afterAll(async () => {
 });
 
 const RESUME = { from: "stopped", tasksFrom: "cancelled", resetAttempts: false } as const;
-
-function newRun(tenantId: string) {
-  return {
-    id: crypto.randomUUID(),
-    tenantId,
-    source: "test",
-    sourceAccount: "acct",
-    kinds: ["companies"],
-    plan: [["companies"]],
-    sourceConfig: {},
-    sourceSecretCiphertext: null,
-    sourceSecretKeyId: null,
-    traceContext: {},
-  };
-}
 
 async function conflictOf(move: Promise<unknown>): Promise<LiveRunConflict> {
   const err = await move.then(

@@ -8,7 +8,7 @@ import {
   removeClosedLedgers,
   reopenMigration,
 } from "../src/index.js";
-import { type Harness, openHarness, testProvider } from "./helpers.js";
+import { type Harness, newRun, openHarness, testProvider } from "./helpers.js";
 
 /**
  * A closed migration: no run of the account starts while its ledger waits for removal, no close
@@ -24,21 +24,6 @@ afterAll(async () => {
 });
 
 const HOUR = 3_600_000;
-
-function newRun(tenantId: string, sourceAccount = "acct") {
-  return {
-    id: crypto.randomUUID(),
-    tenantId,
-    source: "test",
-    sourceAccount,
-    kinds: ["companies"],
-    plan: [["companies"]],
-    sourceConfig: {},
-    sourceSecretCiphertext: null,
-    sourceSecretKeyId: null,
-    traceContext: {},
-  };
-}
 
 const scopeOf = (tenantId: string, sourceAccount = "acct") => ({ tenantId, source: "test", sourceAccount });
 
