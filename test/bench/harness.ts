@@ -49,6 +49,8 @@ export interface ClusterSpec {
   laneWidth: number;
   sandbox: Record<string, string | number>;
   env?: Record<string, string>;
+  /** Coordinators (1 when not given); the workers are pointed at them in turn. */
+  coordinators?: number;
 }
 
 export interface RunRequest {
@@ -99,6 +101,7 @@ export async function openBenchCluster(spec: ClusterSpec): Promise<BenchCluster>
       workers: spec.workers,
       laneWidth: spec.laneWidth,
       sandbox: spec.sandbox,
+      ...(spec.coordinators ? { coordinators: spec.coordinators } : {}),
       env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", ...spec.env },
     });
   } catch (err) {

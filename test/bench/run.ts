@@ -93,6 +93,9 @@ const FIGURE_ORDER = [
   "leader_tasks_per_s",
   "dispatch_p99_ms",
   "leader_cpu_ms_per_task",
+  "two_coordinators_tasks_per_s",
+  "two_coordinators_dispatch_p99_ms",
+  "two_coordinators_cpu_ms_per_task",
   "copy_pipe_rows_per_s",
   "table_streamed_vs_copy_pipe",
   "table_windows_vs_copy_pipe",
@@ -175,6 +178,10 @@ const REPORT_ONLY = new Set([
   // How fast a backlog of closes drains; the goal is on what it costs live runs.
   "ledger_close_rows_per_s",
   "leader_cpu_ms_per_task",
+  // The same batch on two coordinators dispatching in slices: how dispatch scales out (docs/scale.md).
+  "two_coordinators_tasks_per_s",
+  "two_coordinators_dispatch_p99_ms",
+  "two_coordinators_cpu_ms_per_task",
   "copy_pipe_rows_per_s",
   // Where the streamed gap lies: the windows' own design (by hand, no engine) and what Drover adds.
   "table_windows_vs_copy_pipe",

@@ -70,8 +70,10 @@ export {
   unfinishedKindTasks,
 } from "./task-counts.js";
 export {
-  DISPATCH_LOCK,
+  type DispatchSlice,
+  dispatchLock,
   handOnSlot,
+  markRunDeficits,
   markTasksDispatched,
   overFairShare,
   type RunDemandRow,
@@ -79,7 +81,10 @@ export {
   redispatchLostTasks,
   runDemand,
   runDispatchLock,
+  runSlice,
+  slicePool,
   undispatchTasks,
+  WHOLE_POOL,
   yieldSlot,
 } from "./task-dispatch.js";
 export {

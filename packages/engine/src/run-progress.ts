@@ -4,7 +4,13 @@ import { eq, sql } from "drizzle-orm";
 import { resolveDeferredLinks } from "./deferred-links.js";
 import { revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
-import { advanceBarrier, closeFollowPass, finalizeRun, settleStoppingRun } from "./run-transitions.js";
+import {
+  advanceBarrier,
+  closeFollowPass,
+  finalizeRun,
+  phaseStillOpen,
+  settleStoppingRun,
+} from "./run-transitions.js";
 import { insertTaskSeeds } from "./task-transitions.js";
 
 export type RunProgress =
@@ -27,6 +33,7 @@ export interface ProgressDeps {
  * in one transaction.
  */
 export async function progressRun(deps: ProgressDeps, runId: string): Promise<RunProgress> {
+  if (await phaseStillOpen(deps.db, runId)) return { kind: "unchanged" };
   return deps.db.transaction(async (tx) => {
     const [run] = await tx.select().from(runs).where(eq(runs.id, runId));
     if (!run) return { kind: "unchanged" };

@@ -149,6 +149,21 @@ async function admitRevertRunOnce(
 }
 
 /**
+ * Whether the run is running with tasks of its current phase still open: its barrier cannot pass,
+ * so progressRun has nothing to do. One read, no transaction and no lock on the run's row: what
+ * most calls find (every task's end but the phase's last, every reaper pass over a busy run), and
+ * what they paid four round trips and the run's whole row for. A task ending after this read asks
+ * again itself, having committed its end before it asks.
+ */
+export async function phaseStillOpen(q: Queryable, runId: string): Promise<boolean> {
+  const [row] = await q.execute<{ open: boolean }>(sql`
+    select exists (select 1 from drover.tasks t
+                    where t.run_id = r.id and t.phase = r.current_phase and t.status in ${taskStatusIn(OPEN_TASK_STATUSES)}) as open
+      from drover.runs r where r.id = ${runId}::uuid and r.status = ${runStatus.running}`);
+  return row?.open === true;
+}
+
+/**
  * Moves the run's barrier from `phase` to `phase + 1`. Two fences in one statement:
  * `current_phase = phase` lets only the phase the run is on advance (a late finisher from an earlier
  * phase cannot), and NOT EXISTS lets it advance only once nothing of that phase is pending or

@@ -49,11 +49,15 @@ export interface RunDemandRow extends Record<string, unknown> {
 }
 
 /**
- * What every running run has in flight and ready, oldest run first, for a dispatch round. Ready
+ * What every running run (of the slice) has in flight and ready, oldest run first, for a dispatch round. Ready
  * tasks are counted up to `readyLimit` (no run can be given more than the whole pool), so a run
  * with thousands seeded costs no more to weigh than one with a few.
  */
-export async function runDemand(q: Queryable, readyLimit: number): Promise<RunDemandRow[]> {
+export async function runDemand(
+  q: Queryable,
+  readyLimit: number,
+  slice: DispatchSlice = WHOLE_POOL,
+): Promise<RunDemandRow[]> {
   return q.execute<RunDemandRow>(sql`
     select r.id as "runId", r.tenant_id as "tenantId", r.trace_context as "traceContext",
            coalesce(f.running, 0)::int as running, coalesce(f.queued, 0)::int as queued,
@@ -72,6 +76,7 @@ export async function runDemand(q: Queryable, readyLimit: number): Promise<RunDe
           from drover.tasks t
          where t.run_id = r.id and ${inFlight("t")}) f on true
      where r.status = ${runStatus.running}
+       ${slice.count > 1 ? sql`and ${sliceOf("r.tenant_id", slice.count)} = ${slice.index}` : sql``}
      order by r.created_at`);
 }
 
@@ -108,10 +113,115 @@ export async function markTasksDispatched(
 }
 
 /**
- * Serializes dispatch rounds across coordinators: two rounds computing shares from the same counts
- * would both fill the same deficits. Taken inside the round's transaction.
+ * A dispatch round's marking, set-based: each run's deficit up to its target (as
+ * markTasksDispatched, for many runs in two statements rather than two a run, which made a round
+ * over a thousand live runs take seconds). First every run's dispatch lock, in one order (a worker
+ * handing on a slot holds one of them, never two, so the order only keeps two rounds that ever
+ * overlap from deadlocking); then, on a snapshot taken after the locks, each run's in-flight count
+ * and its due tasks, oldest first, SKIP LOCKED as in markTasksDispatched. Returns each run's
+ * marked ids, oldest first.
  */
-export const DISPATCH_LOCK = sql`select pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
+export async function markRunDeficits(
+  q: Queryable,
+  targets: readonly { runId: string; target: number }[],
+): Promise<Map<string, number[]>> {
+  const marked = new Map<string, number[]>();
+  if (targets.length === 0) return marked;
+  const ids = targets.map((t) => t.runId);
+  await q.execute(sql`
+    select count(pg_advisory_xact_lock(hashtext('drover.dispatch.run'), hashtext(u.id)))
+      from (select id from unnest(${sql.param(ids)}::text[]) as u(id) order by id) u`);
+  const rows = await q.execute<{ id: string; run_id: string }>(sql`
+    with want as (
+      select w.run_id, w.target from unnest(${sql.param(ids)}::uuid[], ${sql.param(targets.map((t) => t.target))}::int[]) as w(run_id, target)
+    ), run as (
+      select r.id, r.current_phase, want.target from drover.runs r join want on want.run_id = r.id
+       where r.status = ${runStatus.running}
+    ), due as (
+      select d.id from run cross join lateral (
+        select t.id from drover.tasks t
+         where t.run_id = run.id and ${dispatchable("t", "run")}
+         order by t.id
+         limit greatest(run.target - (select count(*)::int from drover.tasks f where f.run_id = run.id and ${inFlight("f")}), 0)
+         for update of t skip locked) d
+    )
+    update drover.tasks t set dispatched_at = now()
+      from due where t.id = due.id
+    returning t.id, t.run_id`);
+  for (const r of rows.toSorted((a, b) => Number(a.id) - Number(b.id))) {
+    const list = marked.get(r.run_id) ?? [];
+    list.push(Number(r.id));
+    marked.set(r.run_id, list);
+  }
+  return marked;
+}
+
+/**
+ * A part of the live runs that dispatch rounds serve on their own: the runs whose tenant id hashes
+ * to `index` of `count` (hashtext, so every coordinator computes the same). A tenant's runs are all
+ * in one slice, so its in-flight cap is still decided in one round. Rounds of different slices run
+ * at once (on one coordinator or several), each reading only its slice's runs; with one slice a
+ * round serves every run, as before slices existed.
+ */
+export interface DispatchSlice {
+  index: number;
+  count: number;
+}
+
+export const WHOLE_POOL: DispatchSlice = { index: 0, count: 1 };
+
+/** The slice index of the tenant id in column `col` (SQL). */
+function sliceOf(col: string, count: number): SQL {
+  return sql`mod(hashtext(${sql.raw(col)})::bigint + 2147483648, ${count})`;
+}
+
+/** The slice the run's tenant falls in (undefined for a run that does not exist). */
+export async function runSlice(q: Queryable, runId: string, count: number): Promise<number | undefined> {
+  if (count <= 1) return 0;
+  const [row] = await q.execute<{ slice: number }>(
+    sql`select ${sliceOf("tenant_id", count)}::int as slice from drover.runs where id = ${runId}::uuid`,
+  );
+  return row?.slice;
+}
+
+/**
+ * Serializes the dispatch rounds of one slice across coordinators: two rounds computing shares from
+ * the same counts would both fill the same deficits. Taken inside the round's transaction. The
+ * whole pool keeps the one lock it always had, so coordinators of an older release still exclude
+ * a round of a newer one.
+ */
+export function dispatchLock(slice: DispatchSlice) {
+  if (slice.count <= 1) return sql`select pg_advisory_xact_lock(hashtext('drover.dispatch'))`;
+  return sql`select pg_advisory_xact_lock(hashtext('drover.dispatch'), ${slice.index}::int)`;
+}
+
+/**
+ * The lane slots a slice's round may deal out: whatever the other slices' runs do not hold, each of
+ * them holding the larger of its tasks in flight and the share its own slice's last round dealt it
+ * (a run no round has dealt yet, an equal part of the pool), so the slices' rounds, one after
+ * another, deal the pool out as one round would and a run alone gets an idle pool. Never less than
+ * the slice's part of the pool by its count of running runs (rounded up): a new run gets its share
+ * at once, as within one round, and the runs above theirs give slots back between windows
+ * (overFairShare). The in-flight counts read the tasks_in_flight index: a few hundred rows,
+ * whatever the runs' backlogs.
+ */
+export async function slicePool(q: Queryable, slice: DispatchSlice, slots: number): Promise<number> {
+  if (slice.count <= 1) return slots;
+  const [row] = await q.execute<{ mine: number; all: number; elsewhere: number }>(sql`
+    with live as (
+      select r.id, r.fair_share, ${sliceOf("r.tenant_id", slice.count)} = ${slice.index} as mine
+        from drover.runs r where r.status = ${runStatus.running}
+    ), flight as (
+      select t.run_id, count(*)::int as n from drover.tasks t join live on live.id = t.run_id
+       where ${inFlight("t")} group by t.run_id
+    )
+    select count(*) filter (where live.mine)::int as mine, count(*)::int as all,
+           coalesce(sum(greatest(coalesce(live.fair_share::float8, ${slots}::float8 / (select count(*) from live)),
+                                 coalesce(flight.n, 0))) filter (where not live.mine), 0)::float8 as elsewhere
+      from live left join flight on flight.run_id = live.id`);
+  if (!row || row.mine === 0) return 0;
+  return Math.max(Math.ceil((slots * row.mine) / row.all), Math.floor(slots - row.elsewhere));
+}
 
 /**
  * Serializes the statements that publish one run's tasks (a round marking the run's deficit, a

@@ -69,6 +69,46 @@ describe("phase barrier", () => {
     expect(r!.current_phase).toBe(0);
   });
 
+  it("a task ending while others of its phase are open costs one read: no transaction, no lock on the run's row", async () => {
+    const providers = new Map([["test", testProvider(() => [])]]);
+    const run = await insertRun(h.db, {
+      kinds: ["companies", "contacts"],
+      plan: [["companies"], ["contacts"]],
+    });
+    const a = await insertTask(h.db, run.id);
+    await insertTask(h.db, run.id);
+    const ca = (await claimTask(h.db, a.id, "w/a"))!;
+    await h.db.transaction((tx) => finishTaskSucceeded(tx, ca, "w/a"));
+    const sent: string[] = [];
+    const watched = openDatabase(h.testDb.url, { max: 2, debug: (q) => sent.push(q.trim()) });
+    // Another session holds the run's row: a progressRun that wanted it would wait.
+    let release!: () => void;
+    const holding = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let held!: () => void;
+    const locked = new Promise<void>((resolve) => {
+      held = resolve;
+    });
+    const holder = h.db.transaction(async (tx) => {
+      await tx.execute(sql`select 1 from drover.runs where id = ${run.id} for update`);
+      held();
+      await holding;
+    });
+    try {
+      await locked;
+      expect(await progressRun({ db: watched.db, providers, notesCap: 10 }, run.id)).toEqual({
+        kind: "unchanged",
+      });
+      expect(sent.filter((q) => !q.startsWith("select b.oid"))).toHaveLength(1);
+      expect(sent.some((q) => /^begin/i.test(q))).toBe(false);
+    } finally {
+      release();
+      await holder;
+      await watched.close();
+    }
+  });
+
   it("a phase that seeds nothing passes at once and the run finishes", async () => {
     const providers = new Map([["test", testProvider(() => [])]]);
     const run = await insertRun(h.db, {

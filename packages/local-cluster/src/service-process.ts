@@ -101,6 +101,16 @@ function entryArgs(entry: string, from: RunFrom): string[] {
 }
 
 /**
+ * DROVER_CLUSTER_NODE_FLAGS: Node flags for every service a cluster starts, for the tools that are
+ * not allowed in NODE_OPTIONS, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` (a profile per process,
+ * written when it exits gracefully). `{name}` is replaced by the service's name.
+ */
+function extraNodeFlags(name: string): string[] {
+  const flags = process.env.DROVER_CLUSTER_NODE_FLAGS?.trim();
+  return flags ? flags.split(/\s+/).map((f) => f.replaceAll("{name}", name)) : [];
+}
+
+/**
  * Starts a Drover service as a separate Node process (from its TypeScript source through tsx, or
  * from its build: runFrom) and waits for its ready line. Logs go to a file per service, so a
  * failing test or demo can point at them.
@@ -112,6 +122,7 @@ export async function spawnService(options: SpawnOptions): Promise<ServiceProces
     ...(options.launcher ?? []),
     process.execPath,
     ...(options.nodeFlags ?? []),
+    ...extraNodeFlags(options.name),
     ...entryArgs(options.entry, options.runFrom ?? runFrom()),
     ...(options.args ?? []),
   ];

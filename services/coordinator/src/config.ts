@@ -51,6 +51,9 @@ const schema = z.object({
     .describe(
       "What becomes of a live run's unused share of the pool: `adaptive` lends it to the other runs while the workers wait on the source and keeps it while any live worker's event loop is busy; `lend` always lends; `reserve` never does.",
     ),
+  DROVER_DISPATCH_SLICES: intVar(1, 256, 1).describe(
+    "Dispatch rounds are split into this many slices by a hash of the tenant id: each round reads and deals out only its slice's live runs, under its own lock, so rounds of different slices run at once on one coordinator or several. `1` (one round for all runs) suits up to a few hundred live runs; with thousands, or with more than one coordinator dispatching, use a few slices per coordinator. Every coordinator must carry the same value.",
+  ),
   DROVER_REDISPATCH_AFTER_MS: intVar(5_000, 3_600_000, 120_000).describe(
     "A published task still pending after this long was lost by the broker: it is published again.",
   ),
@@ -143,6 +146,8 @@ export interface CoordinatorConfig extends SharedOptions {
   /** Tasks in flight per tenant over all its runs; 0 for no cap. */
   tenantMaxInflight: number;
   fairShare: FairShareMode;
+  /** Dispatch rounds' slices by tenant (task-dispatch.ts); every coordinator the same. */
+  dispatchSlices: number;
   redispatchAfterMs: number;
   retentionDays: number;
   shutdownGraceMs: number;
@@ -179,6 +184,7 @@ export function loadCoordinatorConfig(env: NodeJS.ProcessEnv = process.env): Coo
     leaderTimeoutMs: config.DROVER_LEADER_TIMEOUT_MS,
     tenantMaxInflight: config.DROVER_TENANT_MAX_INFLIGHT,
     fairShare: config.DROVER_FAIR_SHARE,
+    dispatchSlices: config.DROVER_DISPATCH_SLICES,
     redispatchAfterMs: config.DROVER_REDISPATCH_AFTER_MS,
     retentionDays: config.DROVER_RETENTION_DAYS,
     shutdownGraceMs: config.DROVER_SHUTDOWN_GRACE_MS,

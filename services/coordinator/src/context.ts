@@ -13,9 +13,10 @@ export interface CoordinatorContext {
   logger: Logger;
   /**
    * Deals the pool's lane slots out among the live runs (fair shares, the tenant cap) and publishes
-   * each run's deficit of tasks; returns how many were published (dispatcher.ts).
+   * each run's deficit of tasks; returns how many were published (dispatcher.ts). Given the run
+   * that moved, only its slice's runs are dealt again; without one, every slice.
    */
-  dispatch(): Promise<number>;
+  dispatch(runId?: string): Promise<number>;
   /** Source budgets; authoritative only on the leader. */
   budgets: BudgetKeeper;
   isLeader(): boolean;

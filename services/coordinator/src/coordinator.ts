@@ -146,6 +146,7 @@ export async function startCoordinator(
       laneWidth: config.laneWidth,
       tenantCap: config.tenantMaxInflight,
       fairShare: config.fairShare,
+      slices: config.dispatchSlices,
       ensureQueue: () => ensureTaskQueue(jsm, names, queueOptions),
     }),
   };

@@ -1,12 +1,15 @@
 import type { Db } from "@drover/db";
 import {
-  DISPATCH_LOCK,
+  type DispatchSlice,
+  dispatchLock,
   liveLaneSlots,
-  markTasksDispatched,
+  markRunDeficits,
   recordFairShares,
   runDemand,
-  runDispatchLock,
+  runSlice,
+  slicePool,
   undispatchTasks,
+  WHOLE_POOL,
 } from "@drover/engine";
 import { publishTask, type TaskQueueNames } from "@drover/task-queue";
 import { Attr, extractTraceContext, injectTraceContext, SpanKind, withSpan } from "@drover/telemetry";
@@ -26,6 +29,8 @@ export interface DispatcherDeps {
    * for it (`reserve`), or lent only while no live worker reports its event loop busy (`adaptive`).
    */
   fairShare: FairShareMode;
+  /** DROVER_DISPATCH_SLICES: the live runs are dealt out in this many slices by tenant (task-dispatch.ts). */
+  slices: number;
   /** Re-creates the stream when publishing fails (someone deleted it, the broker lost it). */
   ensureQueue(): Promise<void>;
 }
@@ -33,21 +38,47 @@ export interface DispatcherDeps {
 export type FairShareMode = "adaptive" | "reserve" | "lend";
 
 /**
- * Dispatch rounds, coalesced: every task that ends asks for a round, and under a large run they
- * end many times a second, each round serialized behind the others by the lock. A request made
- * while a round is running joins the one round that starts after it (which sees everything the
- * requester committed before asking), so a burst of requests costs two rounds, not one each, and a
- * small run's next task is not queued behind a large run's rounds.
+ * Dispatch rounds, coalesced per slice: every task that ends asks for a round of its run's slice,
+ * and under a large run they end many times a second, each round serialized behind the others by
+ * the slice's lock. A request made while a round is running joins the one round that starts after
+ * it (which sees everything the requester committed before asking), so a burst of requests costs
+ * two rounds, not one each, and a small run's next task is not queued behind a large run's rounds.
+ * A request that names no run (the reaper's pass, a follow feed's events) asks every slice.
  */
-export function coalescedDispatch(deps: DispatcherDeps): () => Promise<number> {
+export function coalescedDispatch(deps: DispatcherDeps): (runId?: string) => Promise<number> {
+  const count = Math.max(1, deps.slices);
+  const slices = Array.from({ length: count }, (_, index) =>
+    coalesced(() => dispatch(deps, { index, count })),
+  );
+  // A run's tenant never changes, so neither does its slice: looked up once per run.
+  const sliceOfRun = new Map<string, number>();
+  return async (runId?: string) => {
+    if (slices.length === 1) return slices[0]!();
+    if (runId === undefined) {
+      let published = 0;
+      for (const round of slices) published += await round();
+      return published;
+    }
+    let index = sliceOfRun.get(runId);
+    if (index === undefined) {
+      index = await runSlice(deps.db, runId, slices.length);
+      if (index === undefined) return 0;
+      if (sliceOfRun.size >= 10_000) sliceOfRun.clear();
+      sliceOfRun.set(runId, index);
+    }
+    return slices[index]!();
+  };
+}
+
+function coalesced(round: () => Promise<number>): () => Promise<number> {
   let running: Promise<number> | undefined;
   let next: Promise<number> | undefined;
   const start = (): Promise<number> => {
-    const round = dispatch(deps).finally(() => {
-      if (running === round) running = undefined;
+    const current = round().finally(() => {
+      if (running === current) running = undefined;
     });
-    running = round;
-    return round;
+    running = current;
+    return current;
   };
   return () => {
     if (!running) return start();
@@ -62,8 +93,8 @@ export function coalescedDispatch(deps: DispatcherDeps): () => Promise<number> {
 }
 
 /**
- * One dispatch round: reads what every running run has in flight and ready, deals the live
- * workers' lane slots out among them (fair-share.ts: equal shares of what runs need, the tenant
+ * One dispatch round of a slice: reads what every running run of the slice has in flight and
+ * ready, deals the slice's part of the live workers' lane slots (slicePool) out among them (fair-share.ts: equal shares of what runs need, the tenant
  * cap), records each run's share (runs.fair_share, up to which a worker whose task ends publishes
  * the run's next tasks itself), marks each run's deficit as published in the same transaction,
  * then publishes, interleaving the runs (one task of each in turn, the runs served least first)
@@ -72,27 +103,31 @@ export function coalescedDispatch(deps: DispatcherDeps): () => Promise<number> {
  * task would wait behind. Publishing twice is harmless (the claim is fenced); publishing too few
  * stalls a run, so a task whose publish fails is unmarked for the next round.
  */
-export async function dispatch(deps: DispatcherDeps): Promise<number> {
+export async function dispatch(deps: DispatcherDeps, slice: DispatchSlice = WHOLE_POOL): Promise<number> {
   const rounds = await deps.db.transaction(async (tx) => {
-    await tx.execute(DISPATCH_LOCK);
+    await tx.execute(dispatchLock(slice));
     const live = await liveLaneSlots(tx);
-    const slots = Math.max(live.slots, deps.laneWidth);
+    const slots = await slicePool(tx, slice, Math.max(live.slots, deps.laneWidth));
+    if (slots === 0) return [];
     // No run can be given more than the whole pool: its ready tasks are counted up to that.
-    const demand = await runDemand(tx, slots + 1);
+    const demand = await runDemand(tx, slots + 1, slice);
     if (demand.length === 0) return [];
     const reserve = deps.fairShare === "reserve" || (deps.fairShare === "adaptive" && live.busy);
     const options = { slots, tenantCap: deps.tenantCap, reserve };
     const targets = fairShares(demand, options);
     await recordFairShares(tx, targets, shareCeiling(demand, options));
-    const picked: { runId: string; ids: number[]; traceContext: Record<string, string> | null }[] = [];
     // The runs served least now publish first: their task leads each turn of the interleave.
-    for (const run of [...demand].sort((a, b) => a.running - b.running)) {
-      const target = targets.get(run.runId) ?? 0;
-      if (run.ready === 0 || target <= run.running + run.queued) continue;
-      await tx.execute(runDispatchLock(run.runId));
-      const marked = await markTasksDispatched(tx, run.runId, target);
-      if (marked.ids.length > 0)
-        picked.push({ runId: run.runId, ids: marked.ids, traceContext: run.traceContext });
+    const order = demand
+      .filter((run) => run.ready > 0 && (targets.get(run.runId) ?? 0) > run.running + run.queued)
+      .sort((a, b) => a.running - b.running);
+    const marked = await markRunDeficits(
+      tx,
+      order.map((run) => ({ runId: run.runId, target: targets.get(run.runId) ?? 0 })),
+    );
+    const picked: { runId: string; ids: number[]; traceContext: Record<string, string> | null }[] = [];
+    for (const run of order) {
+      const ids = marked.get(run.runId);
+      if (ids?.length) picked.push({ runId: run.runId, ids, traceContext: run.traceContext });
     }
     return picked;
   });
@@ -111,21 +146,23 @@ export async function dispatch(deps: DispatcherDeps): Promise<number> {
       ),
     );
   }
-  const failed: number[] = [];
-  let published = 0;
+  // Sent in the interleave's order on one connection, their acknowledgements awaited together: a
+  // round's publishes cost one round trip to the broker, not one each.
+  const sends: { taskId: number; sent: Promise<void> }[] = [];
   const longest = Math.max(...rounds.map((r) => r.ids.length));
   for (let i = 0; i < longest; i++) {
     for (const r of rounds) {
       const taskId = r.ids[i];
       if (taskId === undefined) continue;
-      try {
-        await publishTask(deps.js, deps.names, { taskId, runId: r.runId }, headers.get(r.runId));
-        published++;
-      } catch {
-        failed.push(taskId);
-      }
+      sends.push({
+        taskId,
+        sent: publishTask(deps.js, deps.names, { taskId, runId: r.runId }, headers.get(r.runId)),
+      });
     }
   }
+  const settled = await Promise.allSettled(sends.map((s) => s.sent));
+  const failed = sends.filter((_, i) => settled[i]!.status === "rejected").map((s) => s.taskId);
+  const published = sends.length - failed.length;
   if (failed.length > 0) {
     await deps.ensureQueue().catch(() => {});
     await undispatchTasks(deps.db, failed);

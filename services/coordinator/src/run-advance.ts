@@ -18,6 +18,6 @@ export async function advanceRun(
     { db: ctx.db, providers: ctx.providers, notesCap: ctx.config.notesCap },
     runId,
   );
-  if (options.dispatch !== false) await ctx.dispatch();
+  if (options.dispatch !== false) await ctx.dispatch(runId);
   return progress;
 }

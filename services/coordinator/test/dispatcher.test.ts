@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { openDatabase, runs, tasks } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { handOnSlot, heartbeatWorker, registerWorker } from "@drover/engine";
+import { dispatchLock, handOnSlot, heartbeatWorker, registerWorker, runSlice } from "@drover/engine";
 import { ensureTaskQueue, parseAssignment, type TaskAssignment, taskQueueNames } from "@drover/task-queue";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -34,7 +34,7 @@ beforeEach(async () => {
   await (await jetstreamManager(nc)).streams.purge(names.stream);
 });
 
-function deps(tenantCap = 0, fairShare: FairShareMode = "adaptive"): DispatcherDeps {
+function deps(tenantCap = 0, fairShare: FairShareMode = "adaptive", slices = 1): DispatcherDeps {
   return {
     db: database.db,
     js: jetstream(nc),
@@ -42,6 +42,7 @@ function deps(tenantCap = 0, fairShare: FairShareMode = "adaptive"): DispatcherD
     laneWidth: 4,
     tenantCap,
     fairShare,
+    slices,
     ensureQueue: () => jetstreamManager(nc).then((jsm) => ensureTaskQueue(jsm, names)),
   };
 }
@@ -212,5 +213,72 @@ describe("fair dispatch", () => {
     await database.db.execute(sql`update drover.tasks set dispatched_at = null`);
     await dispatch(deps(0, "lend"));
     expect(byRun(await queued())).toEqual({ [large]: 7, [small]: 1 });
+  });
+});
+
+describe("dispatch slices", () => {
+  /** Tenants whose runs fall in each of `count` slices, `perSlice` of each. */
+  async function tenantsBySlice(count: number, perSlice: number): Promise<string[][]> {
+    const bySlice: string[][] = Array.from({ length: count }, () => []);
+    for (let i = 0; bySlice.some((s) => s.length < perSlice); i++) {
+      const tenant = `slice-tenant-${i}`;
+      const [row] = await database.db.execute<{ slice: number }>(
+        sql`select mod(hashtext(${tenant})::bigint + 2147483648, ${count})::int as slice`,
+      );
+      const list = bySlice[row!.slice]!;
+      if (list.length < perSlice) list.push(tenant);
+    }
+    return bySlice;
+  }
+
+  it("four slices together deal the pool out as one round would: an equal share to every run", async () => {
+    await liveWorkers(2);
+    const tenants = (await tenantsBySlice(4, 2)).flat();
+    const ids = [];
+    for (const t of tenants) ids.push(await runWithTasks(t, 20));
+    expect(await coalescedDispatch(deps(0, "adaptive", 4))()).toBe(8);
+    expect(byRun(await queued())).toEqual(Object.fromEntries(ids.map((id) => [id, 1])));
+  });
+
+  it("a run alone in its slice gets the whole idle pool", async () => {
+    await liveWorkers(2);
+    const tenant = (await tenantsBySlice(4, 1))[0]![0];
+    const id = await runWithTasks(tenant!, 50);
+    expect(await runSlice(database.db, id, 4)).toBe(0);
+    expect(await coalescedDispatch(deps(0, "adaptive", 4))(id)).toBe(8);
+  });
+
+  it("a round waits for its own slice's lock only: another slice's round goes ahead meanwhile", async () => {
+    await liveWorkers(1);
+    const bySlice = await tenantsBySlice(2, 1);
+    const first = await runWithTasks(bySlice[0]![0]!, 10);
+    const second = await runWithTasks(bySlice[1]![0]!, 10);
+    const request = coalescedDispatch(deps(0, "adaptive", 2));
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding!: () => void;
+    const locked = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    // Another coordinator's round of slice 0, in the middle of its transaction.
+    const other = database.db.transaction(async (tx) => {
+      await tx.execute(dispatchLock({ index: 0, count: 2 }));
+      holding();
+      await held;
+    });
+    await locked;
+    let firstDone = false;
+    const firstRound = request(first).then((n) => {
+      firstDone = true;
+      return n;
+    });
+    expect(await request(second)).toBeGreaterThan(0);
+    expect(firstDone).toBe(false);
+    release();
+    await other;
+    expect(await firstRound).toBeGreaterThan(0);
+    expect(Object.keys(byRun(await queued())).sort()).toEqual([first, second].sort());
   });
 });

@@ -184,6 +184,13 @@ export const tasks = drover.table(
     index("tasks_run_phase_status").on(t.runId, t.phase, t.status),
     index("tasks_dispatch").on(t.runId, t.status, t.availableAt),
     index("tasks_running_locked").on(t.lockedAt).where(sql`status = ${taskStatus.running}`),
+    // In flight (task-dispatch.ts): a dispatch slice counts the other slices' tasks in flight over
+    // every live run, a few hundred rows at most, without reading their pending backlogs.
+    index("tasks_in_flight")
+      .on(t.runId)
+      .where(
+        sql`status = ${taskStatus.running} or (status = ${taskStatus.pending} and dispatched_at is not null)`,
+      ),
   ],
 );
 

@@ -1,0 +1,1 @@
+CREATE INDEX "tasks_in_flight" ON "drover"."tasks" USING btree ("run_id") WHERE status = 'running' or (status = 'pending' and dispatched_at is not null);
