@@ -235,7 +235,8 @@ export function runDispatchLock(runId: string) {
 /**
  * Records each run's fair share as a dispatch round dealt it out (runs.fair_share), and the
  * ceiling above which its tasks yield unprompted while shares are reserved (runs.share_ceiling,
- * null while they are lent).
+ * null while they are lent). Only the runs whose share changed are written: a round over a
+ * thousand live runs rewrote every one of their rows before, most of them to the same values.
  */
 export async function recordFairShares(
   q: Queryable,
@@ -246,7 +247,8 @@ export async function recordFairShares(
   await q.execute(sql`
     update drover.runs r set fair_share = s.share, share_ceiling = ${ceiling}::int
       from unnest(${sql.param([...shares.keys()])}::uuid[], ${sql.param([...shares.values()])}::int[]) as s(id, share)
-     where r.id = s.id and r.status = ${runStatus.running}`);
+     where r.id = s.id and r.status = ${runStatus.running}
+       and (r.fair_share is distinct from s.share or r.share_ceiling is distinct from ${ceiling}::int)`);
 }
 
 /**
