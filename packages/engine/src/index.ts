@@ -9,6 +9,7 @@ export {
   type WouldBeRow,
   wouldBeRows,
 } from "./dry-run.js";
+export { ledgerLookup } from "./ledger-lookup.js";
 export { LiveRunConflict, type LiveRunScope } from "./live-run-conflict.js";
 export {
   closeMigration,
@@ -55,6 +56,13 @@ export {
   runsToAdvance,
   settleStoppingRun,
 } from "./run-transitions.js";
+export {
+  dryRunMatches,
+  estimateContext,
+  seedCapabilities,
+  seedContext,
+  verifyCapabilities,
+} from "./source-capabilities.js";
 export {
   type KindVerificationResult,
   type VerificationResult,

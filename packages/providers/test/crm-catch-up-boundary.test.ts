@@ -1,5 +1,5 @@
 import type { Sandbox } from "@drover/crm-sandbox";
-import { toRunInfo } from "@drover/engine";
+import { seedContext, toRunInfo } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CATCH_UP } from "../src/crm/lists.js";
@@ -73,7 +73,7 @@ async function catchUpAfter(
     startedAt,
   });
   const run = toRunInfo((await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
-  const seeds = await crmProvider.seedPhase({ run, phase: 1, kinds: [CATCH_UP], tx: undefined as never });
+  const seeds = await crmProvider.seedPhase(seedContext(undefined as never, run, 1, [CATCH_UP]));
   expect(seeds.map((s) => (s.cursor as { since?: string }).since)).toEqual([passCut(startedAt)]);
   const { statuses } = await drainTasks(account.db, secrets, runId, seeds, 1);
   expect(statuses.every((s) => s === "succeeded")).toBe(true);

@@ -1,5 +1,5 @@
 import type { Sandbox } from "@drover/crm-sandbox";
-import { claimTask, toRunInfo, writeBatches } from "@drover/engine";
+import { claimTask, seedContext, toRunInfo, writeBatches } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CATCH_UP } from "../src/crm/lists.js";
@@ -92,7 +92,7 @@ describe("the catch-up pass and records Drover did not create", () => {
     const run = toRunInfo(
       (await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
     );
-    const seeds = await crmProvider.seedPhase({ run, phase: 0, kinds: KINDS, tx: undefined as never });
+    const seeds = await crmProvider.seedPhase(seedContext(undefined as never, run, 0, KINDS));
     await drainTasks(account.db, secrets, runId, seeds);
 
     const pair = await contactOf(second);
@@ -110,7 +110,7 @@ describe("the catch-up pass and records Drover did not create", () => {
     expect(edited).toEqual(expect.arrayContaining([second, preexisting]));
     expect(edited).not.toContain(first);
     const after = await sourcePersons();
-    const catchUp = await crmProvider.seedPhase({ run, phase: 1, kinds: [CATCH_UP], tx: undefined as never });
+    const catchUp = await crmProvider.seedPhase(seedContext(undefined as never, run, 1, [CATCH_UP]));
     const { summary } = await drainTasks(account.db, secrets, runId, catchUp, 1);
     // Each edited row is applied to the record the ledger holds: already here, nothing created.
     expect(summary).toMatchObject({

@@ -1,5 +1,5 @@
 import type { Sandbox } from "@drover/crm-sandbox";
-import { toRunInfo } from "@drover/engine";
+import { seedContext, toRunInfo } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CATCH_UP } from "../src/crm/lists.js";
@@ -63,7 +63,7 @@ describe("the catch-up on v1 lists", () => {
     const run = toRunInfo(
       (await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
     );
-    const seeds = await crmProvider.seedPhase({ run, phase: 0, kinds: [...KINDS], tx: undefined as never });
+    const seeds = await crmProvider.seedPhase(seedContext(undefined as never, run, 0, [...KINDS]));
     await drainTasks(account.db, secrets, runId, seeds);
 
     expect(sandbox.applyChanges()).toBe(true);
@@ -72,7 +72,7 @@ describe("the catch-up on v1 lists", () => {
     expect(await pagesOf("/v1/notes")).toBeGreaterThan(5);
 
     sandbox.resetStats();
-    const catchUp = await crmProvider.seedPhase({ run, phase: 1, kinds: [CATCH_UP], tx: undefined as never });
+    const catchUp = await crmProvider.seedPhase(seedContext(undefined as never, run, 1, [CATCH_UP]));
     const { statuses } = await drainTasks(account.db, secrets, runId, catchUp, 1);
     expect(statuses.every((s) => s === "succeeded" || s === "done")).toBe(true);
     // One page of changes from each filtered list; the archived list whole.

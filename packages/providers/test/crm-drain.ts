@@ -1,6 +1,6 @@
 import type { SecretKeyring } from "@drover/auth";
 import { type Db, runs } from "@drover/db";
-import { runAssignment, toRunInfo, type VerificationResult, verifyRun } from "@drover/engine";
+import { runAssignment, seedContext, toRunInfo, type VerificationResult, verifyRun } from "@drover/engine";
 import type { SeedContext } from "@drover/provider-sdk";
 import { eq, sql } from "drizzle-orm";
 import { crmProvider } from "../src/crm/provider.js";
@@ -26,12 +26,14 @@ export async function drainKinds(
 ): Promise<DrainedTask[]> {
   const [run] = await db.select().from(runs).where(eq(runs.id, runId));
   for (const [phase, kinds] of phases.entries()) {
-    const seeds = await crmProvider.seedPhase({
-      run: { ...toRunInfo(run!), plan: phases.map((p) => [...p]) },
-      phase,
-      kinds: [...kinds],
-      tx: db as unknown as SeedContext["tx"],
-    });
+    const seeds = await crmProvider.seedPhase(
+      seedContext(
+        db as unknown as SeedContext["tx"],
+        { ...toRunInfo(run!), plan: phases.map((p) => [...p]) },
+        phase,
+        [...kinds],
+      ),
+    );
     for (const seed of seeds)
       await db.execute(sql`
         insert into drover.tasks (run_id, kind, phase, seed_key, cursor)

@@ -1,5 +1,5 @@
 import type { Sandbox } from "@drover/crm-sandbox";
-import { runAssignment, toRunInfo } from "@drover/engine";
+import { runAssignment, seedContext, toRunInfo } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { crmProvider } from "../src/crm/provider.js";
@@ -40,12 +40,7 @@ async function newRun(tenantId: string) {
     settings: SETTINGS,
   });
   const run = toRunInfo((await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
-  const seeds = await crmProvider.seedPhase({
-    run,
-    phase: 0,
-    kinds: ["organizations"],
-    tx: undefined as never,
-  });
+  const seeds = await crmProvider.seedPhase(seedContext(undefined as never, run, 0, ["organizations"]));
   return { runId, seeds };
 }
 

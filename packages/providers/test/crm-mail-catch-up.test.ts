@@ -1,5 +1,5 @@
 import type { Sandbox } from "@drover/crm-sandbox";
-import { toRunInfo } from "@drover/engine";
+import { seedContext, toRunInfo } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CATCH_UP } from "../src/crm/lists.js";
@@ -72,10 +72,10 @@ async function importDealsAndMail(tenant: string, startedAt = new Date()) {
     startedAt,
   });
   const run = toRunInfo((await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
-  const deals = await crmProvider.seedPhase({ run, phase: 0, kinds: ["deals"], tx: undefined as never });
+  const deals = await crmProvider.seedPhase(seedContext(undefined as never, run, 0, ["deals"]));
   await drainTasks(account.db, secrets, runId, deals);
   const mailSeeds = await account.db.transaction((tx) =>
-    crmProvider.seedPhase({ run, phase: 1, kinds: ["mail"], tx }),
+    crmProvider.seedPhase(seedContext(tx, run, 1, ["mail"])),
   );
   sandbox.resetStats();
   const { summary } = await drainTasks(account.db, secrets, runId, mailSeeds, 1);
@@ -113,7 +113,7 @@ describe("the mail catch-up in fetch mode", () => {
        where t.id = s.id and s.run_id = ${runId}::uuid and s.kind = 'mail' and d.deal = ${freshDeal}`);
 
     sandbox.resetStats();
-    const catchUp = await crmProvider.seedPhase({ run, phase: 2, kinds: [CATCH_UP], tx: undefined as never });
+    const catchUp = await crmProvider.seedPhase(seedContext(undefined as never, run, 2, [CATCH_UP]));
     const { summary } = await drainTasks(account.db, secrets, runId, catchUp, 2);
     const stats = sandbox.stats();
     // Only the mail of the deal whose count grew was listed again (not that of every edited deal),

@@ -2,8 +2,8 @@ import { generateSecretKey, parseSecretKeys, SecretKeyring } from "@drover/auth"
 import { type Sandbox, startSandbox } from "@drover/crm-sandbox";
 import { openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { runAssignment } from "@drover/engine";
-import type { RunInfo, SeedContext } from "@drover/provider-sdk";
+import { runAssignment, seedContext } from "@drover/engine";
+import type { RunInfo } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { partitionRanges } from "../src/crm/partitions.js";
@@ -112,12 +112,14 @@ async function listIds(s: Sandbox, path: string): Promise<string[]> {
 }
 
 const seedsOf = (run: Partial<RunInfo>, kinds: string[]) =>
-  crmProvider.seedPhase({
-    run: { plan: [kinds], kinds, startedAt: new Date(), ...run } as RunInfo,
-    phase: 0,
-    kinds,
-    tx: undefined as never,
-  } satisfies SeedContext);
+  crmProvider.seedPhase(
+    seedContext(
+      undefined as never,
+      { plan: [kinds], kinds, startedAt: new Date(), ...run } as RunInfo,
+      0,
+      kinds,
+    ),
+  );
 
 describe("crm partitions setting", () => {
   it("accepts 1..64 and names the setting and its range otherwise", () => {

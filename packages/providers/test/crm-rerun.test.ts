@@ -1,6 +1,6 @@
 import type { Sandbox } from "@drover/crm-sandbox";
 import { type Db, openDatabase } from "@drover/db";
-import { toRunInfo } from "@drover/engine";
+import { seedContext, toRunInfo } from "@drover/engine";
 import type { WriteSummary } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -51,7 +51,7 @@ async function importOnce(db: Db): Promise<WriteSummary> {
   const run = toRunInfo((await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
   const total: WriteSummary = { attempted: 0, created: 0, matched: 0, alreadyHere: 0, skipped: 0, failed: 0 };
   for (const [phase, phaseKinds] of PHASES.entries()) {
-    const seeds = await crmProvider.seedPhase({ run, phase, kinds: phaseKinds, tx: undefined as never });
+    const seeds = await crmProvider.seedPhase(seedContext(undefined as never, run, phase, phaseKinds));
     const { summary, statuses } = await drainTasks(db, secrets, runId, seeds, phase);
     expect(new Set(statuses)).toEqual(new Set(["succeeded"]));
     for (const k of Object.keys(total) as (keyof WriteSummary)[]) total[k] += summary[k];

@@ -1,4 +1,4 @@
-import { taskTallies, toRunInfo } from "@drover/engine";
+import { estimateContext, taskTallies, toRunInfo } from "@drover/engine";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { estimateCrmWork } from "../src/crm/work-estimate.js";
@@ -36,7 +36,9 @@ describe("a crm run's work left", () => {
     const run = toRunInfo(
       (await account.db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!,
     );
-    const work = await estimateCrmWork(account.db, run, await taskTallies(account.db, run.id));
+    const work = await estimateCrmWork(
+      estimateContext(account.db, run, await taskTallies(account.db, run.id)),
+    );
     const by = Object.fromEntries(work.kinds.map((k) => [k.kind, k]));
     expect(by.deals).toMatchObject({ requests: 2, tokens: 10 + 20 });
     expect(by.leads).toMatchObject({ requests: 1, tokens: 20 });
@@ -72,7 +74,7 @@ describe("a crm run's work left", () => {
         values ('estimate-bodies', 'crm', 'estimate-bodies', 'mail', ${`m${i}`}, 'created', 'email', ${email!.id}, ${runId}::uuid)`);
     }
     const run = toRunInfo((await db.query.runs.findFirst({ where: (r, { eq }) => eq(r.id, runId) }))!);
-    const work = await estimateCrmWork(db, run, await taskTallies(db, run.id));
+    const work = await estimateCrmWork(estimateContext(db, run, await taskTallies(db, run.id)));
     const mail = work.kinds.find((k) => k.kind === "mail")!;
     // 4 lists; 2 messages a deal, a quarter of them with a body: 4 × 2 × ¼ = 2 gets.
     expect(mail).toMatchObject({ requests: 4 + 2, tokens: 4 * 20 + 2 * 2, atLeast: false });

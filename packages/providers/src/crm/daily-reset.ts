@@ -1,3 +1,5 @@
+import type { RunInfo } from "@drover/provider-sdk";
+
 /**
  * Where a Pipedrive company's daily allowance is believed to return until the source shows it: its
  * "midnight at server's timezone", which Pipedrive does not publish per company and no answer
@@ -17,4 +19,14 @@ export function dailyResetProblem(value: string): string | undefined {
   } catch {
     return `crm setting dailyReset must be an IANA time zone (e.g. Europe/Berlin) or "probe", got "${value.slice(0, 64)}"`;
   }
+}
+
+/**
+ * The zone whose midnight a run's account is believed to reset at (Provider.dailyResetTimeZone):
+ * its `dailyReset` setting, else the default; none while the account is probed.
+ */
+export function dailyResetTimeZone(run: RunInfo): string | undefined {
+  const setting = (run.sourceConfig.settings as Record<string, unknown> | undefined)?.dailyReset;
+  if (setting === "probe") return undefined;
+  return typeof setting === "string" && setting !== "" ? setting : DEFAULT_DAILY_RESET;
 }

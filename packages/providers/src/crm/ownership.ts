@@ -1,4 +1,4 @@
-import type { Tx } from "@drover/db";
+import type { Tx } from "@drover/db/connection";
 import type { HeldSlot, RowResult } from "@drover/provider-sdk";
 import { and, eq } from "drizzle-orm";
 import type { PgColumn, PgTable } from "drizzle-orm/pg-core";

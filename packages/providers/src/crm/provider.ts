@@ -12,9 +12,9 @@ import {
   type TaskResult,
   type TaskSeed,
 } from "@drover/provider-sdk";
-import { sql } from "drizzle-orm";
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
+import { dailyResetTimeZone } from "./daily-reset.js";
 import { isSweepCursor, sweepDeletions, sweepSeeds } from "./deletion-sweep.js";
 import { sourceId, standInId } from "./fields.js";
 import { applyEvents, isEventCursor } from "./follow-events.js";
@@ -145,6 +145,7 @@ export const crmProvider: Provider = {
   redrive: crmRedrive,
   webhooks: crmWebhooks,
   estimateWork: estimateCrmWork,
+  dailyResetTimeZone,
   productRecords: CRM_PRODUCT_RECORDS,
 
   validateConfig({ baseUrl, apiToken, settings }) {
@@ -505,9 +506,7 @@ function nextCatchUp(kind: string, c: ListCursor): { kind: string; cursor: ListC
  * mail phase walks deals; undefined when no page kept any (a run begun before pages kept them).
  */
 async function countedMailDeals(ctx: SeedContext): Promise<MailDeals | undefined> {
-  const rows = await ctx.tx.execute<{ mail: MailDeals }>(sql`
-    select cursor->'mail' as mail from drover.tasks
-     where run_id = ${ctx.run.id}::uuid and kind = 'deals' and cursor ? 'mail'`);
+  const rows = (await ctx.keptCursors("deals", "mail")) as { mail: MailDeals }[];
   if (rows.length === 0) return undefined;
   const pairs = new Map<string, number | null>();
   for (const { mail } of rows)
@@ -528,19 +527,10 @@ async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> 
   const counted = ctx.run.plan.flat().includes("deals") ? await countedMailDeals(ctx) : undefined;
   if (counted) return mailSeeds(counted, perTask, "");
   // A dry run's deals are in the ledger only as it would have written them (its windows were
-  // rolled back): its mail walks the deals a real run would hold by now.
-  const rows = await ctx.tx.execute<{ source_id: string }>(sql`
-    select source_id from drover.ledger
-     where tenant_id = ${ctx.run.tenantId} and source = ${ctx.run.source} and source_account = ${ctx.run.sourceAccount}
-       and kind = 'deals' and action in ('created', 'matched')
-    union
-    select source_id from drover.dry_run_rows
-     where ${ctx.run.dryRun ? 1 : 0}::int = 1 and run_id = ${ctx.run.id}::uuid and kind = 'deals'
-    union
-    select subject_id from drover.notes
-     where run_id = ${ctx.run.id}::uuid and kind = 'deals' and level = 'error' and subject_id is not null
-    order by 1`);
-  const ids = rows.map((r) => r.source_id).sort(bySourceId);
+  // rolled back): the ledger's view counts them, so its mail walks the deals a real run would hold.
+  const held = await ctx.ledger.heldSourceIds("deals");
+  const failed = await ctx.failedSourceIds("deals");
+  const ids = [...new Set([...held, ...failed])].sort(bySourceId);
   if (!ctx.run.plan.flat().includes("deals")) await noteDealsNotInRun(ctx, ids.length);
   const seeds: TaskSeed[] = [];
   for (let i = 0; i < ids.length; i += perTask) {
@@ -557,7 +547,7 @@ async function seedMail(ctx: SeedContext, perTask: number): Promise<TaskSeed[]> 
  */
 async function noteDealsNotInRun(ctx: SeedContext, dealsInLedger: number): Promise<void> {
   const fix = "import deals first, or in the same run (kinds deals,mail)";
-  const [level, reason] =
+  const [level, reason]: ["info" | "warn", string] =
     dealsInLedger === 0
       ? [
           "warn",
@@ -568,9 +558,5 @@ async function noteDealsNotInRun(ctx: SeedContext, dealsInLedger: number): Promi
           `mail was listed for the ${dealsInLedger} deal(s) already in the ledger only: deals not imported yet were not read; ${fix}`,
         ];
   // A resumed run may seed its mail phase again: one note says it.
-  await ctx.tx.execute(sql`
-    insert into drover.notes (run_id, level, kind, subject_id, reason)
-    select ${ctx.run.id}::uuid, ${level}, 'mail', null, ${reason}
-     where not exists (select 1 from drover.notes
-                        where run_id = ${ctx.run.id}::uuid and kind = 'mail' and subject_id is null and reason = ${reason})`);
+  await ctx.noteOnce({ level, kind: "mail", subjectId: null, reason });
 }

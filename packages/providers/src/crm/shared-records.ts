@@ -1,5 +1,4 @@
 import type { SampleEntry, VerifyContext } from "@drover/provider-sdk";
-import { sql } from "drizzle-orm";
 
 /**
  * Verifying a record several source rows share (persons sharing an email: the first creates the
@@ -18,11 +17,10 @@ export async function sharedRecords(
 ): Promise<Set<string>> {
   const created = entries.filter((e) => e.action === "created");
   if (created.length === 0) return new Set();
-  const rows = await ctx.db.execute<{ record_id: string }>(sql`
-    select distinct record_id::text as record_id from drover.ledger
-     where tenant_id = ${ctx.run.tenantId} and record_type = ${created[0]!.recordType} and action = 'matched'
-       and record_id = any(${sql.param(created.map((e) => String(e.recordId)))}::bigint[])`);
-  return new Set(rows.map((r) => r.record_id));
+  return ctx.ledger.matchedRecordIds(
+    created[0]!.recordType,
+    created.map((e) => String(e.recordId)),
+  );
 }
 
 /**

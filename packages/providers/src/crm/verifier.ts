@@ -430,10 +430,7 @@ async function v1ListCount(
   listIndex: number,
   list: SourceList,
 ): Promise<number> {
-  const [row] = await ctx.db.execute<{ n: number }>(sql`
-    select count(distinct x.id)::int as n from drover.tasks t, unnest(t.listed_ids) as x(id)
-     where t.run_id = ${ctx.run.id}::uuid and t.kind = ${kind} and (t.cursor ->> 'list')::int = ${listIndex}`);
-  const listed = row?.n ?? 0;
+  const listed = await ctx.listedCount(kind, { list: listIndex });
   const probe = await readListPage(client, list, { start: Math.max(0, listed - 1) }, listed === 0 ? 1 : 2, {
     signal: ctx.signal,
     attempt: (request) => withRetries(request, { signal: ctx.signal }),
@@ -483,15 +480,7 @@ async function fetchMailSample(
   const localDeals = [...new Set([...records.values()].map((r) => r.deal_id).filter((d) => d != null))].map(
     String,
   );
-  const dealRows =
-    localDeals.length === 0
-      ? []
-      : await ctx.db.execute<{ source_id: string; record_id: string }>(sql`
-          select source_id, record_id::text as record_id from drover.ledger
-           where tenant_id = ${ctx.run.tenantId} and source = ${ctx.run.source}
-             and source_account = ${ctx.run.sourceAccount} and kind = 'deals'
-             and action in ('created', 'matched') and record_id = any(${sql.param(localDeals)}::bigint[])`);
-  const dealOfRecord = new Map(dealRows.map((r) => [r.record_id, r.source_id]));
+  const dealOfRecord = await ctx.ledger.sourceIdsOfRecords("deals", localDeals);
   const dealOf = (entry: SampleEntry): string | undefined => {
     const deal = records.get(String(entry.recordId))?.deal_id;
     return deal == null ? undefined : dealOfRecord.get(String(deal));
@@ -599,14 +588,15 @@ async function resolveParents(
     }
   }
   if (ids.length === 0) return new Map();
-  const rows = await ctx.db.execute<{ kind: string; source_id: string; record_id: string }>(sql`
-    select l.kind, l.source_id, l.record_id::text as record_id
-      from drover.ledger l
-      join unnest(${sql.param(kinds)}::text[], ${sql.param(ids)}::text[]) as w(kind, source_id)
-        on l.kind = w.kind and l.source_id = w.source_id
-     where l.tenant_id = ${ctx.run.tenantId} and l.source = ${ctx.run.source}
-       and l.source_account = ${ctx.run.sourceAccount} and l.action in ('created', 'matched')`);
-  return new Map(rows.map((r) => [`${r.kind}\u0000${r.source_id}`, r.record_id]));
+  const wanted: Record<string, string[]> = {};
+  for (const [i, kind] of kinds.entries()) wanted[kind] = [...(wanted[kind] ?? []), ids[i]!];
+  const held = await ctx.ledger.recordIds(wanted);
+  const out = new Map<string, string>();
+  for (const [i, kind] of kinds.entries()) {
+    const recordId = held.get(kind, ids[i]);
+    if (recordId !== undefined) out.set(`${kind}\u0000${ids[i]}`, String(recordId));
+  }
+  return out;
 }
 
 /** One comparable form for both sides: text, numbers as text, objects as canonical JSON, null. */

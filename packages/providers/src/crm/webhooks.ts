@@ -1,5 +1,6 @@
 import type { RunInfo, SourceWebhooks, WebhookTarget } from "@drover/provider-sdk";
 import { runSettings } from "./config.js";
+import { eventSeeds } from "./follow-events.js";
 
 /**
  * Pipedrive's webhooks v2 for a follow run (https://pipedrive.readme.io/docs/guide-for-webhooks-v2):
@@ -16,6 +17,22 @@ export const WEBHOOK_OBJECT_OF_KIND: Readonly<Record<string, string>> = {
   activities: "activity",
   notes: "note",
 };
+
+/**
+ * What a webhooks v2 event says changed: `meta.entity` names the object (its kind), `meta.entity_id`
+ * the row, `meta.timestamp` when.
+ */
+function eventChange(body: unknown): { kind: string; id: string; timestamp: string | null } | undefined {
+  const meta = (body as { meta?: { entity?: unknown; entity_id?: unknown; timestamp?: unknown } } | null)
+    ?.meta;
+  const kind = typeof meta?.entity === "string" ? kindOfWebhookEntity(meta.entity) : undefined;
+  const entityId = meta?.entity_id;
+  if (!kind || (typeof entityId !== "string" && typeof entityId !== "number")) return undefined;
+  const ts = meta?.timestamp;
+  const timestamp =
+    typeof ts === "string" && !Number.isNaN(Date.parse(ts)) ? new Date(ts).toISOString() : null;
+  return { kind, id: String(entityId), timestamp };
+}
 
 /** The kind a webhook's `meta.entity` names; undefined for an object no run imports. */
 export function kindOfWebhookEntity(entity: string): string | undefined {
@@ -104,4 +121,7 @@ export const crmWebhooks: SourceWebhooks = {
         throw new Error(`Pipedrive refused to delete webhook ${id} (HTTP ${status})`);
     }
   },
+
+  eventChange,
+  eventSeeds,
 };

@@ -1,5 +1,4 @@
-import type { Queryable } from "@drover/db";
-import type { CallsLeft, RunInfo, TaskTally, WorkEstimate } from "@drover/provider-sdk";
+import type { CallsLeft, EstimateContext, TaskTally, WorkEstimate } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { runSettings } from "./config.js";
 import { CATCH_UP, KIND_LISTS } from "./lists.js";
@@ -8,6 +7,8 @@ import { ENDPOINT_COSTS, tokenCost } from "./token-costs.js";
 
 const MAIL_LIST = ENDPOINT_COSTS["/v1/deals/{id}/mailMessages"]!;
 const MAIL_BODY = ENDPOINT_COSTS["/v1/mailbox/mailMessages/{id}"]!;
+/** Messages whose bodies the share with a body is measured on: exact to this many, a sample beyond. */
+const BODY_SAMPLE = 10_000;
 
 /** A page of the kind's list number `list` (a v2 list 10 tokens, a v1 list 20, archived lists more). */
 function pageCost(kind: string, list: unknown): number {
@@ -27,20 +28,16 @@ function pageCost(kind: string, list: unknown): number {
  *   deal the ledger holds);
  * each call at its endpoint's token cost (token-costs.ts).
  */
-export async function estimateCrmWork(
-  q: Queryable,
-  run: RunInfo,
-  tasks: readonly TaskTally[],
-): Promise<WorkEstimate> {
+export async function estimateCrmWork(ctx: EstimateContext): Promise<WorkEstimate> {
+  const { run, tasks } = ctx;
   const { settings } = runSettings(run);
-  const [facts] = await q.execute<{ bodies: string | null }>(sql`
-    select (select value #>> '{}' from drover.run_facts where run_id = ${run.id}::uuid and key = ${BODY_SOURCE_FACT}) as bodies`);
+  const bodies = await ctx.runFact(BODY_SOURCE_FACT);
   const kinds: CallsLeft[] = [];
   const seeded = new Set(tasks.map((t) => t.kind));
   for (const kind of run.plan.flat()) {
     if (kind === CATCH_UP) continue;
     if (kind === "mail") {
-      kinds.push(await mailLeft(q, run, tasks, facts?.bodies ?? null, seeded.has("mail")));
+      kinds.push(await mailLeft(ctx, typeof bodies === "string" ? bodies : null, seeded.has("mail")));
       continue;
     }
     const open = tasks.filter((t) => t.kind === kind && t.status !== "succeeded");
@@ -59,13 +56,8 @@ export async function estimateCrmWork(
   return { kinds, ...(settings.dailyTokens > 0 ? { dailyTokens: settings.dailyTokens } : {}) };
 }
 
-async function mailLeft(
-  q: Queryable,
-  run: RunInfo,
-  tasks: readonly TaskTally[],
-  bodies: string | null,
-  seeded: boolean,
-): Promise<CallsLeft> {
+async function mailLeft(ctx: EstimateContext, bodies: string | null, seeded: boolean): Promise<CallsLeft> {
+  const tasks: readonly TaskTally[] = ctx.tasks;
   let dealsLeft = 0;
   let dealsWalked = 0;
   for (const t of tasks) {
@@ -86,25 +78,19 @@ async function mailLeft(
       (n, t) => n + ((t.cursor.mail as { deals?: unknown[] }).deals?.length ?? 0),
       0,
     );
-  else if (!seeded) {
-    const [deals] = await q.execute<{ n: number }>(sql`
-      select count(*)::int as n from drover.ledger
-       where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
-         and kind = 'deals' and action in ('created', 'matched')`);
-    dealsLeft = deals?.n ?? 0;
-  }
+  else if (!seeded) dealsLeft = await ctx.ledger.heldCount("deals");
   // Messages met per deal walked, and of those the share with a body (one without says so in its
-  // list and costs no get: has_body_flag 0); before any deal is walked, a deal is counted as one
-  // message with a body.
-  const [mail] = await q.execute<{ n: number; created: number; with_body: number }>(sql`
-    select count(*)::int as n,
-           count(*) filter (where l.action = 'created')::int as created,
-           count(e.body)::int as with_body
-      from drover.ledger l
-      left join app.emails e on e.id = l.record_id and l.action = 'created'
-     where l.run_id = ${run.id}::uuid and l.kind = 'mail'`);
-  const perDeal = dealsWalked > 0 ? (mail?.n ?? 0) / dealsWalked : 1;
-  const withBody = mail && mail.created > 0 ? mail.with_body / mail.created : 1;
+  // list and costs no get: has_body_flag 0), from up to BODY_SAMPLE messages the run created;
+  // before any deal is walked, a deal is counted as one message with a body.
+  const mail = await ctx.ledger.runRows("mail", BODY_SAMPLE);
+  const sampled = mail.createdRecordIds;
+  const [withBodies] =
+    sampled.length === 0
+      ? []
+      : await ctx.db.execute<{ n: number }>(sql`
+          select count(body)::int as n from app.emails where id = any(${sql.param(sampled)}::bigint[])`);
+  const perDeal = dealsWalked > 0 ? mail.rows / dealsWalked : 1;
+  const withBody = sampled.length > 0 ? (withBodies?.n ?? 0) / sampled.length : 1;
   const gets = bodies === "list" ? 0 : Math.round(dealsLeft * perDeal * withBody);
   return {
     kind: "mail",

@@ -1,4 +1,5 @@
-import { activities, companies, contacts, deals, emails, leads, productNotes, type Tx } from "@drover/db";
+import type { Tx } from "@drover/db/connection";
+import { activities, companies, contacts, deals, emails, leads, productNotes } from "@drover/db/product";
 import type { BatchWriter, HeldSlot, ParentMap, RowResult } from "@drover/provider-sdk";
 import { and, eq, sql } from "drizzle-orm";
 import { applyToHeld } from "./ownership.js";
@@ -47,7 +48,7 @@ function notLinked(parents: ParentMap, refs: Readonly<Record<string, string | nu
  * window is rolled back either way.
  */
 function linksToStandIn(parents: ParentMap, refs: Readonly<Record<string, string | null>>): boolean {
-  if (!parents.dryRunId) return false;
+  if (!parents.dryRun) return false;
   return Object.entries(refs).some(
     ([kind, id]) => parents.has(kind, id) && parents.get(kind, id) === undefined,
   );
@@ -232,11 +233,9 @@ export function independentBatch<T>(
 
 /** In a dry run: whether an earlier window of it would have created a contact with this email. */
 async function wouldBeContact(tx: Tx, parents: ParentMap, email: string): Promise<boolean> {
-  if (!parents.dryRunId) return false;
-  const rows = await tx.execute(sql`
-    select 1 from drover.dry_run_rows
-     where run_id = ${parents.dryRunId}::uuid and kind = 'persons' and match_key = lower(${email}) limit 1`);
-  return rows.length > 0;
+  if (!parents.dryRun) return false;
+  const key = email.toLowerCase();
+  return (await parents.dryRun.matchKeys(tx, "persons", [key])).has(key);
 }
 
 /**
@@ -340,12 +339,9 @@ export function personBatch(tenantId: string, parents: ParentMap): BatchWriter<P
         for (const f of found) known.set(f.k, Number(f.id));
         // A dry run's earlier windows were rolled back: the contacts they would have created are
         // found by their email among its would-be rows, with no record id (nothing is written).
-        if (parents.dryRunId) {
-          const wouldBe = await tx.execute<{ k: string }>(sql`
-            select distinct match_key as k from drover.dry_run_rows
-             where run_id = ${parents.dryRunId}::uuid and kind = 'persons'
-               and match_key = any(${sql.param(keys)}::text[])`);
-          for (const w of wouldBe) if (!known.has(w.k)) known.set(w.k, 0);
+        if (parents.dryRun) {
+          const wouldBe = await parents.dryRun.matchKeys(tx, "persons", keys);
+          for (const k of wouldBe) if (!known.has(k)) known.set(k, 0);
         }
       }
       // Rows to create, and later rows of the window that share an email with one of them.

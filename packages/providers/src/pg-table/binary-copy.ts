@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { finished } from "node:stream/promises";
-import { type Database, driverOf, pgErrorCode, type Queryable, type Tx } from "@drover/db";
+import { type Database, driverOf, pgErrorCode, type Queryable, type Tx } from "@drover/db/connection";
 import { PermanentError, type RowResult, TransientError, type WritableRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";

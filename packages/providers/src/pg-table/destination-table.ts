@@ -1,4 +1,4 @@
-import { executePrepared, type Queryable } from "@drover/db";
+import { executePrepared, type Queryable } from "@drover/db/connection";
 import { PermanentError } from "@drover/provider-sdk";
 import { type SQL, sql } from "drizzle-orm";
 import { keyDestination, type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";

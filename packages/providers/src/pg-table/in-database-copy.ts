@@ -1,5 +1,5 @@
 import { randomInt } from "node:crypto";
-import { type Database, executePrepared, pgErrorCode, type Queryable } from "@drover/db";
+import { type Database, executePrepared, pgErrorCode, type Queryable } from "@drover/db/connection";
 import { PermanentError, type RowResult } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";

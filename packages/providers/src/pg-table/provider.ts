@@ -1,4 +1,4 @@
-import type { Tx } from "@drover/db";
+import type { Tx } from "@drover/db/connection";
 import {
   type BatchWriter,
   PermanentError,

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { type Database, openDatabase } from "@drover/db";
+import { type Database, openDatabase } from "@drover/db/connection";
 import { PermanentError } from "@drover/provider-sdk";
 import { type CopyTuple, copyOut, fieldCount, type SourceColumns, splitTuples } from "./binary-copy.js";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";

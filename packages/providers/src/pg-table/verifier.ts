@@ -1,4 +1,4 @@
-import type { Queryable } from "@drover/db";
+import type { Queryable } from "@drover/db/connection";
 import type {
   KindVerification,
   ProviderVerifier,
