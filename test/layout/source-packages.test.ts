@@ -10,8 +10,9 @@ import { describe, expect, it } from "vitest";
  * provider contract: the capabilities its contexts carry (docs/sources.md). It never holds a handle
  * on the engine's tables, so a second source cannot be written against the first one's shortcuts.
  * What is checked, file by file of each source package's src:
- * - no `drover.<name>` anywhere (the engine's schema in SQL, raw or through drizzle) and no quoted
- *   "drover" (`sql.identifier("drover")`, `pgSchema("drover")`);
+ * - no `drover.<name>` anywhere (the engine's schema in SQL, raw or through drizzle), no quoted
+ *   "drover" (`sql.identifier("drover")`, `pgSchema("drover")`), and no engine table through a
+ *   transaction's relational queries (`tx.query.runs`: the Tx type knows the whole schema);
  * - imports of workspace packages only from the contract's list: the SDK, the database's
  *   connection and product-schema entry points, telemetry. Not `@drover/db` itself (it re-exports
  *   the engine's schema), nor the engine, the ledger, the registry or another source;
@@ -48,10 +49,16 @@ function tsFiles(dir: string): string[] {
   return out;
 }
 
+const ENGINE_TABLES = [
+  ...readFileSync(join(ROOT, "packages/db/src/schema/engine.ts"), "utf8").matchAll(/export const (\w+)/g),
+].map((m) => m[1]!);
+
 /** What one source file does that a source may not, each as `file: what`. */
 function violations(file: string, text: string, packageDir: string): string[] {
   const out: string[] = [];
   for (const m of text.matchAll(ENGINE_SCHEMA)) out.push(`${file}: names the engine's schema (${m[0]})`);
+  for (const m of text.matchAll(/\.query\.(\w+)/g))
+    if (ENGINE_TABLES.includes(m[1]!)) out.push(`${file}: queries the engine's ${m[1]} table`);
   for (const m of text.matchAll(SPECIFIER)) {
     const spec = m[1] ?? m[2]!;
     if (spec.startsWith("@drover/") && !ALLOWED_WORKSPACE_IMPORTS.has(spec))
@@ -96,12 +103,9 @@ describe("source packages", () => {
   });
 
   it("can use no engine table through the database entry points they may import", () => {
-    const engineTables = [
-      ...readFileSync(join(ROOT, "packages/db/src/schema/engine.ts"), "utf8").matchAll(/export const (\w+)/g),
-    ].map((m) => m[1]!);
-    expect(engineTables).toEqual(expect.arrayContaining(["runs", "tasks", "ledger", "notes"]));
+    expect(ENGINE_TABLES).toEqual(expect.arrayContaining(["runs", "tasks", "ledger", "notes"]));
     const reachable = [...Object.keys(connection), ...Object.keys(product)];
-    expect(reachable.filter((name) => engineTables.includes(name))).toEqual([]);
+    expect(reachable.filter((name) => ENGINE_TABLES.includes(name))).toEqual([]);
   });
 
   it("would be caught writing drover.* or importing the engine's schema (the check can fail)", () => {
@@ -110,6 +114,7 @@ describe("source packages", () => {
       "await tx.execute(sql`insert into drover.notes (run_id) values ($1)`);",
       'const t = sql`select 1 from "drover"."ledger"`;',
       'import { runs } from "@drover/db";',
+      "const [run] = await tx.query.runs.findMany();",
       'import { ledgerLookup } from "@drover/engine";',
       'import { crmProvider } from "@drover/source-crm";',
       'import { x } from "../../crm/src/provider.js";',

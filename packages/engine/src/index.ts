@@ -9,7 +9,6 @@ export {
   type WouldBeRow,
   wouldBeRows,
 } from "./dry-run.js";
-export { ledgerLookup } from "./ledger-lookup.js";
 export { LiveRunConflict, type LiveRunScope } from "./live-run-conflict.js";
 export {
   closeMigration,
@@ -56,13 +55,7 @@ export {
   runsToAdvance,
   settleStoppingRun,
 } from "./run-transitions.js";
-export {
-  dryRunMatches,
-  estimateContext,
-  seedCapabilities,
-  seedContext,
-  verifyCapabilities,
-} from "./source-capabilities.js";
+export { estimateContext, seedContext } from "./source-capabilities.js";
 export {
   type KindVerificationResult,
   type VerificationResult,
