@@ -1,19 +1,14 @@
 /**
  * The `crm` source: Pipedrive, read through its public API (docs/sources.md). The provider is what
- * the engine runs (registered by name in @drover/source-registry); the rest is what tests, the demo
- * and the benches use of Pipedrive's shapes.
+ * the engine runs (registered by name in @drover/source-registry); the rest is what the system
+ * tests use of Pipedrive's shapes, and the parsers, lists and batch writers the bench's plain loop
+ * (test/bench/plain-crm-import.ts) runs: the same rows through the same writers into the same
+ * tables, without the ledger, tasks or queue around them, to measure what those cost.
  */
-export { dailyRefusal, nextMidnight, pipedriveAdapter } from "./client.js";
-export { DEFAULT_DAILY_RESET, dailyResetProblem } from "./daily-reset.js";
+export { nextMidnight, pipedriveAdapter } from "./client.js";
 export { sourceId, standInId } from "./fields.js";
-export { type EventCursor, eventSeeds, isEventCursor } from "./follow-events.js";
 export { KIND_LISTS } from "./lists.js";
 export { crmProvider } from "./provider.js";
-/**
- * The crm's parsers and batch writers, for the bench's plain loop (test/bench/plain-crm-import.ts):
- * the same rows through the same writers into the same tables, without the ledger, tasks or queue
- * around them, to measure what those cost.
- */
 export {
   parseActivity,
   parseCompany,
@@ -24,12 +19,6 @@ export {
   parsePerson,
   unwrapMail,
 } from "./records.js";
-export {
-  crmWebhooks,
-  kindOfWebhookEntity,
-  WEBHOOK_OBJECT_OF_KIND,
-  WebhookRegistrationError,
-} from "./webhooks.js";
 export {
   activityKind,
   companyKind,
