@@ -26,7 +26,6 @@ export {
   emailKind,
   independentBatch,
   leadKind,
-  NOT_LINKED,
   noteKind,
   personBatch,
 } from "./writers.js";
