@@ -19,7 +19,7 @@ import {
   personBatch,
   sourceId,
   unwrapMail,
-} from "@drover/providers";
+} from "@drover/source-crm";
 
 /**
  * The yardstick of crm_vs_plain_upsert: a whole crm import as a plain script would do it, in one

@@ -1,6 +1,6 @@
 import { finished } from "node:stream/promises";
 import type { Database } from "@drover/db";
-import { ulidFloor } from "@drover/providers";
+import { ulidFloor } from "@drover/source-pg-table";
 
 type Sql = Database["sql"];
 

@@ -5,7 +5,7 @@ import {
   type SourceDatabase,
 } from "@drover/local-cluster";
 import { RunStatus } from "@drover/proto";
-import { encodeUlidTime, ulidFloor } from "@drover/providers";
+import { encodeUlidTime, ulidFloor } from "@drover/source-pg-table";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, openClusterHarness, until, watchToEnd } from "../support/cluster-harness.js";

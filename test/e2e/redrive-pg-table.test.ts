@@ -1,6 +1,6 @@
 import { createSourceDatabase, generateRoomEvents, type SourceDatabase } from "@drover/local-cluster";
 import { Code, type Run, RunStatus, timestampDate } from "@drover/proto";
-import { encodeUlidTime } from "@drover/providers";
+import { encodeUlidTime } from "@drover/source-pg-table";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type Cluster,

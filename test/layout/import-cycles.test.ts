@@ -20,7 +20,7 @@ function sourceFiles(): string[] {
       } else if (/\.(ts|js)$/.test(name) && !name.endsWith(".d.ts")) out.push(path);
     }
   };
-  for (const group of ["packages", "services"])
+  for (const group of ["packages", "packages/sources", "services"])
     for (const pkg of readdirSync(join(ROOT, group))) {
       for (const dir of ["src", "static"]) {
         const path = join(ROOT, group, pkg, dir);

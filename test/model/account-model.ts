@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { type Sandbox, type SandboxOptions, startSandbox } from "@drover/crm-sandbox";
 import { type DryRunKind, type Run, RunStatus, timestampDate } from "@drover/proto";
-import { providers } from "@drover/providers";
+import { sources as providers } from "@drover/source-registry";
 import { sql } from "drizzle-orm";
 import { expect } from "vitest";
 import { API_TOKEN, type Cluster, TERMINAL } from "../support/in-process.js";

@@ -2,7 +2,7 @@
  * What each endpoint the sandbox serves charges against the daily budget: Pipedrive's published
  * `x-token-cost` per operation (pipedrive-v1-openapi.yml and pipedrive-v2-openapi.yml, the
  * OpenAPI files its API reference publishes). The crm provider keeps its own table
- * (packages/providers/src/crm/token-costs.ts): the contract test holds both to the published costs,
+ * (packages/sources/crm/src/token-costs.ts): the contract test holds both to the published costs,
  * so neither can drift alone. The v1 lists of deals, persons, organizations and activities left the
  * spec with their retirement: they keep the price v1 lists had (20 a page, 2 a row by id).
  */

@@ -6,13 +6,13 @@ import { get, type Json, sandbox, TOKEN } from "./helpers.js";
 /**
  * The sandbox serves exactly what Pipedrive serves. For every endpoint the crm provider calls, the
  * keys of what the sandbox answers equal the keys of the recorded fixture of that endpoint
- * (packages/providers/test/fixtures/pipedrive, each with its public source in the README there):
+ * (packages/sources/crm/test/fixtures/pipedrive, each with its public source in the README there):
  * the envelope, every item, and the objects nested in them, a custom field's 40-hex key written
  * `<cf>` (its companions `<cf>_currency`, ...). A key the sandbox sends and the fixtures do not, or
  * one the fixtures have and the sandbox never sends, fails; so does a response header Pipedrive does
  * not send.
  */
-const FIXTURES = new URL("../../providers/test/fixtures/pipedrive/", import.meta.url);
+const FIXTURES = new URL("../../sources/crm/test/fixtures/pipedrive/", import.meta.url);
 const fixture = (name: string): Json => JSON.parse(readFileSync(new URL(`${name}.json`, FIXTURES), "utf8"));
 
 /** Keys the API sends only sometimes, as documented: `path.key`. */

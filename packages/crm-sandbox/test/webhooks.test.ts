@@ -6,7 +6,7 @@ import type { Sandbox } from "../src/index.js";
 import { type Json, sandbox, TOKEN } from "./helpers.js";
 
 /** Recorded from Pipedrive's public docs; the README beside them names each source. */
-const FIXTURES = new URL("../../providers/test/fixtures/pipedrive/", import.meta.url);
+const FIXTURES = new URL("../../sources/crm/test/fixtures/pipedrive/", import.meta.url);
 const fixture = (name: string): Json => JSON.parse(readFileSync(new URL(`${name}.json`, FIXTURES), "utf8"));
 
 interface Delivery {

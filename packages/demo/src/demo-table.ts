@@ -10,7 +10,7 @@ import {
   startCluster,
 } from "@drover/local-cluster";
 import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
-import { ulidFloor } from "@drover/providers";
+import { ulidFloor } from "@drover/source-pg-table";
 import { sql } from "drizzle-orm";
 import { prepareDemoServices } from "./prepare.js";
 import { followRun, ProgressView } from "./progress.js";

@@ -55,6 +55,7 @@ export {
   runsToAdvance,
   settleStoppingRun,
 } from "./run-transitions.js";
+export { estimateContext, seedContext } from "./source-capabilities.js";
 export {
   type KindVerificationResult,
   type VerificationResult,

@@ -11,6 +11,7 @@ import {
   phaseStillOpen,
   settleStoppingRun,
 } from "./run-transitions.js";
+import { seedContext } from "./source-capabilities.js";
 import { insertTaskSeeds } from "./task-transitions.js";
 
 export type RunProgress =
@@ -53,13 +54,12 @@ export async function progressRun(deps: ProgressDeps, runId: string): Promise<Ru
         const step = await closeFollowPass(tx, runId, phase);
         if (step.kind === "busy") break;
         if (step.kind === "next") {
-          const seeds = await provider.seedPhase({
-            run: toRunInfo(run),
-            phase,
-            kinds: run.plan[phase] ?? [],
-            tx,
-            pass: { index: step.pass.index, since: step.pass.since },
-          });
+          const seeds = await provider.seedPhase(
+            seedContext(tx, toRunInfo(run), phase, run.plan[phase] ?? [], {
+              index: step.pass.index,
+              since: step.pass.since,
+            }),
+          );
           seeded = await insertTaskSeeds(tx, runId, phase, seeds, {
             availableAt: new Date(step.pass.startsAt),
           });
@@ -84,7 +84,7 @@ export async function progressRun(deps: ProgressDeps, runId: string): Promise<Ru
       // A revert run walks the reverted run's ledger, not the source (revert.ts).
       const seeds = run.revertsRunId
         ? revertSeeds(run.plan[phase] ?? [])
-        : await provider.seedPhase({ run: toRunInfo(run), phase, kinds: run.plan[phase] ?? [], tx });
+        : await provider.seedPhase(seedContext(tx, toRunInfo(run), phase, run.plan[phase] ?? []));
       seeded = await insertTaskSeeds(tx, runId, phase, seeds);
       // A phase that seeds nothing (no deals, so no mail) passes at once.
       if (seeds.length > 0) break;

@@ -19,6 +19,7 @@ import { LiveRunConflict, takingLiveRunSlot } from "./live-run-conflict.js";
 import { refuseClosedMigration } from "./migration-closures.js";
 import { revertPlan, revertSeeds } from "./revert.js";
 import { toRunInfo } from "./run-info.js";
+import { seedContext } from "./source-capabilities.js";
 import { cancelPendingTasksOfRun, insertTaskSeeds, rearmTasks } from "./task-transitions.js";
 
 /**
@@ -75,12 +76,7 @@ async function admitRunOnce(db: Db, provider: Provider, input: NewRun): Promise<
         startedAt: new Date(),
       })
       .returning();
-    const seeds = await provider.seedPhase({
-      run: toRunInfo(run!),
-      phase: 0,
-      kinds: input.plan[0] ?? [],
-      tx,
-    });
+    const seeds = await provider.seedPhase(seedContext(tx, toRunInfo(run!), 0, input.plan[0] ?? []));
     await insertTaskSeeds(tx, run!.id, 0, seeds);
     return run!;
   });

@@ -3,13 +3,14 @@ import {
   type BudgetPacer,
   PermanentError,
   type Provider,
-  redactSecret,
   type SampleEntry,
   type SlotVerification,
   type VerifyContext,
 } from "@drover/provider-sdk";
+import { redactSecret } from "@drover/provider-sdk/engine";
 import { sql } from "drizzle-orm";
 import { toRunInfo } from "./run-info.js";
+import { verifyCapabilities } from "./source-capabilities.js";
 
 export interface KindVerificationResult {
   kind: string;
@@ -87,12 +88,14 @@ async function verifyKinds(
   const verifier = provider.verifier;
   if (!verifier) throw new PermanentError(`source "${provider.name}" cannot be verified`);
   const signal = options.signal ?? new AbortController().signal;
+  const runInfo = { ...toRunInfo(run), secret: options.secret };
   const ctx = {
-    run: { ...toRunInfo(run), secret: options.secret },
+    run: runInfo,
     signal,
     pacer: options.pacer,
     db,
     memo: new Map<string, unknown>(),
+    ...verifyCapabilities(db, runInfo),
   };
   const kinds: KindVerificationResult[] = [];
   // A closing kind (the crm's catch-up) is a pass over the other kinds, not rows of its own.

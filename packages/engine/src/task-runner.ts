@@ -5,31 +5,35 @@ import { resolveParents } from "@drover/ledger";
 import {
   type BudgetPacer,
   classifyError,
-  DestinationSchemaError,
-  DestinationStallError,
-  describeError,
-  FIRST_PROBE_MS,
   PermanentError,
   type ProductRecords,
   type Provider,
   RateLimitedError,
   REDRIVE_SEED_KEY_PREFIX,
   type RunInfo,
-  redactSecret,
   type TaskContext,
   type TaskInfo,
   type TaskResult,
   type WriteSummary,
 } from "@drover/provider-sdk";
+import {
+  DestinationSchemaError,
+  DestinationStallError,
+  describeError,
+  FIRST_PROBE_MS,
+  redactSecret,
+} from "@drover/provider-sdk/engine";
 import { Attr, withAttributes } from "@drover/telemetry";
 import { eq, sql } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { tracePage } from "./instrumentation.js";
+import { ledgerLookup } from "./ledger-lookup.js";
 import { appendNoteOnce } from "./notes.js";
 import { runRevertTask } from "./revert.js";
 import { keptCursors, readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { SourceCallCounter } from "./source-calls.js";
+import { dryRunMatches } from "./source-capabilities.js";
 import { applySourceDeletions, heldSourceRows } from "./source-deletions.js";
 import { overFairShare, undispatchTasks, yieldSlot } from "./task-dispatch.js";
 import {
@@ -406,8 +410,16 @@ function taskContext(
       info.processedOffset = 0;
       return applied;
     },
-    resolveParents: (wanted) =>
-      resolveParents(db, runInfo, wanted, runInfo.dryRun ? { dryRunId: runInfo.id } : {}),
+    ledger: ledgerLookup(db, runInfo),
+    async resolveParents(wanted) {
+      const parents = await resolveParents(
+        db,
+        runInfo,
+        wanted,
+        runInfo.dryRun ? { dryRunId: runInfo.id } : {},
+      );
+      return runInfo.dryRun ? { ...parents, dryRun: dryRunMatches(runInfo.id) } : parents;
+    },
     runFact: (key) => readRunFact(db, runInfo.id, key),
     settleRunFact: (key, value) => settleRunFact(db, runInfo.id, key, value),
     noteOnce: (note) => appendNoteOnce(db, runInfo.id, info.id, note),

@@ -1,6 +1,7 @@
 import { setMaxListeners } from "node:events";
 import { runs } from "@drover/db";
-import { classifyError, describeError, PermanentError, RateLimitedError } from "@drover/provider-sdk";
+import { classifyError, PermanentError, RateLimitedError } from "@drover/provider-sdk";
+import { describeError } from "@drover/provider-sdk/engine";
 import { eq } from "drizzle-orm";
 import { retryDelayMs } from "./backoff.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";

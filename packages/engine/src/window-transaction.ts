@@ -1,10 +1,10 @@
 import { type Db, executePrepared, pgErrorCode, type Tx } from "@drover/db";
+import { TransientError } from "@drover/provider-sdk";
 import {
   type DestinationStall,
   DestinationStallError,
   destinationTimeout,
-  TransientError,
-} from "@drover/provider-sdk";
+} from "@drover/provider-sdk/engine";
 import { sql } from "drizzle-orm";
 
 /**

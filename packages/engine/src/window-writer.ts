@@ -2,9 +2,6 @@ import { claimLedgerSlot, claimLedgerSlots } from "@drover/ledger";
 import {
   type BatchWriter,
   classifyError,
-  DestinationSchemaError,
-  describeError,
-  destinationSchemaFault,
   type HeldSlot,
   isRowErrorInfo,
   PermanentError,
@@ -14,6 +11,7 @@ import {
   type WriteOptions,
   type WriteSummary,
 } from "@drover/provider-sdk";
+import { DestinationSchemaError, describeError, destinationSchemaFault } from "@drover/provider-sdk/engine";
 import { rolledBackInDryRun } from "./dry-run.js";
 import { checkpointWithoutWrites } from "./held-page.js";
 import { heldFor, heldInWindow, passHeldPrefix, windowEnd, wouldBeInWindow } from "./held-rows.js";

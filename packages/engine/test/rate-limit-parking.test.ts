@@ -1,13 +1,13 @@
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
-  DroverError,
   HeaderBudgetPacer,
   type Provider,
   RateLimitedError,
   type SourceAdapter,
   SourceClient,
 } from "@drover/provider-sdk";
+import { DroverError } from "@drover/provider-sdk/engine";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runAssignment } from "../src/index.js";

@@ -1,4 +1,4 @@
-import { isConnectionError, pgErrorCode } from "@drover/db";
+import { isConnectionError, pgErrorCode } from "@drover/db/connection";
 
 /**
  * The one error taxonomy. Whether a failure is worth retrying is decided where it is thrown and

@@ -1,5 +1,6 @@
-import type { Queryable, Tx } from "@drover/db";
+import type { Queryable, Tx } from "@drover/db/connection";
 import type { BudgetPacer } from "./budget-pacer.js";
+import type { DryRunMatches, LedgerLookup, RunFacts, SeedCapabilities, SourceNote } from "./capabilities.js";
 import type { RunInfo } from "./run-info.js";
 import type { ProviderVerifier } from "./verifier.js";
 
@@ -12,14 +13,16 @@ export interface TaskSeed {
   cursor: Record<string, unknown>;
 }
 
-export interface SeedContext {
+export interface SeedContext extends SeedCapabilities {
   run: RunInfo;
   phase: number;
   /** The kinds of the phase being seeded (already filtered to the run's kinds). */
   kinds: readonly string[];
   /**
    * The barrier's transaction: seeding commits together with the barrier moving, or not at all.
-   * Read the database here; never the network.
+   * Read the product's tables here (the destination's shape); never the network. What the run
+   * itself holds (ledger, notes, tasks' cursors) is asked through the capabilities, which run in
+   * this same transaction.
    */
   tx: Tx;
   /**
@@ -63,7 +66,7 @@ export type RowResult =
       pendingRefs?: Record<string, string>;
       /**
        * The key a later row of the same kind is matched on (a person's lower-cased email). Only a
-       * dry run keeps it (drover.dry_run_rows): its windows are rolled back, so a later row can
+       * dry run keeps it (ParentMap.dryRun): its windows are rolled back, so a later row can
        * find the record this one would have been only by this key.
        */
       matchKey?: string;
@@ -175,7 +178,7 @@ export interface WriteOptions<T = unknown> {
   /**
    * For a source without a ledger (ledger mode `none`), on a pass that writes rows an earlier pass
    * noted (a re-drive): each row written settles the run's earlier notes about it (they no longer
-   * hold, drover.notes.settled_at), in the window's transaction, so the run's counts move the row
+   * hold), in the window's transaction, so the run's counts move the row
    * from failed to written exactly when it commits. A ledgered source needs nothing: its ledger
    * slot says the same.
    */
@@ -191,7 +194,7 @@ export interface WriteSummary {
   failed: number;
 }
 
-export interface TaskContext {
+export interface TaskContext extends RunFacts {
   run: RunInfo;
   /** Live view: cursor and processedOffset move as windows commit. */
   task: TaskInfo;
@@ -226,31 +229,25 @@ export interface TaskContext {
     writer: BatchWriter<T> | ((toWrite: readonly SourceRow<T>[]) => Promise<BatchWriter<T>>),
     options?: WriteOptions<T> & { windowSize?: number },
   ): Promise<WriteSummary>;
-  /**
-   * Facts about the source learned during this run and shared by all its tasks (e.g. whether the
-   * account's mail lists carry bodies), so the run decides them once. runFact reads one (undefined
-   * while unknown); settleRunFact records it unless another task did first, and returns the value
-   * that stands.
+  /*
+   * runFact / settleRunFact (RunFacts): facts about the source learned during this run and shared
+   * by all its tasks (e.g. whether the account's mail lists carry bodies), so the run decides them
+   * once; the first task to settle one wins.
    */
-  runFact(key: string): Promise<unknown>;
-  settleRunFact(key: string, value: unknown): Promise<unknown>;
   /**
    * A run note about what the source did not say and what the run assumed instead (an account that
    * does not answer a field, a count a list contradicts), unless the run already has the same note:
    * a retried or resumed task says it once.
    */
-  noteOnce(note: {
-    level: "info" | "warn";
-    kind: string;
-    subjectId: string | null;
-    reason: string;
-  }): Promise<void>;
+  noteOnce(note: SourceNote): Promise<void>;
   /**
    * The cursors of this run's tasks of `kind` that carry `key`, oldest first: what earlier tasks
    * kept for later ones (e.g. the message count each deal's mail was listed against, which a later
    * pass compares the deal's count with). Absent where the engine keeps no tasks.
    */
   keptCursors?(kind: string, key: string): Promise<Record<string, unknown>[]>;
+  /** The ledger of the run's tenant, source and account, read only. */
+  ledger: LedgerLookup;
   /** Source id -> local record id for created or matched rows of the given kinds; one query. */
   resolveParents(wanted: Readonly<Record<string, readonly string[]>>): Promise<ParentMap>;
   /**
@@ -297,8 +294,8 @@ export interface ParentMap {
    * that would have written it was rolled back). A writer decides "not linked" by this, never by get.
    */
   has(kind: string, sourceId: string | null | undefined): boolean;
-  /** Set in a dry run: the run whose would-be rows (drover.dry_run_rows) stand in for the ledger's. */
-  readonly dryRunId?: string | undefined;
+  /** Set only in a dry run: the rows its earlier windows would have written stand in for the ledger's. */
+  readonly dryRun?: DryRunMatches | undefined;
 }
 
 export interface TaskResult {
@@ -352,13 +349,29 @@ export interface Provider {
    * account's budget for the run's ETA. Reads only (its ledger and facts); the run's tasks come
    * tallied by the engine, which owns what their statuses mean.
    */
-  estimateWork?(q: Queryable, run: RunInfo, tasks: readonly TaskTally[]): Promise<WorkEstimate>;
+  estimateWork?(ctx: EstimateContext): Promise<WorkEstimate>;
+  /**
+   * The time zone whose midnight the run's source account is believed to reset its daily allowance
+   * at, from the run's settings, while the source has not shown its own; undefined when the source
+   * has no such rule (the run page then says nothing of it).
+   */
+  dailyResetTimeZone?(run: RunInfo): string | undefined;
   /**
    * Where the records this provider's writers create live in the product and how they refer to
    * each other: what RevertRun (engine revert.ts) needs to remove a run's records. A provider
    * without it (or without a per-row ledger) cannot be reverted.
    */
   readonly productRecords?: ProductRecords;
+}
+
+/** What a work estimate may read: the run's tasks tallied, its facts, its ledger, the product. */
+export interface EstimateContext {
+  run: RunInfo;
+  tasks: readonly TaskTally[];
+  /** The product's tables, read only. */
+  db: Queryable;
+  ledger: LedgerLookup;
+  runFact(key: string): Promise<unknown>;
 }
 
 /** The product tables behind a provider's ledger record types, and the links between them. */
@@ -467,4 +480,16 @@ export interface WebhookTarget {
 export interface SourceWebhooks {
   register(run: RunInfo, secret: string, target: WebhookTarget): Promise<string[]>;
   remove(run: RunInfo, secret: string, ids: readonly string[]): Promise<void>;
+  /**
+   * The row a delivered event (its parsed JSON body, as the receiver stored it) says changed: its
+   * kind, its source id and when it changed (ISO 8601, null when the event does not say); undefined
+   * for an event no run of this source can use (an object it does not import, no id).
+   */
+  eventChange(body: unknown): { kind: string; id: string; timestamp: string | null } | undefined;
+  /**
+   * Tasks on a follow run's closing phase that read again the rows of `kind` events named. `batch`
+   * names the events they came from, so seeding the same batch twice is a no-op; every seed key
+   * begins with REDRIVE_SEED_KEY_PREFIX (a row still bad at the source is noted, not fatal).
+   */
+  eventSeeds(kind: string, ids: readonly string[], batch: string): TaskSeed[];
 }

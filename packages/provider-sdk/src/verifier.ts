@@ -1,5 +1,6 @@
-import type { Queryable } from "@drover/db";
+import type { Queryable } from "@drover/db/connection";
 import type { BudgetPacer } from "./budget-pacer.js";
+import type { VerifyCapabilities } from "./capabilities.js";
 import { RateLimitedError, TransientError } from "./errors.js";
 import type { RunInfo } from "./run-info.js";
 import { sleep } from "./sleep.js";
@@ -8,7 +9,7 @@ import { sleep } from "./sleep.js";
  * What a provider needs to check a finished run against its source: the run (with its secret), the
  * source account's budget, and a read-only view of the destination.
  */
-export interface VerifyContext {
+export interface VerifyContext extends VerifyCapabilities {
   run: RunInfo;
   signal: AbortSignal;
   /**
@@ -16,7 +17,7 @@ export interface VerifyContext {
    * SourceClient the way runTask does, with this pacer.
    */
   pacer?: BudgetPacer | undefined;
-  /** Reads the ledger and the destination's tables; verification never writes through it. */
+  /** Reads the destination's tables; verification never writes through it. The ledger: `ledger`. */
   db: Queryable;
   /** Scratch space shared by one verification's calls, e.g. a listing one kind needs for another. */
   memo: Map<string, unknown>;

@@ -1,14 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  classifyError,
-  describeError,
-  destinationTimeout,
-  PermanentError,
-  RateLimitedError,
-  RowError,
-  repeatsInPlace,
-  TransientError,
-} from "../src/index.js";
+import { describeError, destinationTimeout, repeatsInPlace } from "../src/engine.js";
+import { classifyError, PermanentError, RateLimitedError, RowError, TransientError } from "../src/index.js";
 
 function pgError(code: string, message = "boom") {
   const driver = Object.assign(new Error(message), { code, name: "PostgresError" });

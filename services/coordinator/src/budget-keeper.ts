@@ -1,6 +1,6 @@
 import { type BudgetRow, budgets, type Db, runs } from "@drover/db";
 import type { BudgetReport } from "@drover/proto";
-import { FIRST_PROBE_MS, nextProbeDelayMs, RESET_CANDIDATES_PER_DAY } from "@drover/provider-sdk";
+import { FIRST_PROBE_MS, nextProbeDelayMs, RESET_CANDIDATES_PER_DAY } from "@drover/provider-sdk/engine";
 import { metrics } from "@drover/telemetry";
 import { and, eq, sql } from "drizzle-orm";
 import { type AccountDay, probeAdmitted, type ResetSearch } from "./daily-reset-search.js";

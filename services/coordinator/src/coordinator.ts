@@ -17,7 +17,7 @@ import {
   WorkerService,
 } from "@drover/proto";
 import { type Provider, sleep } from "@drover/provider-sdk";
-import { providers as defaultProviders } from "@drover/providers";
+import { sources as defaultProviders } from "@drover/source-registry";
 import {
   ensureTaskQueue,
   ensureWebhookEventStream,

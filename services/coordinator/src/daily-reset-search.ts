@@ -1,9 +1,5 @@
-import {
-  nextResetAtPhase,
-  nextResetCandidate,
-  phaseOf,
-  RESET_CANDIDATES_PER_DAY,
-} from "@drover/provider-sdk";
+import { nextResetCandidate } from "@drover/provider-sdk";
+import { nextResetAtPhase, phaseOf, RESET_CANDIDATES_PER_DAY } from "@drover/provider-sdk/engine";
 
 /**
  * When an account's spent day returns, as the source shows it. Pipedrive resets a company's budget

@@ -1,5 +1,5 @@
 import type { budgets, Queryable, RunRow } from "@drover/db";
-import { MATCHED_BY, MISSING_PARENT, taskTallies } from "@drover/engine";
+import { estimateContext, MATCHED_BY, MISSING_PARENT, taskTallies, toRunInfo } from "@drover/engine";
 import { create, type DryRunReport, DryRunReportSchema } from "@drover/proto";
 import { sql } from "drizzle-orm";
 import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
@@ -75,20 +75,9 @@ export async function dryRunReport(
   });
   const requests = kinds.reduce((n, k) => n + k.requests, 0n);
   const tokens = kinds.reduce((n, k) => n + k.tokens, 0n);
-  const work = await sources.get(run.source)?.estimateWork?.(
-    q,
-    {
-      id: run.id,
-      tenantId: run.tenantId,
-      source: run.source,
-      sourceAccount: run.sourceAccount,
-      kinds: run.kinds,
-      plan: run.plan,
-      sourceConfig: run.sourceConfig,
-      startedAt: run.startedAt,
-    },
-    await taskTallies(q, run.id),
-  );
+  const work = await sources
+    .get(run.source)
+    ?.estimateWork?.(estimateContext(q, toRunInfo(run), await taskTallies(q, run.id)));
   const now = new Date();
   const eta = estimateEta(
     {

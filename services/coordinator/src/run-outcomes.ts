@@ -18,9 +18,9 @@ type RunScope = Pick<
 
 /**
  * What the run view needs to know of a run's source: whether it keeps a ledger, which passes
- * revisit (the counts), and what work is left (the ETA).
+ * revisit (the counts), what work is left (the ETA), and the daily reset its settings state.
  */
-export type SourceTraits = Pick<Provider, "ledger" | "closingKinds" | "estimateWork">;
+export type SourceTraits = Pick<Provider, "ledger" | "closingKinds" | "estimateWork" | "dailyResetTimeZone">;
 
 /** The coordinator's sources by name (its `providers`), for what the counts read of them. */
 export type Sources = ReadonlyMap<string, SourceTraits>;

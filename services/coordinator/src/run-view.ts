@@ -1,5 +1,6 @@
 import { budgets, FINISHED_RUN_STATUSES, type Queryable, type RunRow, runs } from "@drover/db";
 import {
+  estimateContext,
   type KindTaskCounts,
   taskCountsByKind,
   taskCountsByStatus,
@@ -15,7 +16,6 @@ import {
   timestampFromDate,
   toProtoRunStatus,
 } from "@drover/proto";
-import { DEFAULT_DAILY_RESET } from "@drover/providers";
 import { and, eq, sql } from "drizzle-orm";
 import { DEFAULT_BUDGET_OPTIONS } from "./budget-keeper.js";
 import { dryRunReport } from "./dry-run-report.js";
@@ -114,7 +114,7 @@ export async function runView(q: Queryable, sources: Sources, run: RunRow): Prom
     // Only a finished run's verification describes it; a re-armed run is verified when it ends again.
     ...(TERMINAL_STATUSES.includes(run.status) && verification ? { verification } : {}),
     ...(eta ? { eta: etaView(eta) } : {}),
-    ...(budget ? { budget: budgetView(run, budget) } : {}),
+    ...(budget ? { budget: budgetView(sources, run, budget) } : {}),
     ...(run.dailyShare !== null ? { dailyShare: run.dailyShare } : {}),
     // A stopped run falls behind like a running one; a finished one stopped following when it ended.
     ...(run.follow
@@ -138,7 +138,7 @@ async function liveEta(
 ): Promise<Eta | undefined> {
   const estimate = sources.get(run.source)?.estimateWork;
   if (!estimate) return undefined;
-  const work = await estimate(q, toRunInfo(run), await taskTallies(q, run.id));
+  const work = await estimate(estimateContext(q, toRunInfo(run), await taskTallies(q, run.id)));
   const capacity = budget?.burstCapacity ?? DEFAULT_BUDGET_OPTIONS.defaultCapacity;
   const now = new Date();
   return estimateEta(
@@ -164,15 +164,14 @@ export function slotInterval(capacity: number): number {
 }
 
 /**
- * The time zone whose midnight the run's source account resets its day at: its `dailyReset` setting
- * (crm), else the crm's documented default; empty where the reset the keeper waits for (daily_reset_at)
- * is not the rule's but a probe's or the one it learned from the source, or the account is probed.
+ * The time zone whose midnight the run's source account resets its day at, as its source reads the
+ * run's settings (Provider.dailyResetTimeZone); empty where the source states no rule, or where the
+ * reset the keeper waits for (daily_reset_at) is not the rule's but a probe's or the one it learned
+ * from the source.
  */
-function dailyResetTimeZone(run: RunRow, resetBy: string | null): string {
+function dailyResetTimeZone(sources: Sources, run: RunRow, resetBy: string | null): string {
   if (resetBy === "probe" || resetBy === "learned") return "";
-  const setting = (run.sourceConfig.settings as Record<string, unknown> | undefined)?.dailyReset;
-  if (setting === "probe") return "";
-  return typeof setting === "string" && setting !== "" ? setting : DEFAULT_DAILY_RESET;
+  return sources.get(run.source)?.dailyResetTimeZone?.(toRunInfo(run)) ?? "";
 }
 
 /** Which run a revert run reverts (and how far it got), or which run reverted this one. */
@@ -225,7 +224,7 @@ export async function loadRun(q: Queryable, runId: string): Promise<RunRow | und
 }
 
 /** The account's budget as the run page and `drover status` show it. */
-function budgetView(run: RunRow, budget: typeof budgets.$inferSelect) {
+function budgetView(sources: Sources, run: RunRow, budget: typeof budgets.$inferSelect) {
   return {
     burstCapacity: budget.burstCapacity,
     burstUsed: budget.burstUsed,
@@ -240,7 +239,7 @@ function budgetView(run: RunRow, budget: typeof budgets.$inferSelect) {
       budget.exhaustedAt !== null &&
       budget.dailyResetAt !== null &&
       budget.dailyResetAt.getTime() > Date.now(),
-    dailyResetTimeZone: dailyResetTimeZone(run, budget.dailyResetBy),
+    dailyResetTimeZone: dailyResetTimeZone(sources, run, budget.dailyResetBy),
   };
 }
 

@@ -1,4 +1,4 @@
-import { crmProvider } from "@drover/providers";
+import { crmProvider } from "@drover/source-crm";
 import { describe, expect, it } from "vitest";
 import { loadCoordinatorConfig } from "../src/config.js";
 import { buildPlan } from "../src/plan.js";

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { openDatabase, runs, tasks } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
 import { registerWorker } from "@drover/engine";
-import { providers } from "@drover/providers";
+import { sources as providers } from "@drover/source-registry";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CoordinatorContext } from "../src/context.js";

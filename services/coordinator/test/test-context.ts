@@ -1,5 +1,5 @@
 import type { Db } from "@drover/db";
-import { providers } from "@drover/providers";
+import { sources as providers } from "@drover/source-registry";
 import { createLogger } from "@drover/telemetry";
 import { BudgetKeeper } from "../src/budget-keeper.js";
 import { loadCoordinatorConfig } from "../src/config.js";

@@ -15,7 +15,7 @@ import { type RunningReceiver, startReceiver } from "../src/service.js";
 const DELIVERY = JSON.parse(
   readFileSync(
     new URL(
-      "../../../packages/providers/test/fixtures/pipedrive/webhook-v2-deal-change.json",
+      "../../../packages/sources/crm/test/fixtures/pipedrive/webhook-v2-deal-change.json",
       import.meta.url,
     ),
     "utf8",

@@ -10,12 +10,12 @@ import {
 } from "@drover/proto";
 import {
   type BudgetPacer,
-  FIRST_PROBE_MS,
   type PacedAnswer,
   RateLimitedError,
   sleep,
   TransientError,
 } from "@drover/provider-sdk";
+import { FIRST_PROBE_MS } from "@drover/provider-sdk/engine";
 import { metrics } from "@drover/telemetry";
 
 /** Readings are reported at most this often, unless the daily counter moved or a 429 came back. */

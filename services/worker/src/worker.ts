@@ -10,7 +10,7 @@ import {
 } from "@drover/engine";
 import { createClient, WorkerService } from "@drover/proto";
 import type { Provider } from "@drover/provider-sdk";
-import { providers as defaultProviders } from "@drover/providers";
+import { sources as defaultProviders } from "@drover/source-registry";
 import {
   ensureTaskQueue,
   parseBudgetWall,

@@ -1,3 +1,0 @@
-import { droverVitestConfig } from "../../vitest.shared.ts";
-
-export default droverVitestConfig("@drover/providers");
