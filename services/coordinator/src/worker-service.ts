@@ -116,11 +116,15 @@ export function workerService(ctx: CoordinatorContext): ServiceImplementation<ty
   };
 }
 
-/** A client to the current leader, re-read at most every two seconds. */
+/**
+ * A client to the current leader, re-read at most every two seconds, and by one call at a time:
+ * when the cached address went stale under a busy follower, every forwarded call read the
+ * leadership row itself (seven reads a second on a follower forwarding a hundred runs' leases).
+ */
 function leaderForwarder(ctx: CoordinatorContext): () => Promise<Client<typeof WorkerService>> {
   let cached: { address: string; client: Client<typeof WorkerService>; at: number } | undefined;
-  return async () => {
-    if (cached && Date.now() - cached.at < 2_000) return cached.client;
+  let reading: Promise<Client<typeof WorkerService>> | undefined;
+  const read = async () => {
     const address = await leaderAddress(ctx.db);
     if (!address) throw new Unavailable("no coordinator leads yet; retry shortly", "NO_LEADER", 1_000);
     if (cached?.address !== address) {
@@ -132,5 +136,12 @@ function leaderForwarder(ctx: CoordinatorContext): () => Promise<Client<typeof W
       };
     } else cached.at = Date.now();
     return cached.client;
+  };
+  return async () => {
+    if (cached && Date.now() - cached.at < 2_000) return cached.client;
+    reading ??= read().finally(() => {
+      reading = undefined;
+    });
+    return reading;
   };
 }
