@@ -1,9 +1,8 @@
-import { loadReceiverConfig, startReceiver } from "@drover/receiver";
-import { createLogger } from "@drover/telemetry";
 import { sql } from "drizzle-orm";
 import { freePort } from "../support/free-port.js";
 import { CHANGED_COLUMN } from "../support/mid-run-changes.js";
-import { API_TOKEN, DATABASE_URL, NATS_URL, openBenchCluster, SOURCE, sleep } from "./harness.js";
+import { startTestReceiver } from "../support/receiver.js";
+import { API_TOKEN, DATABASE_URL, openBenchCluster, SOURCE, sleep } from "./harness.js";
 import { type Scenario, type ScenarioContext, type ScenarioResult, scaled } from "./scenario.js";
 
 /**
@@ -49,16 +48,12 @@ export const followEventsScenario: Scenario = {
         DROVER_FOLLOW_RECONCILE_SECONDS: "3600",
       },
     });
-    const receiver = await startReceiver(
-      loadReceiverConfig({
-        DATABASE_URL: bench.testDb.url,
-        NATS_URL,
-        DROVER_QUEUE_PREFIX: bench.queuePrefix,
-        DROVER_RECEIVER_HOST: "127.0.0.1",
-        DROVER_RECEIVER_PORT: String(port),
-      }),
-      createLogger("receiver", { level: "warn" }),
-    );
+    const receiver = await startTestReceiver({
+      databaseUrl: bench.testDb.url,
+      queuePrefix: bench.queuePrefix,
+      port,
+      logLevel: "warn",
+    });
     try {
       const { run } = await bench.client.startRun({
         tenantId: "follow-events",

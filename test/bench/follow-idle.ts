@@ -1,9 +1,8 @@
 import { join } from "node:path";
 import { type ServiceProcess, spawnService } from "@drover/local-cluster";
-import { loadReceiverConfig, startReceiver } from "@drover/receiver";
-import { createLogger } from "@drover/telemetry";
 import { freePort } from "../support/free-port.js";
-import { API_TOKEN, NATS_URL, openBenchCluster, SOURCE, sleep } from "./harness.js";
+import { startTestReceiver } from "../support/receiver.js";
+import { API_TOKEN, openBenchCluster, SOURCE, sleep } from "./harness.js";
 import type { Scenario, ScenarioContext, ScenarioResult } from "./scenario.js";
 
 /**
@@ -54,16 +53,12 @@ export const followIdleScenario: Scenario = {
       },
     });
     let polled: ServiceProcess | undefined;
-    const receiver = await startReceiver(
-      loadReceiverConfig({
-        DATABASE_URL: bench.testDb.url,
-        NATS_URL,
-        DROVER_QUEUE_PREFIX: bench.queuePrefix,
-        DROVER_RECEIVER_HOST: "127.0.0.1",
-        DROVER_RECEIVER_PORT: String(port),
-      }),
-      createLogger("receiver", { level: "warn" }),
-    );
+    const receiver = await startTestReceiver({
+      databaseUrl: bench.testDb.url,
+      queuePrefix: bench.queuePrefix,
+      port,
+      logLevel: "warn",
+    });
     try {
       polled = await spawnService({
         name: "crm-sandbox-polled",

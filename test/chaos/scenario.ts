@@ -17,8 +17,7 @@ import {
   timestampDate,
   type Verification,
 } from "@drover/proto";
-import { loadReceiverConfig, type RunningReceiver, startReceiver } from "@drover/receiver";
-import { createLogger } from "@drover/telemetry";
+import type { RunningReceiver } from "@drover/receiver";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { sql } from "drizzle-orm";
@@ -31,6 +30,7 @@ import {
   withoutUnseenDeletions,
 } from "../support/mid-run-changes.js";
 import { type NatsCluster, natsServerList, startNatsCluster } from "../support/nats-cluster.js";
+import { startTestReceiver } from "../support/receiver.js";
 import { type PrivateNats, startPrivateNats } from "./private-nats.js";
 import { startPrivatePostgres } from "./private-postgres.js";
 
@@ -377,16 +377,13 @@ export async function runChaos(
     });
     const harness = h;
     if (receiverPort)
-      receiver = await startReceiver(
-        loadReceiverConfig({
-          DATABASE_URL: harness.testDb.url,
-          NATS_URL: natsUrl,
-          DROVER_QUEUE_PREFIX: harness.queuePrefix,
-          DROVER_RECEIVER_HOST: "127.0.0.1",
-          DROVER_RECEIVER_PORT: String(receiverPort),
-        }),
-        createLogger("receiver", { level: "silent" }),
-      );
+      receiver = await startTestReceiver({
+        databaseUrl: harness.testDb.url,
+        queuePrefix: harness.queuePrefix,
+        port: receiverPort,
+        natsUrl,
+        logLevel: "silent",
+      });
     mark("clusterUp");
     const db = harness.database.db;
     const stream = `${harness.queuePrefix.toUpperCase().replace(/-/g, "_")}_TASKS`;

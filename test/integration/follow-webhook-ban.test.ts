@@ -1,11 +1,11 @@
 import { RunStatus } from "@drover/proto";
-import { loadReceiverConfig, type RunningReceiver, startReceiver } from "@drover/receiver";
-import { createLogger } from "@drover/telemetry";
+import type { RunningReceiver } from "@drover/receiver";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../support/free-port.js";
 import { API_TOKEN, type Cluster, SETTINGS, startCluster, until } from "../support/in-process.js";
 import { midRunChangeProblems } from "../support/mid-run-changes.js";
+import { startTestReceiver } from "../support/receiver.js";
 
 /**
  * Pipedrive bans a webhook after 10 failed first attempts and loses what happens during the ban.
@@ -13,23 +13,13 @@ import { midRunChangeProblems } from "../support/mid-run-changes.js";
  * fails, the sandbox bans the webhooks and loses the events, and nothing of them reaches the
  * product. The cutover's reconciling pass reads them: the run ends exact.
  */
-const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const KINDS = ["organizations", "persons", "deals", "leads", "activities", "notes"];
 let c: Cluster;
 let port: number;
 let receiver: RunningReceiver | undefined;
 
 const startOurReceiver = async () =>
-  startReceiver(
-    loadReceiverConfig({
-      DATABASE_URL: c.testDb.url,
-      NATS_URL,
-      DROVER_QUEUE_PREFIX: c.prefix,
-      DROVER_RECEIVER_HOST: "127.0.0.1",
-      DROVER_RECEIVER_PORT: String(port),
-    }),
-    createLogger("receiver", { level: "silent" }),
-  );
+  startTestReceiver({ databaseUrl: c.testDb.url, queuePrefix: c.prefix, port: port, logLevel: "silent" });
 
 beforeAll(async () => {
   port = await freePort();

@@ -1,11 +1,11 @@
 import { RunStatus } from "@drover/proto";
-import { loadReceiverConfig, type RunningReceiver, startReceiver } from "@drover/receiver";
-import { createLogger } from "@drover/telemetry";
+import type { RunningReceiver } from "@drover/receiver";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../support/free-port.js";
 import { API_TOKEN, type Cluster, SETTINGS, startCluster, until } from "../support/in-process.js";
 import { midRunChangeProblems } from "../support/mid-run-changes.js";
+import { startTestReceiver } from "../support/receiver.js";
 
 /**
  * A follow run whose passes are an hour apart takes the source's changes from its webhooks within
@@ -13,7 +13,6 @@ import { midRunChangeProblems } from "../support/mid-run-changes.js";
  * deletions are applied as the sweep applies them, and no pass ran meanwhile. Cutover still ends
  * with a reconciling pass and the run succeeds.
  */
-const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const KINDS = ["organizations", "persons", "deals", "leads", "activities", "notes"];
 let c: Cluster;
 let receiver: RunningReceiver;
@@ -28,16 +27,12 @@ beforeAll(async () => {
       DROVER_REAPER_INTERVAL_MS: "200",
     },
   });
-  receiver = await startReceiver(
-    loadReceiverConfig({
-      DATABASE_URL: c.testDb.url,
-      NATS_URL,
-      DROVER_QUEUE_PREFIX: c.prefix,
-      DROVER_RECEIVER_HOST: "127.0.0.1",
-      DROVER_RECEIVER_PORT: String(port),
-    }),
-    createLogger("receiver", { level: "silent" }),
-  );
+  receiver = await startTestReceiver({
+    databaseUrl: c.testDb.url,
+    queuePrefix: c.prefix,
+    port: port,
+    logLevel: "silent",
+  });
 }, 60_000);
 
 afterAll(async () => {

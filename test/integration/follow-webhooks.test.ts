@@ -1,13 +1,13 @@
 import { RunStatus } from "@drover/proto";
-import { loadReceiverConfig, type RunningReceiver, startReceiver } from "@drover/receiver";
+import type { RunningReceiver } from "@drover/receiver";
 import { webhookEventNames } from "@drover/task-queue";
-import { createLogger } from "@drover/telemetry";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../support/free-port.js";
 import { API_TOKEN, type Cluster, SETTINGS, startCluster, until } from "../support/in-process.js";
+import { startTestReceiver } from "../support/receiver.js";
 
 /**
  * A follow run and Pipedrive's webhooks, against the sandbox (which sends them as Pipedrive's
@@ -26,16 +26,12 @@ beforeAll(async () => {
     sandbox: { changeEdits: 2, changeAdds: 1, changeDeletes: 1 },
     coordinatorEnv: { DROVER_WEBHOOK_PUBLIC_URL: `http://127.0.0.1:${port}` },
   });
-  receiver = await startReceiver(
-    loadReceiverConfig({
-      DATABASE_URL: c.testDb.url,
-      NATS_URL,
-      DROVER_QUEUE_PREFIX: c.prefix,
-      DROVER_RECEIVER_HOST: "127.0.0.1",
-      DROVER_RECEIVER_PORT: String(port),
-    }),
-    createLogger("receiver", { level: "silent" }),
-  );
+  receiver = await startTestReceiver({
+    databaseUrl: c.testDb.url,
+    queuePrefix: c.prefix,
+    port: port,
+    logLevel: "silent",
+  });
 });
 
 afterAll(async () => {
