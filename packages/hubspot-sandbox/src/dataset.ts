@@ -213,6 +213,7 @@ function typeProperties(
         email: pick("email", [`contact${i}@example.com`, null]),
         phone: pick("phone", [`+1 555 02${String(i % 100).padStart(2, "0")}`, null]),
         jobtitle: pick("job", ["CTO", "Buyer", null]),
+        lifecyclestage: pick("stage", ["lead", "opportunity", "customer"]),
       };
     case "deals":
       return {

@@ -109,6 +109,16 @@ export const STANDARD_PROPERTIES: Readonly<Record<ObjectType, readonly PropertyS
     text("email", "Email", "contactinformation"),
     { ...text("phone", "Phone Number", "contactinformation"), fieldType: "phonenumber" },
     text("jobtitle", "Job Title", "contactinformation"),
+    choice("lifecyclestage", "Lifecycle Stage", "contactinformation", [
+      "subscriber",
+      "lead",
+      "marketingqualifiedlead",
+      "salesqualifiedlead",
+      "opportunity",
+      "customer",
+      "evangelist",
+      "other",
+    ]),
   ],
   deals: [
     objectId,

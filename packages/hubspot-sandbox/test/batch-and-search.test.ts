@@ -1,0 +1,115 @@
+import { describe, expect, it } from "vitest";
+import { type Json, post, sandbox } from "./helpers.js";
+
+const results = (body: Json) => body.results as Json[];
+
+describe("POST /crm/v3/objects/{type}/batch/read", () => {
+  it("reads 100 ids at once with the named properties, and refuses 101", async () => {
+    const s = await sandbox({ seed: 11, companies: 150, archivedRate: 0 });
+    const wanted = s.ids("companies").live.slice(0, 100);
+    const r = await post(s, "/crm/v3/objects/companies/batch/read", {
+      inputs: wanted.map((id) => ({ id })),
+      properties: ["name"],
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.status).toBe("COMPLETE");
+    expect(results(r.body).map((x) => x.id)).toEqual(wanted);
+    for (const row of results(r.body))
+      expect(Object.keys(row.properties as Json).sort()).toEqual([
+        "createdate",
+        "hs_lastmodifieddate",
+        "hs_object_id",
+        "name",
+      ]);
+    const tooMany = await post(s, "/crm/v3/objects/companies/batch/read", {
+      inputs: s
+        .ids("companies")
+        .live.slice(0, 101)
+        .map((id) => ({ id })),
+    });
+    expect(tooMany.status).toBe(400);
+  });
+});
+
+describe("POST /crm/v3/objects/{type}/search", () => {
+  it("pages by offset up to the 10,000th result and refuses the page past it with a 400", async () => {
+    const s = await sandbox({ seed: 12, contacts: 10_250, archivedRate: 0, customProperties: 0 });
+    const body = {
+      limit: 200,
+      sorts: [{ propertyName: "hs_object_id", direction: "ASCENDING" }],
+      properties: ["email"],
+    };
+    const first = await post(s, "/crm/v3/objects/contacts/search", body);
+    expect(first.status).toBe(200);
+    expect(first.body.total).toBe(10_250);
+    expect((first.body.paging as { next: { after: string } }).next.after).toBe("200");
+    const lastAllowed = await post(s, "/crm/v3/objects/contacts/search", { ...body, after: "9800" });
+    expect(lastAllowed.status).toBe(200);
+    expect(results(lastAllowed.body)).toHaveLength(200);
+    // The API still offers the next page: following it is what fails.
+    expect((lastAllowed.body.paging as { next: { after: string } }).next.after).toBe("10000");
+    const beyond = await post(s, "/crm/v3/objects/contacts/search", { ...body, after: "10000" });
+    expect(beyond.status).toBe(400);
+    expect(beyond.body.category).toBe("VALIDATION_ERROR");
+    expect((await post(s, "/crm/v3/objects/contacts/search", { ...body, limit: 201 })).status).toBe(400);
+  });
+
+  it("finds by hs_lastmodifieddate the records a mid-run round of changes edited and added, and nothing else", async () => {
+    const s = await sandbox({ seed: 13, deals: 500, changeEdits: 7, changeAdds: 3, archivedRate: 0 });
+    const since = Date.now();
+    const window = (from: number, to: number) => ({
+      filterGroups: [
+        {
+          filters: [
+            { propertyName: "hs_lastmodifieddate", operator: "GTE", value: String(from) },
+            { propertyName: "hs_lastmodifieddate", operator: "LT", value: String(to) },
+          ],
+        },
+      ],
+      sorts: [{ propertyName: "hs_lastmodifieddate", direction: "ASCENDING" }],
+      properties: ["dealname"],
+      limit: 100,
+    });
+    const before = await post(s, "/crm/v3/objects/deals/search", window(since, since + 3_600_000));
+    expect(before.body.total).toBe(0);
+    const round = s.applyChanges(since + 1000);
+    expect(round.round).toBe(1);
+    const after = await post(s, "/crm/v3/objects/deals/search", window(since, since + 3_600_000));
+    expect(after.body.total).toBe(10);
+    const names = results(after.body).map((r) => (r.properties as Json).dealname as string);
+    expect(names.filter((n) => n.endsWith("(edited 1)"))).toHaveLength(7);
+    expect(results(after.body).every((r) => r.updatedAt === round.at)).toBe(true);
+    const added = results(after.body).filter(
+      (r) => !((r.properties as Json).dealname as string).includes("edited"),
+    );
+    expect(added.map((r) => Number(r.id))).toEqual([7_000_000_501, 7_000_000_502, 7_000_000_503]);
+    // A window that ends before the round sees none of it.
+    expect((await post(s, "/crm/v3/objects/deals/search", window(since, since + 1000))).body.total).toBe(0);
+  });
+});
+
+describe("POST /crm/v4/associations/{from}/{to}/batch/read", () => {
+  it("names each input's associated records with HubSpot's type ids, in both directions", async () => {
+    const s = await sandbox({ seed: 14, companies: 20, contacts: 60, archivedRate: 0 });
+    const contacts = s.ids("contacts").live.slice(0, 40);
+    const forward = await post(s, "/crm/v4/associations/contacts/companies/batch/read", {
+      inputs: contacts.map((id) => ({ id })),
+    });
+    expect(forward.status).toBe(200);
+    const links = new Map<string, number>();
+    for (const row of results(forward.body)) {
+      const to = row.to as { toObjectId: number; associationTypes: Json[] }[];
+      expect(to).toHaveLength(1);
+      expect(to[0]?.associationTypes).toEqual([{ category: "HUBSPOT_DEFINED", typeId: 279, label: null }]);
+      links.set((row.from as Json).id as string, to[0]?.toObjectId as number);
+    }
+    expect(links.size).toBeGreaterThan(25);
+    const [contact, company] = [...links.entries()][0] as [string, number];
+    const backward = await post(s, "/crm/v4/associations/companies/contacts/batch/read", {
+      inputs: [{ id: String(company) }],
+    });
+    const back = results(backward.body)[0]?.to as { toObjectId: number; associationTypes: Json[] }[];
+    expect(back.map((t) => String(t.toObjectId))).toContain(contact);
+    expect(back[0]?.associationTypes[0]?.typeId).toBe(280);
+  });
+});
