@@ -102,7 +102,23 @@ export function list(dataset: Dataset, type: ObjectType, query: URLSearchParams,
   return { status: 200, body: { results, paging: { next: { after: last.id, link } } } };
 }
 
-/** `POST /crm/v3/objects/{objectType}/batch/read`: the named ids' records, as a `BatchResponseSimplePublicObject`. */
+/** The object type's name in a batch read's error message: "Could not get some CONTACT objects". */
+const SINGULAR: Readonly<Record<ObjectType, string>> = {
+  companies: "COMPANY",
+  contacts: "CONTACT",
+  deals: "DEAL",
+  notes: "NOTE",
+  emails: "EMAIL",
+  calls: "CALL",
+  tasks: "TASK",
+  meetings: "MEETING",
+};
+
+/**
+ * `POST /crm/v3/objects/{objectType}/batch/read`: the named ids' records, as a
+ * `BatchResponseSimplePublicObject`; when some ids name no record, a 207 whose body adds `numErrors`
+ * and one OBJECT_NOT_FOUND error listing them (`BatchResponseSimplePublicObjectWithErrors`).
+ */
 export function batchRead(dataset: Dataset, type: ObjectType, body: unknown, query: URLSearchParams): Answer {
   const input = body as { inputs?: { id?: unknown }[]; properties?: unknown } | null;
   if (!input || !Array.isArray(input.inputs)) return badRequest("inputs is required");
@@ -111,16 +127,22 @@ export function batchRead(dataset: Dataset, type: ObjectType, body: unknown, que
   const archived = query.get("archived") === "true";
   const startedAt = new Date().toISOString();
   const results: Record<string, unknown>[] = [];
+  const missing: string[] = [];
   for (const { id } of input.inputs) {
     const index = dataset.indexOf(type, String(id));
-    if (index === null) continue;
-    const record = dataset.record(type, index);
-    if (record.archived === archived) results.push(render(dataset, record, named));
+    const record = index === null ? null : dataset.record(type, index);
+    if (record !== null && record.archived === archived) results.push(render(dataset, record, named));
+    else missing.push(String(id));
   }
-  return {
-    status: 200,
-    body: { status: "COMPLETE", results, startedAt, completedAt: new Date().toISOString() },
+  const times = { startedAt, completedAt: new Date().toISOString() };
+  if (missing.length === 0) return { status: 200, body: { status: "COMPLETE", results, ...times } };
+  const error = {
+    status: "error",
+    category: "OBJECT_NOT_FOUND",
+    message: `Could not get some ${SINGULAR[type]} objects, they may be deleted or not exist. Check that ids are valid.`,
+    context: { ids: missing },
   };
+  return { status: 207, body: { status: "COMPLETE", results, numErrors: 1, errors: [error], ...times } };
 }
 
 interface Filter {

@@ -78,7 +78,8 @@ export class HubSpotApp {
     if (segments[0] !== "crm") return send(res, 404, notFound().body);
     if (rawUrl.length > this.opts.maxUrlLength) {
       this.count(414);
-      res.writeHead(414, { "content-type": "text/html", "content-length": 0 });
+      // HubSpot documents neither the limit nor the answer's body: the status alone is modelled.
+      res.writeHead(414, { "content-length": 0 });
       return void res.end();
     }
     if (!this.authorized(req)) {

@@ -29,6 +29,22 @@ describe("POST /crm/v3/objects/{type}/batch/read", () => {
     });
     expect(tooMany.status).toBe(400);
   });
+
+  it("answers 207 naming the ids it could not find, and still returns the records it found", async () => {
+    const s = await sandbox({ seed: 15, deals: 30, archivedRate: 0.3 });
+    const [live] = s.ids("deals").live;
+    const [archived] = s.ids("deals").archived;
+    const r = await post(s, "/crm/v3/objects/deals/batch/read", {
+      inputs: [{ id: live }, { id: archived }, { id: "12" }],
+    });
+    expect(r.status).toBe(207);
+    expect(results(r.body).map((x) => x.id)).toEqual([live]);
+    expect(r.body.numErrors).toBe(1);
+    const [error] = r.body.errors as { category: string; message: string; context: { ids: string[] } }[];
+    expect(error?.category).toBe("OBJECT_NOT_FOUND");
+    expect(error?.message).toMatch(/^Could not get some DEAL objects/);
+    expect(error?.context.ids).toEqual([archived, "12"]);
+  });
 });
 
 describe("POST /crm/v3/objects/{type}/search", () => {

@@ -103,6 +103,17 @@ describe("the sandbox against the recorded HubSpot fixtures", () => {
       ],
       ["properties", () => ok(get(s, "/crm/v3/properties/contacts")), ["properties-contacts"]],
       [
+        "batch read naming a missing id",
+        async () => {
+          const r = await post(s, "/crm/v3/objects/contacts/batch/read", {
+            inputs: [{ id: s.ids("contacts").live[0] }, { id: "999" }],
+          });
+          expect(r.status).toBe(207);
+          return r.body;
+        },
+        ["batch-read-partial-contacts"],
+      ],
+      [
         "associations",
         () =>
           ok(

@@ -74,4 +74,19 @@ describe("GET /crm/v3/objects/{type}", () => {
     expect(r.status).toBe(400);
     expect(Object.keys(r.body).sort()).toEqual(["category", "correlationId", "message", "status"]);
   });
+
+  it("refuses a request without a bearer token with a 401 INVALID_AUTHENTICATION, uncounted", async () => {
+    const s = await sandbox({ seed: 6, contacts: 5, tokens: ["pat-test-token"] });
+    const bare = await fetch(`${s.url}/crm/v3/objects/contacts`);
+    expect(bare.status).toBe(401);
+    expect(((await bare.json()) as Json).category).toBe("INVALID_AUTHENTICATION");
+    const wrong = await fetch(`${s.url}/crm/v3/objects/contacts`, {
+      headers: { authorization: "Bearer other" },
+    });
+    expect(wrong.status).toBe(401);
+    await wrong.arrayBuffer();
+    expect((await get(s, "/crm/v3/objects/contacts")).headers.get("x-hubspot-ratelimit-remaining")).toBe(
+      "99999",
+    );
+  });
 });

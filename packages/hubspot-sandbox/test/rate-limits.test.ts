@@ -95,6 +95,21 @@ describe("HubSpot's rate limits", () => {
     expect((await get(s, "/crm/v3/objects/contacts")).status).toBe(200);
   });
 
+  it("refuses searches past the account's per-second search limit with a 429 that carries no limit headers", async () => {
+    const now = Date.UTC(2026, 11, 7, 12);
+    const s = await sandbox({ seed: 26, contacts: 5, searchPerSecond: 2 }, { clock: () => now });
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await post(s, "/crm/v3/objects/contacts/search", { limit: 1 });
+      statuses.push(r.status);
+      expect(names(r.headers).filter((n) => n.startsWith("x-hubspot-ratelimit"))).toEqual([]);
+      if (r.status === 429) expect(r.body.message).toBe("You have reached your secondly limit.");
+    }
+    expect(statuses).toEqual([200, 200, 429]);
+    // Lists are not searches: the search limit leaves them alone.
+    expect((await get(s, "/crm/v3/objects/contacts")).status).toBe(200);
+  });
+
   it("answers a request whose URL is longer than the account's limit with a 414, before counting it", async () => {
     const s = await sandbox({
       seed: 25,
