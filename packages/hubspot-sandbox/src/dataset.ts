@@ -31,6 +31,9 @@ export interface CrmRecord {
   properties: Record<string, string | null>;
 }
 
+/** A record without its properties, and how many rounds of changes edited it. */
+export type RecordFacts = Omit<CrmRecord, "properties"> & { edits: number };
+
 /**
  * Record ids are numeric strings, one id space per type, as HubSpot's are; types start far apart so
  * an id given to the wrong type finds nothing.
@@ -59,6 +62,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
  */
 export class Dataset {
   private readonly rounds: number[] = [];
+  private readonly factsCache = new Map<ObjectType, { rounds: number; facts: RecordFacts[] }>();
 
   constructor(readonly opts: ResolvedOptions) {}
 
@@ -111,7 +115,8 @@ export class Dataset {
     return Math.floor((index - n - 1) / this.opts.changeAdds);
   }
 
-  record(type: ObjectType, index: number): CrmRecord {
+  /** A record's id, times and state without its properties: what filtering and sorting need. */
+  facts(type: ObjectType, index: number): RecordFacts {
     const seed = this.opts.seed;
     const added = this.addedRound(type, index);
     const n = Math.max(1, this.base(type));
@@ -131,16 +136,31 @@ export class Dataset {
     // Archived records come from the generated ones only: a round's additions stay live.
     const archived = added === undefined && unit(seed, `${type}.archived`, index) < this.opts.archivedRate;
     const archivedMs = archived ? updatedMs + 3_600_000 : null;
-    const properties = this.properties(type, index, createdMs, updatedMs, edits);
+    return { type, index, id: this.idOf(type, index), createdMs, updatedMs, archived, archivedMs, edits };
+  }
+
+  /**
+   * Every record's facts of a type, in id order, built once per round of changes: a search filters
+   * them instead of generating the whole type again for each request.
+   */
+  allFacts(type: ObjectType): readonly RecordFacts[] {
+    const cached = this.factsCache.get(type);
+    if (cached && cached.rounds === this.rounds.length) return cached.facts;
+    const facts = Array.from({ length: this.count(type) }, (_, i) => this.facts(type, i + 1));
+    this.factsCache.set(type, { rounds: this.rounds.length, facts });
+    return facts;
+  }
+
+  record(type: ObjectType, index: number): CrmRecord {
+    return this.complete(this.facts(type, index));
+  }
+
+  /** Adds its properties to a record's facts. */
+  complete(facts: RecordFacts): CrmRecord {
+    const { edits, ...rest } = facts;
     return {
-      type,
-      index,
-      id: this.idOf(type, index),
-      createdMs,
-      updatedMs,
-      archived,
-      archivedMs,
-      properties,
+      ...rest,
+      properties: this.properties(facts.type, facts.index, facts.createdMs, facts.updatedMs, edits),
     };
   }
 

@@ -1,4 +1,4 @@
-import type { CrmRecord, Dataset } from "./dataset.js";
+import type { CrmRecord, Dataset, RecordFacts } from "./dataset.js";
 import { type Answer, badRequest } from "./errors.js";
 import {
   ALWAYS_PROPERTIES,
@@ -20,12 +20,24 @@ export const BATCH_MAX = 100;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** Names a type knows: its standard properties and the account's custom ones. */
+const known = new WeakMap<Dataset, Map<ObjectType, Set<string>>>();
+
+/** Names a type knows: its standard properties and the account's custom ones (built once per type). */
 export function knownProperties(dataset: Dataset, type: ObjectType): Set<string> {
-  return new Set([
-    ...STANDARD_PROPERTIES[type].map((p) => p.name),
-    ...customProperties(dataset.opts.customProperties).map((p) => p.name),
-  ]);
+  let byType = known.get(dataset);
+  if (!byType) {
+    byType = new Map();
+    known.set(dataset, byType);
+  }
+  let names = byType.get(type);
+  if (!names) {
+    names = new Set([
+      ...STANDARD_PROPERTIES[type].map((p) => p.name),
+      ...customProperties(dataset.opts.customProperties).map((p) => p.name),
+    ]);
+    byType.set(type, names);
+  }
+  return names;
 }
 
 /**
@@ -33,8 +45,8 @@ export function knownProperties(dataset: Dataset, type: ObjectType): Set<string>
  * API does), or the type's defaults when none is named, and always the id and the two timestamps.
  */
 function pick(dataset: Dataset, record: CrmRecord, named: readonly string[]): Record<string, string | null> {
-  const known = knownProperties(dataset, record.type);
-  const wanted = named.length > 0 ? named.filter((n) => known.has(n)) : DEFAULT_PROPERTIES[record.type];
+  const names = knownProperties(dataset, record.type);
+  const wanted = named.length > 0 ? named.filter((n) => names.has(n)) : DEFAULT_PROPERTIES[record.type];
   const out: Record<string, string | null> = {};
   for (const name of [...wanted, ...ALWAYS_PROPERTIES(record.type)])
     out[name] = record.properties[name] ?? null;
@@ -89,12 +101,13 @@ export function list(dataset: Dataset, type: ObjectType, query: URLSearchParams,
   const count = dataset.count(type);
   let last: CrmRecord | null = null;
   for (; index <= count && results.length < limit; index++) {
-    const record = dataset.record(type, index);
-    if (record.archived !== archived) continue;
+    const facts = dataset.facts(type, index);
+    if (facts.archived !== archived) continue;
+    const record = dataset.complete(facts);
     results.push(render(dataset, record, named));
     last = record;
   }
-  while (index <= count && dataset.record(type, index).archived !== archived) index++;
+  while (index <= count && dataset.facts(type, index).archived !== archived) index++;
   if (index > count || last === null) return { status: 200, body: { results } };
   const next = new URLSearchParams(query);
   next.set("after", last.id);
@@ -161,7 +174,7 @@ const OPERATORS: Record<string, (a: number, b: number) => boolean> = {
 };
 
 /** A filter on a date or an id: values are epoch milliseconds or ISO 8601, compared as numbers. */
-function matcher(type: ObjectType, filter: Filter): ((r: CrmRecord) => boolean) | string {
+function matcher(type: ObjectType, filter: Filter): ((r: RecordFacts) => boolean) | string {
   const op = OPERATORS[filter.operator ?? ""];
   if (!op) return `operator ${String(filter.operator)} is not supported by the sandbox`;
   const raw = filter.value;
@@ -183,10 +196,10 @@ interface SearchRequest {
   after?: string | number;
 }
 
-function matches(type: ObjectType, request: SearchRequest): ((r: CrmRecord) => boolean) | Answer {
-  const groups: ((r: CrmRecord) => boolean)[][] = [];
+function matches(type: ObjectType, request: SearchRequest): ((r: RecordFacts) => boolean) | Answer {
+  const groups: ((r: RecordFacts) => boolean)[][] = [];
   for (const group of request.filterGroups ?? []) {
-    const tests: ((r: CrmRecord) => boolean)[] = [];
+    const tests: ((r: RecordFacts) => boolean)[] = [];
     for (const filter of group.filters ?? []) {
       const m = matcher(type, filter);
       if (typeof m === "string") return badRequest(m);
@@ -198,11 +211,11 @@ function matches(type: ObjectType, request: SearchRequest): ((r: CrmRecord) => b
   return (r) => groups.length === 0 || groups.some((g) => g.every((t) => t(r)));
 }
 
-function sorter(type: ObjectType, request: SearchRequest): (a: CrmRecord, b: CrmRecord) => number {
+function sorter(type: ObjectType, request: SearchRequest): (a: RecordFacts, b: RecordFacts) => number {
   const sort = request.sorts?.[0];
   const name = typeof sort === "string" ? sort : sort?.propertyName;
   const desc = typeof sort === "object" && sort?.direction === "DESCENDING" ? -1 : 1;
-  const key = (r: CrmRecord) =>
+  const key = (r: RecordFacts) =>
     name === "hs_lastmodifieddate" || name === modifiedProperty(type)
       ? r.updatedMs
       : name === "createdate" || name === "hs_createdate"
@@ -226,14 +239,11 @@ export function search(dataset: Dataset, type: ObjectType, body: unknown): Answe
     return badRequest(`Cannot page beyond ${SEARCH_CAP} results; narrow the search with filters`);
   const test = matches(type, request);
   if (typeof test !== "function") return test;
-  const found: CrmRecord[] = [];
-  for (let i = 1; i <= dataset.count(type); i++) {
-    const r = dataset.record(type, i);
-    if (!r.archived && test(r)) found.push(r);
-  }
+  const found = dataset.allFacts(type).filter((r) => !r.archived && test(r));
   found.sort(sorter(type, request));
   const named = Array.isArray(request.properties) ? request.properties.map(String) : [];
-  const results = found.slice(after, after + limit).map((r) => render(dataset, r, named));
+  const page = found.slice(after, after + limit);
+  const results = page.map((r) => render(dataset, dataset.complete(r), named));
   const end = after + results.length;
   const paging = end < found.length ? { paging: { next: { after: String(end) } } } : {};
   return { status: 200, body: { total: found.length, results, ...paging } };

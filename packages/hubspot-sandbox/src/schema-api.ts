@@ -81,12 +81,34 @@ function parentOf(dataset: Dataset, child: ObjectType, parent: ObjectType, index
   return null;
 }
 
-/** Every child of `child`'s type linked to parent `index` (a walk over the children: fine at sandbox sizes). */
+/** Per dataset: children of each parent by position, for a pair and the number of rounds it was built at. */
+const childIndexes = new WeakMap<Dataset, Map<string, { rounds: number; byParent: Map<number, number[]> }>>();
+
+/**
+ * Every child of `child`'s type linked to parent `index`: one walk over the children per pair, kept
+ * until a round of changes adds records.
+ */
 function childrenOf(dataset: Dataset, child: ObjectType, parent: ObjectType, index: number): number[] {
-  const out: number[] = [];
-  for (let i = 1; i <= dataset.count(child); i++)
-    if (parentOf(dataset, child, parent, i) === index) out.push(i);
-  return out;
+  let indexes = childIndexes.get(dataset);
+  if (!indexes) {
+    indexes = new Map();
+    childIndexes.set(dataset, indexes);
+  }
+  const key = `${child}:${parent}`;
+  let built = indexes.get(key);
+  if (!built || built.rounds !== dataset.changeRounds) {
+    const byParent = new Map<number, number[]>();
+    for (let i = 1; i <= dataset.count(child); i++) {
+      const p = parentOf(dataset, child, parent, i);
+      if (p === null) continue;
+      const list = byParent.get(p) ?? [];
+      list.push(i);
+      byParent.set(p, list);
+    }
+    built = { rounds: dataset.changeRounds, byParent };
+    indexes.set(key, built);
+  }
+  return built.byParent.get(index) ?? [];
 }
 
 /**
