@@ -177,6 +177,8 @@ export class Dataset {
       hs_object_id: this.idOf(type, index),
       [createdProperty(type)]: iso(createdMs),
       [modifiedProperty(type)]: iso(updatedMs),
+      // Contacts have both; only `lastmodifieddate` is their default and searchable one.
+      ...(type === "contacts" ? { hs_lastmodifieddate: iso(updatedMs) } : {}),
       ...typeProperties(type, index, suffix, createdMs, seed),
     };
     // A custom property is filled on about two records in three; the rest come back as null.

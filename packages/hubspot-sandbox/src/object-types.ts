@@ -104,6 +104,7 @@ export const STANDARD_PROPERTIES: Readonly<Record<ObjectType, readonly PropertyS
     objectId,
     time("createdate", "Create Date", "contactinformation"),
     time("lastmodifieddate", "Last Modified Date", "contactinformation"),
+    time("hs_lastmodifieddate", "Object last modified date/time", "contactinformation"),
     text("firstname", "First Name", "contactinformation"),
     text("lastname", "Last Name", "contactinformation"),
     text("email", "Email", "contactinformation"),

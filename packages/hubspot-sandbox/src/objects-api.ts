@@ -183,6 +183,11 @@ function matcher(type: ObjectType, filter: Filter): ((r: RecordFacts) => boolean
   if (Number.isNaN(value)) return `${String(raw)} is not a valid value for ${String(filter.propertyName)}`;
   const name = filter.propertyName;
   if (name === "hs_object_id") return (r) => op(Number(r.id), value);
+  // A contacts search filtered on hs_lastmodifieddate "silently fails to return objects according
+  // to criteria": contacts are searched by lastmodifieddate (amp-labs/connectors#45, after the
+  // HubSpot community thread "CRM V3 API Search issue with Contacts when using Filters"). Modelled
+  // as a filter nothing passes.
+  if (type === "contacts" && name === "hs_lastmodifieddate") return () => false;
   if (name === "hs_lastmodifieddate" || name === modifiedProperty(type)) return (r) => op(r.updatedMs, value);
   if (name === "createdate" || name === "hs_createdate") return (r) => op(r.createdMs, value);
   return `the sandbox filters on hs_lastmodifieddate, ${modifiedProperty(type)}, createdate and hs_object_id only`;

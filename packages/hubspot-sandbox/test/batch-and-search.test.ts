@@ -104,6 +104,22 @@ describe("POST /crm/v3/objects/{type}/search", () => {
   });
 });
 
+describe("searching contacts by modification date", () => {
+  it("finds a round's contacts by lastmodifieddate, and nothing by hs_lastmodifieddate, as HubSpot's contacts search does", async () => {
+    const s = await sandbox({ seed: 16, contacts: 200, changeEdits: 4, changeAdds: 2, archivedRate: 0 });
+    const since = Date.now();
+    s.applyChanges(since + 500);
+    const by = (propertyName: string) => ({
+      filterGroups: [{ filters: [{ propertyName, operator: "GTE", value: String(since) }] }],
+      limit: 100,
+    });
+    expect((await post(s, "/crm/v3/objects/contacts/search", by("lastmodifieddate"))).body.total).toBe(6);
+    const silent = await post(s, "/crm/v3/objects/contacts/search", by("hs_lastmodifieddate"));
+    expect(silent.status).toBe(200);
+    expect(silent.body.total).toBe(0);
+  });
+});
+
 describe("POST /crm/v4/associations/{from}/{to}/batch/read", () => {
   it("names each input's associated records with HubSpot's type ids, in both directions", async () => {
     const s = await sandbox({ seed: 14, companies: 20, contacts: 60, archivedRate: 0 });
