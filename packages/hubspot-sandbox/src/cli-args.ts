@@ -18,7 +18,7 @@ export const USAGE = `usage: hubspot-sandbox [--flag value ...]   (every flag al
   --companies 300 --contacts 600 --deals 400 --engagements 300 (each of notes, emails, calls, tasks, meetings)
   --custom-properties 20 --archived-rate 0.05 --latency-ms 0
   --ten-second-limit 100 --daily-limit 250000 (0: no daily headers, as for OAuth) --daily-reset-seconds 86400
-  --search-per-second 5 --max-url-length 8192
+  --search-per-second 5 --max-url-length 16384
   --change-edits 0 --change-adds 0 --changes-after-requests 0   (or POST /__sandbox/changes)
   --tokens tokenA,tokenB`;
 

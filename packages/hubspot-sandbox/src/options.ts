@@ -24,7 +24,11 @@ export interface SandboxOptions {
   dailyResetSeconds?: number;
   /** Search requests admitted per second for the account; 0 = unlimited. */
   searchPerSecond?: number;
-  /** Longest request URL (path and query) accepted; longer ones get a 414. */
+  /**
+   * Longest request URL (path and query) accepted; longer ones get a 414. HubSpot publishes no
+   * number: Airbyte's HubSpot source chunks `properties=` at 15,000 characters "as a conservative
+   * safe maximum based on observed failures" (source-hubspot BEHAVIOR.md).
+   */
   maxUrlLength?: number;
   /** Records of each type edited by a round of changes (a property and hs_lastmodifieddate move). */
   changeEdits?: number;
@@ -60,7 +64,7 @@ export const NUMERIC_OPTIONS = {
   dailyLimit: [250_000, 0, 100_000_000],
   dailyResetSeconds: [86_400, 1, 86_400 * 7],
   searchPerSecond: [5, 0, 10_000],
-  maxUrlLength: [8_192, 256, 1_000_000],
+  maxUrlLength: [16_384, 256, 1_000_000],
   changeEdits: [0, 0, 100_000],
   changeAdds: [0, 0, 100_000],
   changesAfterRequests: [0, 0, 100_000_000],
