@@ -1,13 +1,17 @@
 import type { AddressInfo } from "node:net";
 import type { ObjectType } from "./object-types.js";
 import { resolveOptions, type SandboxOptions } from "./options.js";
+import { links } from "./schema-api.js";
 import { HubSpotApp, type Stats } from "./server.js";
+import { idsOf, type Truth, truthOf } from "./truth.js";
 
 export { ENGAGEMENT_TYPES, OBJECT_TYPES, type ObjectType } from "./object-types.js";
 export { BATCH_MAX, LIST_MAX, SEARCH_CAP, SEARCH_MAX } from "./objects-api.js";
 export { OptionsError, type ResolvedOptions, resolveOptions, type SandboxOptions } from "./options.js";
 export type { Policy } from "./rate-limit.js";
+export { LINKED_PAIRS } from "./schema-api.js";
 export type { Stats } from "./server.js";
+export type { Truth } from "./truth.js";
 
 /** What only a program embedding the sandbox can set: nothing of it changes what the API serves. */
 export interface SandboxRuntime {
@@ -21,6 +25,10 @@ export interface HubSpotSandbox {
   port: number;
   /** Ids of every record of a type, live and archived apart: what a perfect import finds. */
   ids(type: ObjectType): { live: string[]; archived: string[] };
+  /** Every type's ids and every association (also `GET /__sandbox/truth`). */
+  truth(): Truth;
+  /** Every association of a pair as [child id, parent id] (child type first, as in LINKED_PAIRS). */
+  links(child: ObjectType, parent: ObjectType): [string, string][];
   /** Applies a round of changes (edits and additions) stamped now, or at `atMs`. */
   applyChanges(atMs?: number): { round: number; at: string };
   stats(): Stats;
@@ -50,15 +58,9 @@ export async function startSandbox(
   return {
     url,
     port,
-    ids: (type) => {
-      const live: string[] = [];
-      const archived: string[] = [];
-      for (let i = 1; i <= app.dataset.count(type); i++) {
-        const r = app.dataset.record(type, i);
-        (r.archived ? archived : live).push(r.id);
-      }
-      return { live, archived };
-    },
+    ids: (type) => idsOf(app.dataset, type),
+    truth: () => truthOf(app.dataset),
+    links: (child, parent) => links(app.dataset, child, parent),
     applyChanges: (atMs?: number) => app.dataset.applyChanges(atMs ?? Date.now()),
     stats: () => structuredClone(app.stats),
     close: () => {

@@ -81,6 +81,21 @@ function parentOf(dataset: Dataset, child: ObjectType, parent: ObjectType, index
   return null;
 }
 
+/** The pairs the sandbox links, child type first: `contacts:companies`, `notes:deals`, … */
+export const LINKED_PAIRS: readonly (readonly [ObjectType, ObjectType])[] = Object.keys(TYPE_IDS).map(
+  (key) => key.split(":") as [ObjectType, ObjectType],
+);
+
+/** Every link of a pair as [child id, parent id]: what a perfect import of associations finds. */
+export function links(dataset: Dataset, child: ObjectType, parent: ObjectType): [string, string][] {
+  const out: [string, string][] = [];
+  for (let i = 1; i <= dataset.count(child); i++) {
+    const p = parentOf(dataset, child, parent, i);
+    if (p !== null) out.push([dataset.idOf(child, i), dataset.idOf(parent, p)]);
+  }
+  return out;
+}
+
 /** Per dataset: children of each parent by position, for a pair and the number of rounds it was built at. */
 const childIndexes = new WeakMap<Dataset, Map<string, { rounds: number; byParent: Map<number, number[]> }>>();
 

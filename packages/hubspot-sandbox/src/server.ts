@@ -7,6 +7,7 @@ import { batchRead, list, search } from "./objects-api.js";
 import type { ResolvedOptions } from "./options.js";
 import { RateLimiter, refusalBody } from "./rate-limit.js";
 import { associations, propertiesOf } from "./schema-api.js";
+import { truthOf } from "./truth.js";
 
 /** What the routes need from one request. */
 interface Call {
@@ -157,6 +158,7 @@ export class HubSpotApp {
 
   private control(res: ServerResponse, method: string, action: string | undefined): void {
     if (method === "POST" && action === "changes") send(res, 200, this.dataset.applyChanges(Date.now()));
+    else if (method === "GET" && action === "truth") send(res, 200, truthOf(this.dataset));
     else if (method === "GET" && action === "stats")
       send(res, 200, { ...this.stats, refusals: this.limiter.refusals });
     else send(res, 404, { error: "unknown sandbox endpoint" });

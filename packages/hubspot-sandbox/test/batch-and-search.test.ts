@@ -144,4 +144,25 @@ describe("POST /crm/v4/associations/{from}/{to}/batch/read", () => {
     expect(back.map((t) => String(t.toObjectId))).toContain(contact);
     expect(back[0]?.associationTypes[0]?.typeId).toBe(280);
   });
+
+  it("answers, for every linked pair, exactly the links the sandbox's truth names", async () => {
+    const s = await sandbox({ seed: 17, companies: 30, contacts: 80, deals: 70, engagements: 60 });
+    const truth = s.truth();
+    for (const key of ["deals:contacts", "notes:deals", "calls:companies", "contacts:companies"]) {
+      const [from, to] = key.split(":") as [string, string];
+      const served: [string, string][] = [];
+      const ids = [...truth.types[from as "deals"].live, ...truth.types[from as "deals"].archived];
+      for (let i = 0; i < ids.length; i += 100) {
+        const r = await post(s, `/crm/v4/associations/${from}/${to}/batch/read`, {
+          inputs: ids.slice(i, i + 100).map((id) => ({ id })),
+        });
+        for (const row of results(r.body))
+          for (const t of row.to as { toObjectId: number }[])
+            served.push([(row.from as Json).id as string, String(t.toObjectId)]);
+      }
+      const expected = truth.links[key] ?? [];
+      expect(expected.length, key).toBeGreaterThan(10);
+      expect(served.sort(), key).toEqual([...expected].sort());
+    }
+  });
 });
