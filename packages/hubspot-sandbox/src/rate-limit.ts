@@ -16,11 +16,13 @@ const WINDOW_MS = 10_000;
 
 /**
  * HubSpot's limits for one account (developers.hubspot.com/docs/guides/apps/api-usage/usage-details):
- * a rolling 10-second window and a daily count shared by every request, and the search endpoints'
- * own per-second limit. A refused request is not counted.
+ * a rolling 10-second window per app (here: per token), a daily count shared by every app of the
+ * account, and the search endpoints' own per-second limit for the account. A refused request is
+ * not counted.
  */
 export class RateLimiter {
-  private window: number[] = [];
+  /** Admission times inside the 10-second window, per token, oldest first. */
+  private readonly windows = new Map<string, number[]>();
   private searches: number[] = [];
   private usedToday = 0;
   private dayEndsAt: number;
@@ -40,23 +42,33 @@ export class RateLimiter {
       this.dayEndsAt = Math.floor(now / period) * period + period;
       this.usedToday = 0;
     }
-    while (this.window.length > 0 && (this.window[0] as number) <= now - WINDOW_MS) this.window.shift();
     while (this.searches.length > 0 && (this.searches[0] as number) <= now - 1000) this.searches.shift();
   }
 
-  admit(search: boolean): Admission {
+  private window(token: string, now: number): number[] {
+    let times = this.windows.get(token);
+    if (!times) {
+      times = [];
+      this.windows.set(token, times);
+    }
+    while (times.length > 0 && (times[0] as number) <= now - WINDOW_MS) times.shift();
+    return times;
+  }
+
+  admit(token: string, search: boolean): Admission {
     const now = this.now();
     this.roll(now);
+    const window = this.window(token, now);
     let refused: Policy | null = null;
     if (this.s.dailyLimit > 0 && this.usedToday >= this.s.dailyLimit) refused = "DAILY";
-    else if (this.window.length >= this.s.tenSecondLimit) refused = "TEN_SECONDLY_ROLLING";
+    else if (window.length >= this.s.tenSecondLimit) refused = "TEN_SECONDLY_ROLLING";
     else if (search && this.s.searchPerSecond > 0 && this.searches.length >= this.s.searchPerSecond)
       refused = "SECONDLY";
     if (refused !== null) {
       this.refusals[refused]++;
       return { ok: false, policy: refused };
     }
-    this.window.push(now);
+    window.push(now);
     if (search) this.searches.push(now);
     this.usedToday++;
     return { ok: true };
@@ -68,12 +80,13 @@ export class RateLimiter {
    * developers.hubspot.com/changelog "Rate limit headers will now appear for OAuth authenticated
    * calls"), the day's. `-Secondly` / `-Secondly-Remaining` are still sent, and deprecated.
    */
-  headers(): Record<string, string> {
+  headers(token: string): Record<string, string> {
     const now = this.now();
     this.roll(now);
-    const remaining = Math.max(0, this.s.tenSecondLimit - this.window.length);
+    const window = this.window(token, now);
+    const remaining = Math.max(0, this.s.tenSecondLimit - window.length);
     const perSecond = Math.ceil(this.s.tenSecondLimit / 10);
-    const lastSecond = this.window.filter((t) => t > now - 1000).length;
+    const lastSecond = window.filter((t) => t > now - 1000).length;
     const out: Record<string, string> = {
       "x-hubspot-ratelimit-interval-milliseconds": String(WINDOW_MS),
       "x-hubspot-ratelimit-max": String(this.s.tenSecondLimit),

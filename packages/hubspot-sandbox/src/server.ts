@@ -83,7 +83,8 @@ export class HubSpotApp {
       res.writeHead(414, { "content-length": 0 });
       return void res.end();
     }
-    if (!this.authorized(req)) {
+    const token = this.token(req);
+    if (token === null) {
       this.count(401);
       return send(
         res,
@@ -107,9 +108,9 @@ export class HubSpotApp {
       this.dataset.applyChanges(Date.now());
     }
     const isSearch = method === "POST" && segments.at(-1) === "search";
-    const admission = this.limiter.admit(isSearch);
+    const admission = this.limiter.admit(token, isSearch);
     // The search endpoints "don't return the standard API rate limit headers" (search guide, Limitations).
-    const limitHeaders = isSearch ? {} : this.limiter.headers();
+    const limitHeaders = isSearch ? {} : this.limiter.headers(token);
     if (!admission.ok) {
       this.count(429);
       return send(res, 429, refusalBody(admission.policy), limitHeaders);
@@ -120,11 +121,12 @@ export class HubSpotApp {
     send(res, answer.status, answer.body, limitHeaders);
   }
 
-  private authorized(req: IncomingMessage): boolean {
+  /** The request's bearer token when the account accepts it, else null. */
+  private token(req: IncomingMessage): string | null {
     const header = req.headers.authorization ?? "";
     const token = header.startsWith("Bearer ") ? header.slice(7).trim() : "";
-    if (token.length === 0) return false;
-    return this.opts.tokens === null || this.opts.tokens.includes(token);
+    if (token.length === 0) return null;
+    return this.opts.tokens === null || this.opts.tokens.includes(token) ? token : null;
   }
 
   private route(call: Call, baseUrl: string): Answer {

@@ -77,6 +77,25 @@ describe("HubSpot's rate limits", () => {
     expect((await get(s, "/crm/v3/objects/contacts")).status).toBe(200);
   });
 
+  it("keeps a 10-second window per app (token) and one daily count for the account", async () => {
+    const now = Date.UTC(2026, 11, 7, 12);
+    const s = await sandbox(
+      { seed: 27, contacts: 5, tenSecondLimit: 2, dailyLimit: 100 },
+      { clock: () => now },
+    );
+    const as = async (token: string) => {
+      const r = await fetch(`${s.url}/crm/v3/objects/contacts`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      await r.arrayBuffer();
+      return [r.status, r.headers.get("x-hubspot-ratelimit-daily-remaining")] as const;
+    };
+    expect([await as("app-a"), await as("app-a"), await as("app-a")].map(([status]) => status)).toEqual([
+      200, 200, 429,
+    ]);
+    expect(await as("app-b")).toEqual([200, "97"]);
+  });
+
   it("refuses every request once the day's allowance is spent with the documented DAILY body, until the day ends", async () => {
     let now = Date.UTC(2026, 11, 7, 12, 0, 1);
     const s = await sandbox(
