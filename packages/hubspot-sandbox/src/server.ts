@@ -109,7 +109,9 @@ export class HubSpotApp {
     }
     const isSearch = method === "POST" && segments.at(-1) === "search";
     const admission = this.limiter.admit(token, isSearch);
-    // The search endpoints "don't return the standard API rate limit headers" (search guide, Limitations).
+    // Search answers carry no X-HubSpot-RateLimit-* headers, only X-HubSpot-Correlation-Id (reported in
+    // HubSpot's community under the changelog "Rate limit headers will now appear for OAuth
+    // authenticated calls"; the brief of issue 35 cites the search guide's Limitations for it).
     const limitHeaders = isSearch ? {} : this.limiter.headers(token);
     if (!admission.ok) {
       this.count(429);
