@@ -18,3 +18,16 @@ export function errorAnswer(status: number, category: string, message: string): 
 export const badRequest = (message: string): Answer => errorAnswer(400, "VALIDATION_ERROR", message);
 
 export const notFound = (): Answer => errorAnswer(404, "OBJECT_NOT_FOUND", "resource not found");
+
+/**
+ * A path naming an object type the account does not have. Recorded answers show a 400 whose body
+ * has no `category`: `{status, message: "Unable to infer object type from: <name>", correlationId}`.
+ */
+export const unknownType = (name: string): Answer => ({
+  status: 400,
+  body: {
+    status: "error",
+    message: `Unable to infer object type from: ${name}`,
+    correlationId: randomUUID(),
+  },
+});

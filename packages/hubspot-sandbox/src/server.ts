@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { Dataset } from "./dataset.js";
-import { type Answer, badRequest, errorAnswer, notFound } from "./errors.js";
+import { type Answer, badRequest, errorAnswer, notFound, unknownType } from "./errors.js";
 import { isObjectType, type ObjectType } from "./object-types.js";
 import { batchRead, list, search } from "./objects-api.js";
 import type { ResolvedOptions } from "./options.js";
@@ -136,7 +136,7 @@ export class HubSpotApp {
     const type = (name: string | undefined): ObjectType | null => (name && isObjectType(name) ? name : null);
     if (version === "v3" && area === "objects") {
       const t = type(typeName);
-      if (t === null) return notFound();
+      if (t === null) return unknownType(typeName ?? "");
       if (call.method === "GET" && rest.length === 0) return list(this.dataset, t, call.query, baseUrl);
       if (call.method === "POST" && rest.join("/") === "batch/read")
         return batchRead(this.dataset, t, call.body, call.query);
@@ -144,7 +144,7 @@ export class HubSpotApp {
     }
     if (version === "v3" && area === "properties" && call.method === "GET" && rest.length === 0) {
       const t = type(typeName);
-      if (t !== null) return propertiesOf(this.dataset, t);
+      return t === null ? unknownType(typeName ?? "") : propertiesOf(this.dataset, t);
     }
     if (
       version === "v4" &&
@@ -154,6 +154,8 @@ export class HubSpotApp {
     ) {
       const from = type(typeName);
       const to = type(rest[0]);
+      if (rest.length === 3 && from === null) return unknownType(typeName ?? "");
+      if (rest.length === 3 && to === null) return unknownType(rest[0] ?? "");
       if (from !== null && to !== null && rest.length === 3)
         return associations(this.dataset, from, to, call.body);
     }

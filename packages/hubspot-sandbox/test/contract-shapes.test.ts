@@ -137,4 +137,18 @@ describe("the sandbox against the recorded HubSpot fixtures", () => {
     expect(r.status).toBe(400);
     expectSameShape("400", [r.body], [fixture("error-400")]);
   });
+
+  it("answers a path naming an object type the account lacks with the recorded 400, which has no category", async () => {
+    const s = await sandbox({ seed: 33, contacts: 5 });
+    for (const r of [
+      await get(s, "/crm/v3/objects/widgets?limit=5"),
+      await post(s, "/crm/v3/objects/widgets/search", {}),
+      await get(s, "/crm/v3/properties/widgets"),
+      await post(s, "/crm/v4/associations/contacts/widgets/batch/read", { inputs: [] }),
+    ]) {
+      expect(r.status).toBe(400);
+      expect(r.body.message).toBe("Unable to infer object type from: widgets");
+      expectSameShape("unknown type", [r.body], [fixture("error-unknown-object-type")]);
+    }
+  });
 });
