@@ -73,6 +73,26 @@ const TYPE_IDS: Readonly<Record<string, readonly [number, number]>> = {
   "meetings:deals": [212, 211],
 };
 
+/**
+ * A company is a contact's and a deal's primary company: HubSpot then lists the link under two
+ * types, the unlabelled one and "Primary" (contact → company 1, company → contact 2, deal → company
+ * 5, company → deal 6: the v4 guide's type id table).
+ */
+const PRIMARY_IDS: Readonly<Record<string, readonly [number, number]>> = {
+  "contacts:companies": [1, 2],
+  "deals:companies": [5, 6],
+};
+
+function associationTypes(key: string, forward: boolean): Record<string, unknown>[] {
+  const plain = TYPE_IDS[key] as readonly [number, number];
+  const primary = PRIMARY_IDS[key];
+  const side = forward ? 0 : 1;
+  return [
+    ...(primary ? [{ category: "HUBSPOT_DEFINED", typeId: primary[side], label: "Primary" }] : []),
+    { category: "HUBSPOT_DEFINED", typeId: plain[side], label: null },
+  ];
+}
+
 /** The child's parent of `to`'s type, by position (the dataset's links point from child to parent). */
 function parentOf(dataset: Dataset, child: ObjectType, parent: ObjectType, index: number): number | null {
   if (parent === "companies") return dataset.companyOf(child, index);
@@ -147,13 +167,10 @@ export function associations(dataset: Dataset, from: ObjectType, to: ObjectType,
       ? [parentOf(dataset, from, to, index)].filter((i): i is number => i !== null && i <= dataset.count(to))
       : childrenOf(dataset, to, from, index);
     if (linked.length === 0) continue;
-    const typeId = forward ? forward[0] : (backward as readonly [number, number])[1];
+    const types = associationTypes(forward ? `${from}:${to}` : `${to}:${from}`, forward !== undefined);
     results.push({
       from: { id },
-      to: linked.map((i) => ({
-        toObjectId: Number(dataset.idOf(to, i)),
-        associationTypes: [{ category: "HUBSPOT_DEFINED", typeId, label: null }],
-      })),
+      to: linked.map((i) => ({ toObjectId: Number(dataset.idOf(to, i)), associationTypes: types })),
     });
   }
   return {

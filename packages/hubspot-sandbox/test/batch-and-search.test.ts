@@ -132,7 +132,11 @@ describe("POST /crm/v4/associations/{from}/{to}/batch/read", () => {
     for (const row of results(forward.body)) {
       const to = row.to as { toObjectId: number; associationTypes: Json[] }[];
       expect(to).toHaveLength(1);
-      expect(to[0]?.associationTypes).toEqual([{ category: "HUBSPOT_DEFINED", typeId: 279, label: null }]);
+      // The contact's one company is its primary one: listed under "Primary" and the unlabelled type.
+      expect(to[0]?.associationTypes).toEqual([
+        { category: "HUBSPOT_DEFINED", typeId: 1, label: "Primary" },
+        { category: "HUBSPOT_DEFINED", typeId: 279, label: null },
+      ]);
       links.set((row.from as Json).id as string, to[0]?.toObjectId as number);
     }
     expect(links.size).toBeGreaterThan(25);
@@ -142,7 +146,19 @@ describe("POST /crm/v4/associations/{from}/{to}/batch/read", () => {
     });
     const back = results(backward.body)[0]?.to as { toObjectId: number; associationTypes: Json[] }[];
     expect(back.map((t) => String(t.toObjectId))).toContain(contact);
-    expect(back[0]?.associationTypes[0]?.typeId).toBe(280);
+    expect(back[0]?.associationTypes.map((t) => t.typeId)).toEqual([2, 280]);
+    const notes = await post(s, "/crm/v4/associations/notes/contacts/batch/read", {
+      inputs: s
+        .ids("notes")
+        .live.slice(0, 20)
+        .map((id) => ({ id })),
+    });
+    const noteTypes = results(notes.body).flatMap((row) =>
+      (row.to as { associationTypes: Json[] }[]).map((t) => t.associationTypes),
+    );
+    expect(noteTypes.length).toBeGreaterThan(5);
+    for (const types of noteTypes)
+      expect(types).toEqual([{ category: "HUBSPOT_DEFINED", typeId: 202, label: null }]);
   });
 
   it("answers, for every linked pair, exactly the links the sandbox's truth names", async () => {
