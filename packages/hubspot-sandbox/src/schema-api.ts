@@ -1,4 +1,4 @@
-import type { Dataset } from "./dataset.js";
+import { type Dataset, unit } from "./dataset.js";
 import { type Answer, badRequest } from "./errors.js";
 import { customProperties, type ObjectType, type PropertySpec, STANDARD_PROPERTIES } from "./object-types.js";
 
@@ -74,22 +74,29 @@ const TYPE_IDS: Readonly<Record<string, readonly [number, number]>> = {
 };
 
 /**
- * A company is a contact's and a deal's primary company: HubSpot then lists the link under two
- * types, the unlabelled one and "Primary" (contact → company 1, company → contact 2, deal → company
- * 5, company → deal 6: the v4 guide's type id table).
+ * A contact's or deal's company is most often its primary one: HubSpot then lists the link under
+ * two types, the unlabelled one and then "Primary" (contact → company 1, company → contact 2, deal →
+ * company 5, company → deal 6: the v4 guide's type id table; the order as a recorded batch read
+ * shows it). About three links in ten are not primary and carry the unlabelled type alone.
  */
 const PRIMARY_IDS: Readonly<Record<string, readonly [number, number]>> = {
   "contacts:companies": [1, 2],
   "deals:companies": [5, 6],
 };
 
-function associationTypes(key: string, forward: boolean): Record<string, unknown>[] {
+function associationTypes(
+  dataset: Dataset,
+  key: string,
+  forward: boolean,
+  child: number,
+): Record<string, unknown>[] {
   const plain = TYPE_IDS[key] as readonly [number, number];
   const primary = PRIMARY_IDS[key];
   const side = forward ? 0 : 1;
+  const isPrimary = primary !== undefined && unit(dataset.opts.seed, `${key}.primary`, child) < 0.7;
   return [
-    ...(primary ? [{ category: "HUBSPOT_DEFINED", typeId: primary[side], label: "Primary" }] : []),
     { category: "HUBSPOT_DEFINED", typeId: plain[side], label: null },
+    ...(isPrimary ? [{ category: "HUBSPOT_DEFINED", typeId: primary[side], label: "Primary" }] : []),
   ];
 }
 
@@ -167,10 +174,15 @@ export function associations(dataset: Dataset, from: ObjectType, to: ObjectType,
       ? [parentOf(dataset, from, to, index)].filter((i): i is number => i !== null && i <= dataset.count(to))
       : childrenOf(dataset, to, from, index);
     if (linked.length === 0) continue;
-    const types = associationTypes(forward ? `${from}:${to}` : `${to}:${from}`, forward !== undefined);
+    const key = forward ? `${from}:${to}` : `${to}:${from}`;
     results.push({
       from: { id },
-      to: linked.map((i) => ({ toObjectId: Number(dataset.idOf(to, i)), associationTypes: types })),
+      // A string, as the client model (`MultiAssociatedObjectWithLabel.toObjectId: string`) and a
+      // recorded batch read have it; the v4 guide's examples print a number.
+      to: linked.map((i) => ({
+        toObjectId: dataset.idOf(to, i),
+        associationTypes: associationTypes(dataset, key, forward !== undefined, forward ? index : i),
+      })),
     });
   }
   return {
