@@ -125,10 +125,10 @@ async function main() {
     const dbs = [bench.testDb.name, source.name];
     if (LOG) {
       for (const db of dbs) await admin.unsafe(`alter database "${db}" set log_min_duration_statement = 0`);
-      // Workers connected before the setting: start fresh ones.
-      for (const w of [...bench.cluster.workers]) await w.stop();
-      await bench.cluster.addWorker();
-      await bench.cluster.addWorker();
+      // Workers connected before the setting: start as many fresh ones.
+      const before = [...bench.cluster.workers];
+      for (const w of before) await w.stop();
+      for (const _ of before) await bench.cluster.addWorker();
     }
     const workers = bench.cluster.workers.filter((w) => ticks(w.pid) !== undefined);
 
