@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { median, ratiosByRound, roundOrder, spreadOf } from "./rounds.js";
+import { median, ratiosByRound, roundOrder, spreadOf, spreadRange } from "./rounds.js";
 
 describe("figures measured in rounds", () => {
   it("take the median of the rounds, not the luckiest one", () => {
@@ -28,5 +28,11 @@ describe("figures measured in rounds", () => {
     expect(spreadOf([0.842, 0.781, 0.8], f)).toBe(" (rounds 0.781–0.842 of 3)");
     expect(spreadOf([0.8], f)).toBe("");
     expect(spreadOf(undefined, f)).toBe("");
+  });
+
+  it("keep the spread in the report as the lowest and highest round, none for one measurement", () => {
+    expect(spreadRange([0.842, 0.781, 0.8])).toEqual({ min: 0.781, max: 0.842, rounds: 3 });
+    expect(spreadRange([0.8])).toBeUndefined();
+    expect(spreadRange(undefined)).toBeUndefined();
   });
 });

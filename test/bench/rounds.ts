@@ -27,11 +27,25 @@ export function ratiosByRound(numSeconds: readonly number[], denSeconds: readonl
   return numSeconds.map((seconds, i) => denSeconds[i]! / seconds);
 }
 
+/** A figure measured in rounds as the JSON report keeps it: its lowest and highest round, and how many. */
+export interface Spread {
+  min: number;
+  max: number;
+  rounds: number;
+}
+
+/** The spread of per-round values; undefined for a figure of one measurement (nothing to spread). */
+export function spreadRange(values: readonly number[] | undefined): Spread | undefined {
+  if (!values || values.length < 2) return undefined;
+  return { min: Math.min(...values), max: Math.max(...values), rounds: values.length };
+}
+
 /**
  * What is printed beside a figure measured in rounds: the lowest and the highest round and how many
  * there were, e.g. ` (rounds 0.781–0.842 of 3)`; nothing for a figure of one measurement.
  */
 export function spreadOf(values: readonly number[] | undefined, format: (v: number) => string): string {
-  if (!values || values.length < 2) return "";
-  return ` (rounds ${format(Math.min(...values))}–${format(Math.max(...values))} of ${values.length})`;
+  const spread = spreadRange(values);
+  if (!spread) return "";
+  return ` (rounds ${format(spread.min)}–${format(spread.max)} of ${spread.rounds})`;
 }

@@ -14,7 +14,8 @@ import { walkWindows } from "./window-walk.js";
  * and, given the server's log file (PROFILE_SERVER_LOG; the databases are set to
  * log_min_duration_statement = 0, the workers restarted to pick it up), statements per 1,000 rows and their time by their first words, for the
  * binary COPY pipe (into a table shaped as the run's destination) and for Drover's streamed run
- * (by default 2 workers x lane 4) over the same rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes, PROFILE_WORKERS /
+ * (by default 2 workers x lane 4) over the same rows. PROFILE_PAGE / PROFILE_WINDOW override the run's page and window sizes
+ * (and the hand walk's, unless PROFILE_WALK_PAGE / PROFILE_WALK_WINDOW say otherwise: the bench walks 2,976-row pages), PROFILE_WORKERS /
  * PROFILE_LANE the cluster's workers and lane width; PROFILE_KEY_ORDER=1 stores the source in key order.
  * Between the two, "windows": the same windows walked by hand with no engine (window-walk.ts), on
  * as many lanes as the cluster has.
@@ -30,8 +31,8 @@ const ROWS = Number(process.env.PROFILE_ROWS ?? 100_000);
 const LOG = process.env.PROFILE_SERVER_LOG || undefined;
 const HOUR = 3_600_000;
 /** The streamed path's most rows (pg-table copy-sizes.ts), unless PROFILE_PAGE / PROFILE_WINDOW say otherwise. */
-const PAGE = Number(process.env.PROFILE_PAGE ?? 5_000);
-const WINDOW = Number(process.env.PROFILE_WINDOW ?? 5_000);
+const PAGE = Number(process.env.PROFILE_WALK_PAGE ?? process.env.PROFILE_PAGE ?? 5_000);
+const WINDOW = Number(process.env.PROFILE_WALK_WINDOW ?? process.env.PROFILE_WINDOW ?? 5_000);
 /** `perf record` of the whole machine into `file` until the returned stop is called; nothing without PROFILE_PERF. */
 function recordPerf(file: string | undefined): () => Promise<void> {
   if (!file) return async () => {};
@@ -125,10 +126,10 @@ async function main() {
     const dbs = [bench.testDb.name, source.name];
     if (LOG) {
       for (const db of dbs) await admin.unsafe(`alter database "${db}" set log_min_duration_statement = 0`);
-      // Workers connected before the setting: start fresh ones.
-      for (const w of [...bench.cluster.workers]) await w.stop();
-      await bench.cluster.addWorker();
-      await bench.cluster.addWorker();
+      // Workers connected before the setting: start as many fresh ones.
+      const before = [...bench.cluster.workers];
+      for (const w of before) await w.stop();
+      for (const _ of before) await bench.cluster.addWorker();
     }
     const workers = bench.cluster.workers.filter((w) => ticks(w.pid) !== undefined);
 
@@ -168,6 +169,7 @@ async function main() {
     await sql`checkpoint`;
     meter = backendMeter(admin, dbs);
     await meter.started;
+    offset = logOffset();
     cpu0 = process.cpuUsage();
     const windowsSeconds = await walkWindows(source.sql, windowsDb.sql, {
       table: "bench_source.room_events",
@@ -182,6 +184,7 @@ async function main() {
     });
     const windowsCpu = process.cpuUsage(cpu0);
     const windowsBackends = await meter.stop();
+    const windowsStatements = [statements(offset, source.name), statements(offset, bench.testDb.name)];
     await windowsDb.close();
     const [bare] = await sql<{ n: number }[]>`select count(*)::int as n from bench_copy.bare_events`;
     if (bare!.n !== ROWS) throw new Error(`the windows by hand copied ${bare!.n} of ${ROWS} rows`);
@@ -261,6 +264,12 @@ async function main() {
           sourceBackends: per1k(windowsBackends[source.name] ?? 0, ROWS),
           productBackends: per1k(windowsBackends[bench.testDb.name] ?? 0, ROWS),
         },
+        statementsPer1k: {
+          source: per1k(windowsStatements[0]!.total, ROWS),
+          product: per1k(windowsStatements[1]!.total, ROWS),
+        },
+        sourceKinds: windowsStatements[0]!.kinds,
+        productKinds: windowsStatements[1]!.kinds,
       },
       drover: {
         vsPipe: Number((pipeSeconds / runSeconds).toFixed(3)),

@@ -314,4 +314,19 @@ describe("the window transaction deadline", () => {
     expect(deps.task.processedOffset).toBe(12);
     await expectEachRowOnce(run.id, run.tenantId, 12);
   });
+
+  it("a window's limits hold from its first statement, though they are sent without waiting for them", async () => {
+    const [limits] = await windowTransaction(h.db, DEADLINE_MS, (tx) =>
+      tx.execute<{ statement: string; idle: string }>(sql`
+        select current_setting('statement_timeout') as statement,
+               current_setting('idle_in_transaction_session_timeout') as idle`),
+    );
+    // The deadline plus the wait for ending a backend (5 s), and the idle limit (10 s) no later.
+    expect(limits).toEqual({ statement: `${DEADLINE_MS + 5_000}ms`, idle: `${DEADLINE_MS + 5_000}ms` });
+    // Local to the window: the connection's next transaction is back to the server's defaults.
+    const [after] = await h.db.execute<{ statement: string }>(
+      sql`select current_setting('statement_timeout') as statement`,
+    );
+    expect(after!.statement).toBe("0");
+  });
 });

@@ -186,6 +186,16 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
     copySizes(config, "streamed"),
   );
   const sizesNow = () => (path.inDatabase ? copySizes(config, "in-database") : streamed.sizes());
+  // A streamed page is one window (at most the run's windowSize), whatever the sizes say by the time
+  // it is written: it was sized when it was read, for as many copies as the worker ran then, and a
+  // window streams to the server as it is made (binary-copy.ts), so it holds no bytes of its own.
+  // Re-cut for the copies running at write time, a 5,000-row page read while the other lane was
+  // between tasks went as 2,976 rows and then 2,024: a fifth more windows (and commits) in the
+  // bench than pages (FINDINGS, 2026-12-07).
+  const windowOf = (page: readonly SourceRecord[]) =>
+    path.inDatabase
+      ? copySizes(config, "in-database").window
+      : Math.min(copySizes(config, "streamed").window, Math.max(1, page.length));
   // Until the path is known, a page carries the rows (the first window may well need them) and has
   // the streamed path's size.
   const readAfter = async (cursor: SlotCursor) => {
@@ -219,7 +229,7 @@ async function copySlot(ctx: TaskContext): Promise<TaskResult> {
       await ctx.writeBatches(
         page.map((r) => ({ sourceId: r.id, data: r })),
         writer,
-        { windowSize: sizesNow().window, cursorAfter },
+        { windowSize: windowOf(page), cursorAfter },
       );
       if (!path.known.pathShown && path.inDatabase !== undefined) {
         // For operators (GetRun's facts): which way this run's rows travel. The first task to know

@@ -14,6 +14,7 @@ import {
   splitTuples,
 } from "../src/binary-copy.js";
 import { parsePgTableSettings } from "../src/config.js";
+import { streamingTask } from "../src/copy-sizes.js";
 import { destinationShape } from "../src/destination-table.js";
 import { copyInDatabase, inDatabasePlan, settledSharing, sharesDatabase } from "../src/in-database-copy.js";
 import { pgTableProvider } from "../src/provider.js";
@@ -426,6 +427,60 @@ describe("pg-table windows", () => {
     expect(await readRunFact(database.db, runId, "pg-table.copy")).toBe("streamed");
     expect(summary).toMatchObject({ attempted: 300, created: 300, failed: 0 });
     expect((await landed("t-writes", ids)).length).toBe(300);
+  });
+
+  it("a streamed page is written as one window though the worker took on more copies since it was read", async () => {
+    const ids = await sourceEvents(other.url, "events_crowded", 600);
+    const { ctx, summary } = await slotTask(other.url, { table: "src.events_crowded" });
+    // While the first page is written, 999 more copies start on this worker: the second page (the
+    // other 350 rows, read meanwhile for a lone copy) would be cut into windows of tens of rows
+    // if sized for them (16 KiB a copy).
+    const others: (() => void)[] = [];
+    const crowded = {
+      ...ctx,
+      writeBatches: ((rows, writer, options) => {
+        while (others.length < 999) others.push(streamingTask());
+        return ctx.writeBatches(rows, writer, options);
+      }) as TaskContext["writeBatches"],
+    };
+    statements.length = 0;
+    try {
+      await pgTableProvider.runTask(crowded);
+    } finally {
+      for (const leave of others) leave();
+    }
+    // Two pages (250 rows while the rows' width is unknown, then the rest), two windows.
+    expect(statements.filter((s) => s.startsWith(DIRECT_COPY)).length).toBe(2);
+    expect(summary).toMatchObject({ attempted: 600, created: 600, failed: 0 });
+    expect((await landed("t-writes", ids)).length).toBe(600);
+    // The checkpoint is the last key the committed windows wrote.
+    const [task] = await database.db.execute<{ last_id: string }>(sql`
+      select cursor->>'lastId' as last_id from drover.tasks where id = ${ctx.task.id}`);
+    expect(task!.last_id).toBe(ids.at(-1));
+  });
+
+  it("a streamed slot killed after its first window resumes from the committed last_id: every row once, none read twice", async () => {
+    const ids = await sourceEvents(other.url, "events_killed", 600);
+    const { ctx, summary } = await slotTask(other.url, { table: "src.events_killed" });
+    let windows = 0;
+    const killed = {
+      ...ctx,
+      writeBatches: (async (rows, writer, options) => {
+        if (windows++ === 1) throw new TransientError("killed mid-slot");
+        return ctx.writeBatches(rows, writer, options);
+      }) as TaskContext["writeBatches"],
+    };
+    await expect(pgTableProvider.runTask(killed)).rejects.toThrow(/killed mid-slot/);
+    // The retry starts from what the database says, as a new attempt would.
+    const [row] = await database.db.execute<{ cursor: Record<string, unknown>; processed_offset: number }>(
+      sql`select cursor, processed_offset from drover.tasks where id = ${ctx.task.id}`,
+    );
+    expect(row!.cursor.lastId).toBe(ids[249]);
+    ctx.task.cursor = row!.cursor;
+    ctx.task.processedOffset = row!.processed_offset;
+    await pgTableProvider.runTask(ctx);
+    expect(summary).toMatchObject({ attempted: 600, created: 600, alreadyHere: 0, failed: 0 });
+    expect((await landed("t-writes", ids)).map((r) => r.id)).toEqual(ids);
   });
 
   it("streamed again over rows already there, the direct COPY gives way to the upsert: already here, nothing failed", async () => {
