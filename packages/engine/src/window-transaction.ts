@@ -104,24 +104,19 @@ export async function windowTransaction<R>(
   const limit = `${deadlineMs + END_BACKEND_WAIT_MS}ms`;
   const idleLimit = `${Math.min(deadlineMs + END_BACKEND_WAIT_MS, idleMs)}ms`;
   const work = db.transaction(async (tx) => {
-    // Sent, not awaited before the window starts: the connection pipelines the window's first
-    // statement right behind it and the server still runs it first, so the limits hold for every
-    // statement of the window at no round trip of their own. It was the one round trip a streamed
-    // window had beyond the same window by hand; awaited, the server's log showed 3.5 ms a window
-    // between its end and the next statement's start, pipelined 0.36 (FINDINGS, 2026-12-07). Its
-    // answer arrives before any of the window's, so `backend` is known as soon as anything is.
-    // Should it fail, that is the error the window reports (it comes first).
-    const limits = executePrepared<{ pid: number; xact_start: string }>(
+    // Awaited, not pipelined ahead of the window's first statement: pipelined, it saved 3.1 ms a
+    // streamed window in the server's log (FINDINGS, 2026-12-07) but no measurable time in the
+    // table bench, and the one time it was on main the daily-budget end-to-end test failed twice
+    // in CI without the cause being found. The window's limits must hold before it starts.
+    const [b] = await executePrepared<{ pid: number; xact_start: string }>(
       tx,
       sql`
       select pg_backend_pid() as pid, now()::text as xact_start,
              set_config('statement_timeout', ${limit}, true),
              set_config('idle_in_transaction_session_timeout', ${idleLimit}, true)`,
-    ).then(([b]) => {
-      if (b) backend = { pid: b.pid, xactStart: b.xact_start };
-    });
-    const [, result] = await Promise.all([limits, fn(tx)]);
-    return result;
+    );
+    if (b) backend = { pid: b.pid, xactStart: b.xact_start };
+    return fn(tx);
   });
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<typeof EXPIRED>((resolve) => {
