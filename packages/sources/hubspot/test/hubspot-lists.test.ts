@@ -1,0 +1,78 @@
+import { OBJECT_TYPES } from "@drover/hubspot-sandbox";
+import { describe, expect, it } from "vitest";
+import { listBatches, readByIds, readProperties, readWholeList } from "../src/index.js";
+import { clientOf, idsOf, sandbox } from "./helpers.js";
+
+describe("HubSpot lists", () => {
+  it("read every live and every archived record of every type exactly once, archived ones flagged, custom properties kept", async () => {
+    const s = await sandbox({
+      seed: 3,
+      companies: 230,
+      contacts: 260,
+      deals: 210,
+      engagements: 120,
+      archivedRate: 0.1,
+      customProperties: 12,
+    });
+    const client = clientOf(s);
+    for (const type of OBJECT_TYPES) {
+      const properties = await readProperties(client, type);
+      expect([...properties.custom].sort()).toEqual(
+        Array.from({ length: 12 }, (_, i) => `drover_custom_${String(i + 1).padStart(2, "0")}`),
+      );
+      const batches = listBatches(client, type, properties.names);
+      const live = await readWholeList(client, type, { archived: false, batches });
+      const archived = await readWholeList(client, type, { archived: true, batches });
+      const truth = s.ids(type);
+      expect(idsOf(live), type).toEqual([...truth.live].sort());
+      expect(idsOf(archived), type).toEqual([...truth.archived].sort());
+      expect(truth.archived.length, type).toBeGreaterThan(0);
+      for (const row of live) {
+        if (!("record" in row)) throw row.error;
+        expect(row.record.archived).toBe(false);
+        expect(Object.keys(row.record.properties)).toEqual(expect.arrayContaining(properties.names));
+      }
+      for (const row of archived) {
+        if (!("record" in row)) throw row.error;
+        expect(row.record.archived).toBe(true);
+        expect(row.record.archivedAt).toMatch(/^\d{4}-/);
+      }
+    }
+    expect(s.stats().byStatus["414"] ?? 0).toBe(0);
+  });
+
+  it("read every property of every record when the property list is longer than a request URL may be", async () => {
+    const s = await sandbox({
+      seed: 4,
+      contacts: 150,
+      companies: 2,
+      deals: 2,
+      engagements: 2,
+      customProperties: 1000,
+    });
+    const client = clientOf(s);
+    const properties = await readProperties(client, "contacts");
+    const batches = listBatches(client, "contacts", properties.names);
+    // A thousand custom names do not fit one URL: the list is asked once per batch, and merged.
+    expect(properties.names.join(",").length).toBeGreaterThan(16_384);
+    expect(batches.length).toBeGreaterThan(1);
+    expect(batches.flat()).toEqual(properties.names);
+    const rows = await readWholeList(client, "contacts", { archived: false, batches });
+    expect(idsOf(rows)).toEqual([...s.ids("contacts").live].sort());
+    // The same records read by id carry their properties in the body, beyond any URL limit: every
+    // value the batched list merged is the one HubSpot holds.
+    const ids = idsOf(rows);
+    const byId = await readByIds(client, "contacts", ids, { properties: properties.names });
+    const expected = new Map(
+      byId.rows.flatMap((r) => ("record" in r ? [[r.record.id, r.record.properties]] : [])),
+    );
+    for (const row of rows) {
+      if (!("record" in row)) throw row.error;
+      expect(row.record.properties).toEqual(expected.get(row.record.id));
+      expect(Object.keys(row.record.properties).length).toBeGreaterThanOrEqual(properties.names.length);
+    }
+    const filled = rows.filter((r) => "record" in r && r.record.properties.drover_custom_1000 !== null);
+    expect(filled.length).toBeGreaterThan(0);
+    expect(s.stats().byStatus["414"] ?? 0).toBe(0);
+  });
+});
