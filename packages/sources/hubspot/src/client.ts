@@ -110,7 +110,6 @@ export class HubSpotClient {
 
   /** A search, on the search endpoints' own pace as well as the account's budget. */
   async search<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
-    await this.searchPace.take(signal);
-    return this.post<T>(path, body, "search", signal);
+    return this.searchPace.run(() => this.post<T>(path, body, "search", signal), signal);
   }
 }
