@@ -64,32 +64,35 @@ export async function readListPage(
 ): Promise<ListPage> {
   const path = `/crm/v3/objects/${type}`;
   const base = { limit: LIST_PAGE_MAX, archived: String(at.archived), after: at.after ?? undefined };
-  let rows: ReadRow[] = [];
-  let next: ListCursor = null;
-  let requests = 0;
+  // The batches ask the same cursor, so they go out side by side: a page costs one round trip.
+  const answers = await Promise.all(
+    at.batches.map((batch) =>
+      client.get<ListAnswer>(
+        path,
+        { ...base, properties: batch.length > 0 ? batch.join(",") : undefined },
+        "list",
+        signal,
+      ),
+    ),
+  );
+  let requests = answers.length;
+  const [first, ...later] = answers.map((a) => parseRows(Array.isArray(a?.results) ? a.results : []));
+  const rows = first ?? [];
+  const after = answers[0]?.paging?.next?.after;
+  const next = typeof after === "string" && after !== "" && after !== at.after ? after : null;
   const byId = new Map<string, HubSpotRecord>();
-  for (const [index, batch] of at.batches.entries()) {
-    const params = { ...base, properties: batch.length > 0 ? batch.join(",") : undefined };
-    const answer = await client.get<ListAnswer>(path, params, "list", signal);
-    requests++;
-    const parsed = parseRows(Array.isArray(answer?.results) ? answer.results : []);
-    if (index === 0) {
-      rows = parsed;
-      const after = answer?.paging?.next?.after;
-      next = typeof after === "string" && after !== "" && after !== at.after ? after : null;
-      for (const row of parsed) if ("record" in row) byId.set(row.record.id, row.record);
-      continue;
-    }
+  for (const row of rows) if ("record" in row) byId.set(row.record.id, row.record);
+  for (const [i, parsed] of later.entries()) {
     const seen = new Set<string>();
     for (const row of parsed) {
-      if (!("record" in row)) continue;
-      const record = byId.get(row.record.id);
-      if (record) {
+      const record = "record" in row ? byId.get(row.record.id) : undefined;
+      if (record && "record" in row) {
         mergeProperties(record, row.record);
         seen.add(record.id);
       }
     }
     const lacking = [...byId.keys()].filter((id) => !seen.has(id));
+    const batch = at.batches[i + 1] ?? [];
     if (lacking.length > 0)
       requests += await completeByIds(client, type, at.archived, batch, lacking, byId, signal);
   }

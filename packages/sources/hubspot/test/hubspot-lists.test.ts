@@ -1,6 +1,6 @@
 import { OBJECT_TYPES } from "@drover/hubspot-sandbox";
 import { describe, expect, it } from "vitest";
-import { listBatches, readByIds, readProperties, readWholeList } from "../src/index.js";
+import { listBatches, readByIds, readListPage, readProperties, readWholeList } from "../src/index.js";
 import { clientOf, idsOf, sandbox } from "./helpers.js";
 
 describe("HubSpot lists", () => {
@@ -74,5 +74,44 @@ describe("HubSpot lists", () => {
     const filled = rows.filter((r) => "record" in r && r.record.properties.drover_custom_1000 !== null);
     expect(filled.length).toBeGreaterThan(0);
     expect(s.stats().byStatus["414"] ?? 0).toBe(0);
+  });
+});
+
+describe("a list page read in several property batches", () => {
+  it("completes by id a record that a later batch's answer lacks (changed between the requests), and reads it whole", async () => {
+    const s = await sandbox({
+      seed: 9,
+      contacts: 30,
+      companies: 1,
+      deals: 1,
+      engagements: 1,
+      customProperties: 40,
+    });
+    const dropped = s.ids("contacts").live[3] as string;
+    // The answer to the batch without `email` leaves one record out, as if it changed in between.
+    const between: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      const url = new URL(String(input));
+      if (!url.pathname.endsWith("/contacts") || url.searchParams.get("properties")?.includes("email"))
+        return res;
+      const body = (await res.json()) as { results: { id: string }[] };
+      body.results = body.results.filter((r) => r.id !== dropped);
+      return new Response(JSON.stringify(body), { status: res.status, headers: res.headers });
+    };
+    const client = clientOf(s, { fetch: between });
+    const properties = await readProperties(client, "contacts");
+    const batches = [properties.names.slice(0, 10), properties.names.slice(10)];
+    expect(batches[0]).toContain("email");
+    const page = await readListPage(client, "contacts", { after: null, archived: false, batches });
+    // Two list requests and one batch read for the record the second answer lacked.
+    expect(page.requests).toBe(3);
+    const row = page.rows.find((r) => "record" in r && r.record.id === dropped);
+    if (!row || !("record" in row)) throw new Error("the dropped record should be on the page");
+    expect(Object.keys(row.record.properties)).toEqual(expect.arrayContaining(properties.names));
+    expect(row.record.properties.drover_custom_40).toBe(
+      (
+        await readByIds(clientOf(s), "contacts", [dropped], { properties: ["drover_custom_40"] })
+      ).rows.flatMap((r) => ("record" in r ? [r.record.properties.drover_custom_40] : []))[0],
+    );
   });
 });
