@@ -44,4 +44,4 @@ export {
 } from "./object-types.js";
 export { propertyBatches, readProperties, type TypeProperties } from "./properties.js";
 export { type HubSpotLimitOptions, hubspotAdapter, type Policy, refusalPolicy } from "./rate-limits.js";
-export { type HubSpotRecord, parseRecord, parseRows, type ReadRow } from "./records.js";
+export { customFieldsOf, type HubSpotRecord, parseRecord, parseRows, type ReadRow } from "./records.js";

@@ -71,3 +71,14 @@ export function mergeProperties(into: HubSpotRecord, from: HubSpotRecord): void 
     if (value !== null || !(name in into.properties)) into.properties[name] = value;
   }
 }
+
+/**
+ * A record's custom properties as the product keeps custom fields (`custom_fields`, as Pipedrive's):
+ * each custom property that has a value, under its internal name; one without a value is left out.
+ */
+export function customFieldsOf(record: HubSpotRecord, custom: ReadonlySet<string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(record.properties))
+    if (custom.has(name) && value !== null && value !== "") out[name] = value;
+  return out;
+}

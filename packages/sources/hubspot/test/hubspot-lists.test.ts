@@ -1,6 +1,13 @@
 import { OBJECT_TYPES } from "@drover/hubspot-sandbox";
 import { describe, expect, it } from "vitest";
-import { listBatches, readByIds, readListPage, readProperties, readWholeList } from "../src/index.js";
+import {
+  customFieldsOf,
+  listBatches,
+  readByIds,
+  readListPage,
+  readProperties,
+  readWholeList,
+} from "../src/index.js";
 import { clientOf, idsOf, sandbox } from "./helpers.js";
 
 describe("HubSpot lists", () => {
@@ -27,11 +34,20 @@ describe("HubSpot lists", () => {
       expect(idsOf(live), type).toEqual([...truth.live].sort());
       expect(idsOf(archived), type).toEqual([...truth.archived].sort());
       expect(truth.archived.length, type).toBeGreaterThan(0);
+      let withCustom = 0;
       for (const row of live) {
         if (!("record" in row)) throw row.error;
         expect(row.record.archived).toBe(false);
         expect(Object.keys(row.record.properties)).toEqual(expect.arrayContaining(properties.names));
+        const custom = customFieldsOf(row.record, properties.custom);
+        for (const [name, value] of Object.entries(custom)) {
+          expect(properties.custom.has(name)).toBe(true);
+          expect(value).toBe(row.record.properties[name]);
+        }
+        if (Object.keys(custom).length > 0) withCustom++;
       }
+      // About two records in three carry custom values in the sandbox.
+      expect(withCustom, type).toBeGreaterThan(live.length / 3);
       for (const row of archived) {
         if (!("record" in row)) throw row.error;
         expect(row.record.archived).toBe(true);
