@@ -1,0 +1,3 @@
+import { droverVitestConfig } from "../../../vitest.shared.ts";
+
+export default droverVitestConfig("@drover/source-hubspot");
