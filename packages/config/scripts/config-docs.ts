@@ -181,6 +181,15 @@ export const OTHER_SETTINGS: readonly OtherSetting[] = [
       "Whether the local cluster (tests, demo, bench) starts each service from its TypeScript source through tsx or from its build (`dist/`).",
   },
   {
+    name: "DROVER_CLUSTER_NODE_FLAGS",
+    readBy: "the local cluster",
+    readIn: ["packages/local-cluster/src/service-process.ts"],
+    type: "Node flags, space-separated",
+    default: "none",
+    description:
+      "Node flags for every service the local cluster starts, for the tools Node refuses in `NODE_OPTIONS`: `--cpu-prof --cpu-prof-dir=/tmp/prof --cpu-prof-name={name}.cpuprofile` writes a CPU profile per service as it stops (`{name}` is the service's name).",
+  },
+  {
     name: "NATS_SERVER_BIN",
     readBy: "the tests",
     readIn: ["test/chaos/private-nats.ts", "test/support/nats-cluster.ts"],
