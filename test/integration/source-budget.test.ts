@@ -7,8 +7,8 @@ import {
   timestampDate,
   WorkerService,
 } from "@drover/proto";
-import { RateLimitedError, SourceClient } from "@drover/provider-sdk";
-import { nextMidnight, pipedriveAdapter } from "@drover/source-crm";
+import { nextMidnight, RateLimitedError, SourceClient } from "@drover/provider-sdk";
+import { pipedriveAdapter } from "@drover/source-crm";
 import { type BudgetWall, parseBudgetWall, taskQueueNames } from "@drover/task-queue";
 import { LeasedBudgetPacer } from "@drover/worker";
 import { connect } from "@nats-io/transport-node";

@@ -16,7 +16,7 @@ export type {
   SourceNote,
   VerifyCapabilities,
 } from "./capabilities.js";
-export { type DailyResetClues, dailyResetOf, nextResetCandidate } from "./daily-reset.js";
+export { type DailyResetClues, dailyResetOf, nextMidnight, nextResetCandidate } from "./daily-reset.js";
 export {
   classifyError,
   type ErrorClass,

@@ -3,6 +3,7 @@ import {
   type BudgetReading,
   dailyResetOf,
   HeaderBudgetPacer,
+  nextMidnight,
   nextResetCandidate,
   type RunInfo,
   type SourceAdapter,
@@ -129,32 +130,6 @@ export function clientFor(run: RunInfo, baseUrl: string, leased?: BudgetPacer): 
     pacers.set(key, pacer);
   }
   return new SourceClient({ baseUrl, apiToken, adapter, pacer });
-}
-
-/** The first midnight after `now` on the wall clock of `timeZone`. */
-export function nextMidnight(now: number, timeZone: string): number {
-  const parts = wallClock(timeZone).formatToParts(new Date(now));
-  const part = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
-  const sinceMidnight = ((part("hour") * 60 + part("minute")) * 60 + part("second")) * 1000 + (now % 1000);
-  return now - sinceMidnight + 86_400_000;
-}
-
-/** Building a formatter loads the zone's rules (most of its cost): one per time zone and process. */
-const wallClocks = new Map<string, Intl.DateTimeFormat>();
-
-function wallClock(timeZone: string): Intl.DateTimeFormat {
-  let format = wallClocks.get(timeZone);
-  if (!format) {
-    format = new Intl.DateTimeFormat("en-US", {
-      timeZone,
-      hourCycle: "h23",
-      hour: "numeric",
-      minute: "numeric",
-      second: "numeric",
-    });
-    wallClocks.set(timeZone, format);
-  }
-  return format;
 }
 
 function intHeader(headers: Headers, name: string): number | undefined {

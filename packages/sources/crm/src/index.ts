@@ -5,7 +5,7 @@
  * (test/bench/plain-crm-import.ts) runs: the same rows through the same writers into the same
  * tables, without the ledger, tasks or queue around them, to measure what those cost.
  */
-export { nextMidnight, pipedriveAdapter } from "./client.js";
+export { pipedriveAdapter } from "./client.js";
 export { sourceId, standInId } from "./fields.js";
 export { KIND_LISTS } from "./lists.js";
 export { crmProvider } from "./provider.js";

@@ -1,8 +1,14 @@
 import { readFileSync } from "node:fs";
 import { startSandbox } from "@drover/crm-sandbox";
-import { type BudgetPacer, type PacedAnswer, RateLimitedError, SourceClient } from "@drover/provider-sdk";
+import {
+  type BudgetPacer,
+  nextMidnight,
+  type PacedAnswer,
+  RateLimitedError,
+  SourceClient,
+} from "@drover/provider-sdk";
 import { describe, expect, it } from "vitest";
-import { dailyRefusal, nextMidnight, pipedriveAdapter } from "../src/client.js";
+import { dailyRefusal, pipedriveAdapter } from "../src/client.js";
 import { crmProvider } from "../src/provider.js";
 
 /** Sends at once and keeps every answer the client hands it. */

@@ -1,11 +1,11 @@
 import {
   type BudgetReading,
   dailyResetOf,
+  nextMidnight,
   nextResetCandidate,
   type SourceAdapter,
   type SourceAnswer,
 } from "@drover/provider-sdk";
-import { nextMidnight } from "./next-midnight.js";
 
 /**
  * HubSpot's limits (developers.hubspot.com/docs/guides/apps/api-usage/usage-details): a rolling
