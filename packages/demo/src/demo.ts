@@ -2,10 +2,17 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { kindDone, statusName } from "@drover/cli";
 import { openDatabase } from "@drover/db";
-import { accountFor, accountingProblems, type Cluster, startCluster } from "@drover/local-cluster";
+import {
+  accountFor,
+  accountingProblems,
+  type Cluster,
+  CRM_TABLES,
+  HUBSPOT_TABLES,
+  startCluster,
+} from "@drover/local-cluster";
 import { type Client, createClient, type Run, RunService, RunStatus, type Verification } from "@drover/proto";
 import { sql } from "drizzle-orm";
-import { type DemoFlags, parseDemoFlags, USAGE } from "./flags.js";
+import { type DemoFlags, type DemoSource, parseDemoFlags, USAGE } from "./flags.js";
 import { prepareDemoServices } from "./prepare.js";
 import { followRun, ProgressView } from "./progress.js";
 import { keepInstructions, legend, reasonsBlock, seededLine, verificationBlock } from "./report.js";
@@ -14,6 +21,12 @@ const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const SOURCE_ACCOUNT = "sandbox-company";
 const API_TOKEN = "demo-api-token";
+
+/** What the demo knows of each source: its sandbox's name, and the product table each kind writes. */
+const SOURCES: Readonly<Record<DemoSource, { sandbox: string; tables: Readonly<Record<string, string>> }>> = {
+  crm: { sandbox: "CRM (Pipedrive) sandbox", tables: CRM_TABLES },
+  hubspot: { sandbox: "HubSpot sandbox", tables: HUBSPOT_TABLES },
+};
 
 type DemoDatabase = ReturnType<typeof openDatabase>["db"];
 type DemoClient = Client<typeof RunService>;
@@ -49,20 +62,14 @@ async function main(): Promise<number> {
   };
   process.once("SIGINT", onSignal);
   try {
-    const truth = await sandboxTruth(cluster.sandboxUrl);
-    const { last, started } = await importSandbox(
-      client,
-      database.db,
-      flags.tenant,
-      cluster.sandboxUrl,
-      truth,
-    );
-    const issues = await demoProblems(client, database.db, flags.tenant, truth, last, started);
+    const truth = await sandboxTruth(flags.source, cluster.sandboxUrl);
+    const { last, started } = await importSandbox(client, database.db, flags, cluster.sandboxUrl, truth);
+    const issues = await demoProblems(client, database.db, flags, truth, last, started);
 
     if (flags.keep) {
       // Ctrl-C now ends the wait, and the services stop as after any run.
       process.off("SIGINT", onSignal);
-      await keepUntilInterrupted(cluster, last.id);
+      await keepUntilInterrupted(cluster, flags.source, last.id);
     }
     return verdict(issues, last, truth.sourceRows);
   } finally {
@@ -77,7 +84,7 @@ async function main(): Promise<number> {
 async function startDemoCluster(flags: DemoFlags): Promise<Cluster> {
   const queuePrefix = `demo-${randomBytes(3).toString("hex")}`;
   process.stdout.write(
-    `Starting the CRM sandbox, 1 coordinator and ${flags.workers} workers (logs in .artifacts/logs/${queuePrefix}/)\n`,
+    `Starting the ${SOURCES[flags.source].sandbox}, 1 coordinator and ${flags.workers} workers (logs in .artifacts/logs/${queuePrefix}/)\n`,
   );
   const cluster = await startCluster({
     databaseUrl: DATABASE_URL,
@@ -86,6 +93,7 @@ async function startDemoCluster(flags: DemoFlags): Promise<Cluster> {
     workers: flags.workers,
     laneWidth: flags.lane,
     sandbox: flags.sandbox,
+    sandboxSource: flags.source,
     env: { DROVER_SWEEP_INTERVAL_MS: "1000" },
     dashboard: true,
   });
@@ -97,13 +105,27 @@ async function startDemoCluster(flags: DemoFlags): Promise<Cluster> {
   return cluster;
 }
 
-async function sandboxTruth(sandboxUrl: string): Promise<SandboxTruth> {
-  const truth = (await (await fetch(`${sandboxUrl}/__sandbox/truth`)).json()) as {
-    kinds: Record<string, { ids: string[]; malformed: string[] }>;
-  };
-  const totals = Object.fromEntries(Object.entries(truth.kinds).map(([k, t]) => [k, t.ids.length]));
+async function sandboxTruth(source: DemoSource, sandboxUrl: string): Promise<SandboxTruth> {
+  const body = (await (await fetch(`${sandboxUrl}/__sandbox/truth`)).json()) as unknown;
+  const kinds = source === "crm" ? crmTruth(body) : hubspotTruth(body);
+  const totals = Object.fromEntries(Object.entries(kinds).map(([k, t]) => [k, t.ids.length]));
   const sourceRows = Object.values(totals).reduce((a, b) => a + b, 0);
-  return { kinds: truth.kinds, totals, sourceRows };
+  return { kinds, totals, sourceRows };
+}
+
+function crmTruth(body: unknown): SandboxTruth["kinds"] {
+  return (body as { kinds: SandboxTruth["kinds"] }).kinds;
+}
+
+/** HubSpot's sandbox lists each type's live and archived (deleted) ids: both are source rows to import. */
+function hubspotTruth(body: unknown): SandboxTruth["kinds"] {
+  const { types } = body as { types: Record<string, { live: string[]; archived: string[] }> };
+  return Object.fromEntries(
+    Object.entries(types).map(([type, ids]) => [
+      type,
+      { ids: [...ids.live, ...ids.archived], malformed: [] },
+    ]),
+  );
 }
 
 /**
@@ -114,17 +136,18 @@ async function sandboxTruth(sandboxUrl: string): Promise<SandboxTruth> {
 async function importSandbox(
   client: DemoClient,
   db: DemoDatabase,
-  tenant: string,
+  flags: DemoFlags,
   sandboxUrl: string,
   truth: SandboxTruth,
 ): Promise<{ last: Run; started: number }> {
-  const existing = await seedExistingContacts(db, tenant, sandboxUrl);
+  const tenant = flags.tenant;
+  const existing = await seedExistingContacts(db, tenant, await existingContacts(flags.source, sandboxUrl));
   if (existing > 0) process.stdout.write(`${seededLine(existing, tenant)}\n`);
 
   const started = Date.now();
   const { run } = await client.startRun({
     tenantId: tenant,
-    source: "crm",
+    source: flags.source,
     sourceAccount: SOURCE_ACCOUNT,
     sourceConfig: { baseUrl: sandboxUrl, apiToken: API_TOKEN },
   });
@@ -146,15 +169,16 @@ async function importSandbox(
 async function demoProblems(
   client: DemoClient,
   db: DemoDatabase,
-  tenant: string,
+  flags: DemoFlags,
   truth: SandboxTruth,
   last: Run,
   started: number,
 ): Promise<string[]> {
   const accounts = await accountFor(
     db,
-    { tenantId: tenant, source: "crm", sourceAccount: SOURCE_ACCOUNT, since: new Date(started) },
+    { tenantId: flags.tenant, source: flags.source, sourceAccount: SOURCE_ACCOUNT, since: new Date(started) },
     truth.kinds,
+    SOURCES[flags.source].tables,
   );
   const issues = [...accountingProblems(accounts), ...tableProblems(last, truth.totals)];
 
@@ -176,7 +200,7 @@ async function demoProblems(
 }
 
 /** --keep: says how to reach the services and the run, then waits for Ctrl-C. */
-async function keepUntilInterrupted(cluster: Cluster, runId: string): Promise<void> {
+async function keepUntilInterrupted(cluster: Cluster, source: DemoSource, runId: string): Promise<void> {
   process.stdout.write(
     `${keepInstructions({
       coordinatorAddress: cluster.coordinatorAddresses[0]!,
@@ -184,6 +208,7 @@ async function keepUntilInterrupted(cluster: Cluster, runId: string): Promise<vo
       dashboardUrl: cluster.dashboardUrl,
       sandboxUrl: cluster.sandboxUrl,
       sandboxToken: API_TOKEN,
+      source,
       sourceAccount: SOURCE_ACCOUNT,
       runId,
     })}\n`,
@@ -231,32 +256,56 @@ async function awaitVerification(client: DemoClient, runId: string): Promise<Ver
 
 /**
  * A product that already knows some of the customer's contacts: on the tenant's first run, every
- * 25th sandbox person with an email exists already, so the run shows "matched" rather than creating twins.
+ * 25th sandbox contact with an email exists already, so the run shows "matched" rather than creating twins.
  */
-async function seedExistingContacts(db: DemoDatabase, tenantId: string, sandboxUrl: string): Promise<number> {
+async function seedExistingContacts(
+  db: DemoDatabase,
+  tenantId: string,
+  contacts: readonly { name: string; email: string }[],
+): Promise<number> {
   const [known] = await db.execute<{ n: string }>(
     sql`select count(*) as n from app.contacts where tenant_id = ${tenantId}`,
   );
   if (Number(known?.n ?? 0) > 0) return 0;
-  const res = await fetch(`${sandboxUrl}/v1/persons?start=0&limit=500`, {
-    headers: { "x-api-token": API_TOKEN },
-  });
-  const body = (await res.json()) as { data: { name?: unknown; email?: { value?: unknown }[] }[] | null };
-  const picks = (body.data ?? [])
-    .filter((_, i) => i % 25 === 0)
-    .map((p) => ({
-      name: typeof p.name === "string" ? p.name : "Existing contact",
-      email: p.email?.[0]?.value,
-    }))
-    .filter(
-      (p): p is { name: string; email: string } => typeof p.email === "string" && p.email.includes("@"),
-    );
+  const picks = contacts.filter((_, i) => i % 25 === 0);
   for (const p of picks) {
     await db.execute(
       sql`insert into app.contacts (tenant_id, name, email) values (${tenantId}, ${p.name}, ${p.email})`,
     );
   }
   return picks.length;
+}
+
+/** The sandbox's first contacts that have an email, read as a customer's product would have them. */
+async function existingContacts(
+  source: DemoSource,
+  sandboxUrl: string,
+): Promise<{ name: string; email: string }[]> {
+  const withEmail = (c: { name: string; email: unknown }): c is { name: string; email: string } =>
+    typeof c.email === "string" && c.email.includes("@");
+  if (source === "hubspot") {
+    const res = await fetch(
+      `${sandboxUrl}/crm/v3/objects/contacts?limit=100&properties=firstname,lastname,email`,
+      { headers: { authorization: `Bearer ${API_TOKEN}` } },
+    );
+    const body = (await res.json()) as { results?: { properties: Record<string, string | null> }[] };
+    return (body.results ?? [])
+      .map(({ properties: p }) => ({
+        name: [p.firstname, p.lastname].filter(Boolean).join(" ") || "Existing contact",
+        email: p.email,
+      }))
+      .filter(withEmail);
+  }
+  const res = await fetch(`${sandboxUrl}/v1/persons?start=0&limit=500`, {
+    headers: { "x-api-token": API_TOKEN },
+  });
+  const body = (await res.json()) as { data: { name?: unknown; email?: { value?: unknown }[] }[] | null };
+  return (body.data ?? [])
+    .map((p) => ({
+      name: typeof p.name === "string" ? p.name : "Existing contact",
+      email: p.email?.[0]?.value,
+    }))
+    .filter(withEmail);
 }
 
 main().then(

@@ -9,7 +9,7 @@ export const DROVER = "./node_modules/.bin/drover";
 
 /** The line about the contacts the demo put in the product itself, so a first run has something to match. */
 export function seededLine(seeded: number, tenant: string): string {
-  return `Seeded ${seeded} contacts into the product for tenant "${tenant}" before the run (every 25th sandbox person with an email), to show matching: the run reuses them ("matched") instead of creating twins, as it does for sandbox persons sharing an email with one imported before them`;
+  return `Seeded ${seeded} contacts into the product for tenant "${tenant}" before the run (every 25th sandbox contact with an email), to show matching: the run reuses them ("matched") instead of creating twins, as it does for sandbox contacts sharing an email with one imported before them`;
 }
 
 /** What each column of the per-kind table means, printed under it. */
@@ -70,6 +70,7 @@ export interface KeptServices {
   dashboardUrl: string | undefined;
   sandboxUrl: string;
   sandboxToken: string;
+  source: string;
   sourceAccount: string;
   runId: string;
 }
@@ -84,8 +85,8 @@ export function keepInstructions(k: KeptServices): string {
     `  export DROVER_ADDRESS=${k.coordinatorAddress} DROVER_TOKEN=${k.adminToken}`,
     `  ${DROVER} status ${k.runId}`,
     ...(k.dashboardUrl ? [`Run page: ${k.dashboardUrl} (API key: ${k.adminToken})`] : []),
-    `CRM sandbox: ${k.sandboxUrl} (API token: ${k.sandboxToken}); another run against it:`,
+    `Sandbox (${k.source}): ${k.sandboxUrl} (API token: ${k.sandboxToken}); another run against it:`,
     `  export DROVER_SOURCE_TOKEN=${k.sandboxToken}`,
-    `  ${DROVER} start --tenant another-tenant --account ${k.sourceAccount} --base-url ${k.sandboxUrl}`,
+    `  ${DROVER} start --tenant another-tenant --source ${k.source} --account ${k.sourceAccount} --base-url ${k.sandboxUrl}`,
   ].join("\n");
 }

@@ -71,6 +71,7 @@ describe("what the demo prints", () => {
       dashboardUrl: "http://127.0.0.1:40002/",
       sandboxUrl: "http://127.0.0.1:40003",
       sandboxToken: "demo-api-token",
+      source: "hubspot",
       sourceAccount: "sandbox-company",
       runId: "run-1",
     });
@@ -80,7 +81,7 @@ describe("what the demo prints", () => {
         "  ./node_modules/.bin/drover status run-1",
         "Run page: http://127.0.0.1:40002/ (API key: drv_admin)",
         "  export DROVER_SOURCE_TOKEN=demo-api-token",
-        "  ./node_modules/.bin/drover start --tenant another-tenant --account sandbox-company --base-url http://127.0.0.1:40003",
+        "  ./node_modules/.bin/drover start --tenant another-tenant --source hubspot --account sandbox-company --base-url http://127.0.0.1:40003",
       ]),
     );
   });

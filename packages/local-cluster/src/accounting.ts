@@ -46,6 +46,21 @@ export const CRM_TABLES: Readonly<Record<string, string>> = {
 };
 
 /**
+ * The destination table each HubSpot kind writes to. An email without a deal is an activity: the
+ * activities table is checked for it through the calls' entry (by record type, not kind).
+ */
+export const HUBSPOT_TABLES: Readonly<Record<string, string>> = {
+  companies: "companies",
+  contacts: "contacts",
+  deals: "deals",
+  notes: "notes",
+  calls: "activities",
+  tasks: "activities",
+  meetings: "activities",
+  emails: "emails",
+};
+
+/**
  * The checker of invariants 1 and 2, in the manner of Jepsen's queue checker: every source row is
  * in the ledger or noted as failed (nothing lost), the ledger holds nothing the source lacks, and no
  * destination record exists twice for one source row.
@@ -78,16 +93,19 @@ export async function accountFor(
     let duplicated = 0;
     if (table) {
       const target = sql`${sql.identifier("app")}.${sql.identifier(table)}`;
+      // By record type, not kind: a table may be written by several kinds (HubSpot's calls, tasks
+      // and meetings are all activities), and a kind may write two tables (a HubSpot email).
+      const recordType = table.replace(/ies$/, "y").replace(/s$/, "");
       const [dup] = await q.execute<{ shared: string; unclaimed: string }>(sql`
         select
           (select count(*) from (select record_id from drover.ledger
                                    where tenant_id = ${scope.tenantId} and source = ${scope.source}
                                      and source_account = ${scope.sourceAccount} and kind = ${kind} and action = 'created'
-                                   group by record_id having count(*) > 1) s) as shared,
+                                   group by record_type, record_id having count(*) > 1) s) as shared,
           (select count(*) from ${target} d
             where d.tenant_id = ${scope.tenantId} and d.created_at >= ${scope.since.toISOString()}::timestamptz
               and not exists (select 1 from drover.ledger l
-                               where l.tenant_id = d.tenant_id and l.kind = ${kind} and l.record_id = d.id
+                               where l.tenant_id = d.tenant_id and l.record_type = ${recordType} and l.record_id = d.id
                                  and l.action in ('created', 'matched'))) as unclaimed`);
       duplicated = Number(dup?.shared ?? 0) + Number(dup?.unclaimed ?? 0);
     }

@@ -23,8 +23,10 @@ export interface ClusterOptions {
   queuePrefix: string;
   workers: number;
   laneWidth: number;
-  /** crm-sandbox flags, e.g. { persons: 4000, "malformed-rate": 0.01 }. */
+  /** The sandbox's flags, e.g. { persons: 4000, "malformed-rate": 0.01 } for the CRM (Pipedrive) one. */
   sandbox: Record<string, string | number>;
+  /** Which source's sandbox to start: the CRM (Pipedrive) one unless told; `hubspot` for HubSpot's. */
+  sandboxSource?: SandboxSource;
   coordinators?: number;
   logDir?: string;
   /** Extra environment for coordinators and workers. */
@@ -167,12 +169,20 @@ async function stopAll(processes: ServiceProcess[]): Promise<void> {
   await Promise.all(processes.map((p) => p.stop()));
 }
 
-/** The CRM sandbox, started with its flags; awaited later, its failure is not unhandled meanwhile. */
+export type SandboxSource = "crm" | "hubspot";
+
+const SANDBOX_ENTRIES: Readonly<Record<SandboxSource, string>> = {
+  crm: "packages/crm-sandbox/src/main.ts",
+  hubspot: "packages/hubspot-sandbox/src/main.ts",
+};
+
+/** The source's sandbox, started with its flags; awaited later, its failure is not unhandled meanwhile. */
 function startSandbox(options: ClusterOptions, logDir: string): Promise<ServiceProcess> {
+  const source = options.sandboxSource ?? "crm";
   const sandboxArgs = Object.entries(options.sandbox).flatMap(([k, v]) => [`--${k}`, String(v)]);
   const sandboxStarting = spawnService({
-    name: "crm-sandbox",
-    entry: "packages/crm-sandbox/src/main.ts",
+    name: `${source}-sandbox`,
+    entry: SANDBOX_ENTRIES[source],
     args: ["--port", "0", ...sandboxArgs],
     readyEvent: "listening",
     logDir,

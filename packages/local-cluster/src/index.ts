@@ -3,10 +3,17 @@ export {
   accountFor,
   accountingProblems,
   CRM_TABLES,
+  HUBSPOT_TABLES,
   type KindAccount,
   type KindTruth,
 } from "./accounting.js";
-export { type Cluster, type ClusterOptions, EMPTY_CRM_SANDBOX, startCluster } from "./cluster.js";
+export {
+  type Cluster,
+  type ClusterOptions,
+  EMPTY_CRM_SANDBOX,
+  type SandboxSource,
+  startCluster,
+} from "./cluster.js";
 export {
   createSourceDatabase,
   generateRoomEvents,
