@@ -3,7 +3,7 @@ import { bearer } from "@drover/auth";
 import type { Stats as SandboxStats } from "@drover/crm-sandbox";
 import { type Database, openDatabase } from "@drover/db";
 import { createTestDatabase, type TestDatabase } from "@drover/db/testing";
-import { type Cluster, startCluster } from "@drover/local-cluster";
+import { type Cluster, type SandboxSource, startCluster } from "@drover/local-cluster";
 import { type Client, createClient, type Run, RunService, RunStatus } from "@drover/proto";
 import { taskQueueNames, webhookEventNames } from "@drover/task-queue";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -48,6 +48,8 @@ export interface ClusterSpec {
   workers: number;
   laneWidth: number;
   sandbox: Record<string, string | number>;
+  /** Which source's sandbox (the CRM one unless told). */
+  sandboxSource?: SandboxSource;
   env?: Record<string, string>;
   /** Coordinators (1 when not given); the workers are pointed at them in turn. */
   coordinators?: number;
@@ -101,6 +103,7 @@ export async function openBenchCluster(spec: ClusterSpec): Promise<BenchCluster>
       workers: spec.workers,
       laneWidth: spec.laneWidth,
       sandbox: spec.sandbox,
+      ...(spec.sandboxSource ? { sandboxSource: spec.sandboxSource } : {}),
       ...(spec.coordinators ? { coordinators: spec.coordinators } : {}),
       env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", ...spec.env },
     });

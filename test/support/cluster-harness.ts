@@ -15,15 +15,31 @@ export interface Harness {
   cluster: Cluster;
   client: Client<typeof RunService>;
   queuePrefix: string;
+  /**
+   * What the sandbox says a perfect import holds, per kind. HubSpot's sandbox lists live and
+   * archived (deleted) ids apart and serves nothing malformed: both count as the kind's rows here.
+   */
   truth(): Promise<{ kinds: Record<string, { ids: string[]; malformed: string[]; orphans: string[] }> }>;
   close(): Promise<void>;
+}
+
+type HarnessTruth = Awaited<ReturnType<Harness["truth"]>>;
+
+function hubspotTruth(body: { types: Record<string, { live: string[]; archived: string[] }> }): HarnessTruth {
+  const kinds = Object.fromEntries(
+    Object.entries(body.types).map(([type, ids]) => [
+      type,
+      { ids: [...ids.live, ...ids.archived], malformed: [], orphans: [] },
+    ]),
+  );
+  return { kinds };
 }
 
 /** A fresh database, a private JetStream stream, and the services as separate processes. */
 export async function openClusterHarness(
   options: Pick<
     ClusterOptions,
-    "workers" | "laneWidth" | "sandbox" | "env" | "coordinators" | "logDir" | "dashboard"
+    "workers" | "laneWidth" | "sandbox" | "sandboxSource" | "env" | "coordinators" | "logDir" | "dashboard"
   > & {
     /** A NATS server of the test's own (the chaos suite restarts it); default NATS_URL. */
     natsUrl?: string;
@@ -44,7 +60,10 @@ export async function openClusterHarness(
     cluster,
     client,
     queuePrefix,
-    truth: async () => (await fetch(`${cluster.sandboxUrl}/__sandbox/truth`)).json() as never,
+    async truth() {
+      const body = (await (await fetch(`${cluster.sandboxUrl}/__sandbox/truth`)).json()) as never;
+      return options.sandboxSource === "hubspot" ? hubspotTruth(body) : body;
+    },
     async close() {
       client.close();
       await cluster.stop();

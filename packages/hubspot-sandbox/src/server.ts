@@ -21,6 +21,10 @@ interface Call {
 export interface Stats {
   requests: number;
   byStatus: Record<string, number>;
+  /** API requests the limits let through, and when the first and last of them came (epoch ms). */
+  admitted: number;
+  firstAdmittedAt?: number;
+  lastAdmittedAt?: number;
 }
 
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -41,7 +45,7 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
 export class HubSpotApp {
   readonly dataset: Dataset;
   readonly limiter: RateLimiter;
-  readonly stats: Stats = { requests: 0, byStatus: {} };
+  stats: Stats = { requests: 0, byStatus: {}, admitted: 0 };
   private apiRequests = 0;
   private autoChangesApplied = false;
 
@@ -117,6 +121,9 @@ export class HubSpotApp {
       this.count(429);
       return send(res, 429, refusalBody(admission.policy), limitHeaders);
     }
+    this.stats.admitted++;
+    this.stats.firstAdmittedAt ??= Date.now();
+    this.stats.lastAdmittedAt = Date.now();
     if (this.opts.latencyMs > 0) await new Promise((r) => setTimeout(r, this.opts.latencyMs));
     const answer = this.route({ method, segments, query: url.searchParams, body }, baseUrl);
     this.count(answer.status);
@@ -167,7 +174,11 @@ export class HubSpotApp {
     else if (method === "GET" && action === "truth") send(res, 200, truthOf(this.dataset));
     else if (method === "GET" && action === "stats")
       send(res, 200, { ...this.stats, refusals: this.limiter.refusals });
-    else send(res, 404, { error: "unknown sandbox endpoint" });
+    else if (method === "POST" && action === "reset-stats") {
+      this.stats = { requests: 0, byStatus: {}, admitted: 0 };
+      this.limiter.refusals = { TEN_SECONDLY_ROLLING: 0, DAILY: 0, SECONDLY: 0 };
+      send(res, 200, { ok: true });
+    } else send(res, 404, { error: "unknown sandbox endpoint" });
   }
 }
 

@@ -150,4 +150,18 @@ describe("HubSpot's rate limits", () => {
       expect(r.headers.get("x-hubspot-ratelimit-remaining")).toBe(String(5 - 1 - batches.indexOf(batch)));
     }
   });
+
+  it("counts the requests the limits admitted and when the first and last came, from zero again after reset-stats", async () => {
+    const s = await sandbox({ seed: 24, contacts: 5, tenSecondLimit: 2 });
+    for (let i = 0; i < 3; i++) await get(s, "/crm/v3/objects/contacts");
+    const stats = (await (await fetch(`${s.url}/__sandbox/stats`)).json()) as Json;
+    expect(stats).toMatchObject({ requests: 3, admitted: 2, byStatus: { 200: 2, 429: 1 } });
+    expect(stats.lastAdmittedAt as number).toBeGreaterThanOrEqual(stats.firstAdmittedAt as number);
+    expect((await fetch(`${s.url}/__sandbox/reset-stats`, { method: "POST" })).status).toBe(200);
+    // The window's two admissions are kept: the limits are the account's, not the counters'.
+    expect((await get(s, "/crm/v3/objects/contacts")).status).toBe(429);
+    const after = (await (await fetch(`${s.url}/__sandbox/stats`)).json()) as Json;
+    expect(after).toMatchObject({ requests: 1, admitted: 0, refusals: { TEN_SECONDLY_ROLLING: 1 } });
+    expect(after.firstAdmittedAt).toBeUndefined();
+  });
 });
