@@ -1,5 +1,5 @@
 import { type HubSpotSandbox, startSandbox, type Truth } from "@drover/hubspot-sandbox";
-import { RunStatus } from "@drover/proto";
+import { Code, RunStatus } from "@drover/proto";
 import {
   HubSpotClient,
   listBatches,
@@ -9,7 +9,7 @@ import {
   readWholeList,
 } from "@drover/source-hubspot";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cluster, startCluster, untilFinished } from "../support/in-process.js";
+import { type Cluster, rejection, startCluster, untilFinished } from "../support/in-process.js";
 
 /**
  * A HubSpot run through the whole engine (coordinator, two workers, Postgres, JetStream) against the
@@ -132,6 +132,35 @@ const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
 describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
   let firstCounts: Record<string, number> = {};
+
+  it("refuses a bad config at StartRun with the provider's sentence, and starts nothing", async () => {
+    const table: [Record<string, string>, string, RegExp][] = [
+      [{}, "not a url", /base_url "not a url" is not a URL; give https:\/\/api.hubapi.com/],
+      [{ dailyResetTimeZone: "Nowhere/Land" }, hs.url, /dailyResetTimeZone must be an IANA time zone/],
+      [
+        { pageSize: "100" },
+        hs.url,
+        /unknown hubspot setting "pageSize"; known: dailyResetTimeZone, daySeconds/,
+      ],
+    ];
+    for (const [settings, baseUrl, sentence] of table) {
+      const err = await rejection(
+        c.client.startRun({
+          tenantId: "hs-refused",
+          source: "hubspot",
+          sourceAccount: ACCOUNT,
+          kinds: [],
+          sourceConfig: { baseUrl, apiToken: "hubspot-test-token", settings },
+        }),
+      );
+      expect(err.code, JSON.stringify(settings)).toBe(Code.INVALID_ARGUMENT);
+      expect(err.message).toMatch(sentence);
+    }
+    const [row] = await c.database.sql<
+      { n: number }[]
+    >`select count(*)::int as n from drover.runs where tenant_id = 'hs-refused'`;
+    expect(row!.n).toBe(0);
+  });
 
   it("ends exact: every live and archived record once, linked as the source links it, custom fields kept, archived flagged, mid-run changes caught up", async () => {
     const runId = await startHubSpotRun();
