@@ -53,9 +53,10 @@ afterAll(async () => {
   await c?.close();
 });
 
-async function startHubSpotRun(): Promise<string> {
+async function startHubSpotRun(tenantId = TENANT, dryRun = false): Promise<string> {
   const { run } = await c.client.startRun({
-    tenantId: TENANT,
+    tenantId,
+    dryRun,
     source: "hubspot",
     sourceAccount: ACCOUNT,
     kinds: [],
@@ -294,5 +295,34 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
       expect(p.matched, `${type}: matched`).toBe(0n);
     }
     expect(await productCounts()).toEqual(firstCounts);
+  });
+  it("a dry run writes nothing and predicts, kind by kind, what the real run then does", async () => {
+    const dryTenant = "hs-dry";
+    const counts = async () =>
+      (
+        await c.database.sql<{ n: number }[]>`
+        select (select count(*) from app.companies where tenant_id = ${dryTenant})
+             + (select count(*) from app.contacts where tenant_id = ${dryTenant})
+             + (select count(*) from app.deals where tenant_id = ${dryTenant})
+             + (select count(*) from app.notes where tenant_id = ${dryTenant})
+             + (select count(*) from app.activities where tenant_id = ${dryTenant})
+             + (select count(*) from app.emails where tenant_id = ${dryTenant}) as n`
+      )[0]!.n;
+    const dry = await untilFinished(c, await startHubSpotRun(dryTenant, true), 100_000);
+    expect(dry.status, dry.error).toBe(RunStatus.SUCCEEDED);
+    expect(Number(await counts())).toBe(0);
+    const predicted = new Map(dry.dryRunReport!.kinds.map((k) => [k.kind, k]));
+    const real = await untilFinished(c, await startHubSpotRun(dryTenant), 100_000);
+    expect(real.status, real.error).toBe(RunStatus.SUCCEEDED);
+    for (const p of real.progress) {
+      const d = predicted.get(p.kind)!;
+      expect({ kind: p.kind, created: d.wouldCreate, skipped: d.wouldSkip, failed: d.wouldFail }).toEqual({
+        kind: p.kind,
+        created: p.imported,
+        skipped: p.skipped,
+        failed: p.failed,
+      });
+    }
+    expect(predicted.get("contacts")!.wouldCreate).toBeGreaterThan(0n);
   });
 });
