@@ -133,6 +133,8 @@ const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
 describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
   let firstCounts: Record<string, number> = {};
+  let dryTenantRun = "";
+  let dryTenantCounts: () => Promise<number> = async () => 0;
 
   it("refuses a bad config at StartRun with the provider's sentence, and starts nothing", async () => {
     const table: [Record<string, string>, string, RegExp][] = [
@@ -314,6 +316,8 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
     const predicted = new Map(dry.dryRunReport!.kinds.map((k) => [k.kind, k]));
     const real = await untilFinished(c, await startHubSpotRun(dryTenant), 100_000);
     expect(real.status, real.error).toBe(RunStatus.SUCCEEDED);
+    dryTenantRun = real.id;
+    dryTenantCounts = counts;
     for (const p of real.progress) {
       const d = predicted.get(p.kind)!;
       expect({ kind: p.kind, created: d.wouldCreate, skipped: d.wouldSkip, failed: d.wouldFail }).toEqual({
@@ -324,5 +328,16 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
       });
     }
     expect(predicted.get("contacts")!.wouldCreate).toBeGreaterThan(0n);
+  });
+  it("a revert removes exactly what the run created, every table, through the shared revert map", async () => {
+    expect(dryTenantRun).not.toBe("");
+    const created = Number(await dryTenantCounts());
+    expect(created).toBeGreaterThan(0);
+    const { run: started } = await c.client.revertRun({ runId: dryTenantRun });
+    const revert = await untilFinished(c, started!.id, 100_000);
+    expect(revert.status, revert.error).toBe(RunStatus.SUCCEEDED);
+    expect(revert.revert?.removed).toBe(BigInt(created));
+    expect(revert.revert?.kept).toBe(0n);
+    expect(Number(await dryTenantCounts())).toBe(0);
   });
 });
