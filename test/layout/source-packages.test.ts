@@ -13,11 +13,13 @@ import { describe, expect, it } from "vitest";
  * - no `drover.<name>` anywhere (the engine's schema in SQL, raw or through drizzle), no quoted
  *   "drover" (`sql.identifier("drover")`, `pgSchema("drover")`), and no engine table through a
  *   transaction's relational queries (`tx.query.runs`: the Tx type knows the whole schema);
- * - imports of workspace packages only from the contract's list: the SDK, the database's
- *   connection and product-schema entry points, telemetry. Not `@drover/db` itself (it re-exports
+ * - imports of workspace packages only from the contract's list: the SDK, the product writers
+ *   (@drover/product-records, source-neutral), the database's connection and product-schema entry
+ *   points, telemetry. Not `@drover/db` itself (it re-exports
  *   the engine's schema), nor the engine, the ledger, the registry or another source;
  * - no relative import out of the package;
  * and of each package.json: no runtime dependency on the engine or the ledger (tests may use them).
+ * The product writers every source shares (packages/product-records) are held to the same rules.
  * The two entry points a source may use must not carry an engine table either.
  */
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -25,6 +27,7 @@ const SOURCES = join(ROOT, "packages/sources");
 
 const ALLOWED_WORKSPACE_IMPORTS = new Set([
   "@drover/provider-sdk",
+  "@drover/product-records",
   "@drover/db/connection",
   "@drover/db/product",
   "@drover/telemetry",
@@ -33,10 +36,17 @@ const ALLOWED_WORKSPACE_IMPORTS = new Set([
 const ENGINE_SCHEMA = /\bdrover\s*\.\s*"?[a-z_]+|["'`]drover["'`]/gi;
 const SPECIFIER = /(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 
+const PRODUCT_RECORDS = join(ROOT, "packages/product-records");
+
 function sourcePackages(): string[] {
   return readdirSync(SOURCES)
     .map((name) => join(SOURCES, name))
     .filter((dir) => existsSync(join(dir, "package.json")));
+}
+
+/** The source packages and the product writers they share: what may not reach the engine. */
+function checkedPackages(): string[] {
+  return [...sourcePackages(), PRODUCT_RECORDS];
 }
 
 function tsFiles(dir: string): string[] {
@@ -78,10 +88,10 @@ describe("source packages", () => {
     for (const dir of packages) expect(tsFiles(join(dir, "src")).length).toBeGreaterThan(0);
   });
 
-  it("neither name the engine's schema nor import it, the engine or each other", () => {
+  it("neither name the engine's schema nor import it, the engine or each other (nor do the product writers)", () => {
     const found: string[] = [];
     let files = 0;
-    for (const dir of packages) {
+    for (const dir of checkedPackages()) {
       for (const file of tsFiles(join(dir, "src"))) {
         files++;
         found.push(...violations(relative(ROOT, file), readFileSync(file, "utf8"), relative(ROOT, dir)));
@@ -92,7 +102,7 @@ describe("source packages", () => {
   });
 
   it("depend on neither the engine nor the ledger at run time", () => {
-    for (const dir of packages) {
+    for (const dir of checkedPackages()) {
       const deps = Object.keys(
         JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).dependencies ?? {},
       );

@@ -1,5 +1,6 @@
 import type { Provider } from "@drover/provider-sdk";
 import { crmProvider } from "@drover/source-crm";
+import { hubspotProvider } from "@drover/source-hubspot";
 import { pgTableProvider } from "@drover/source-pg-table";
 
 /**
@@ -8,5 +9,5 @@ import { pgTableProvider } from "@drover/source-pg-table";
  * nothing else of theirs knows a source. Adding a source: docs/sources.md.
  */
 export const sources: ReadonlyMap<string, Provider> = new Map(
-  [crmProvider, pgTableProvider].map((p) => [p.name, p]),
+  [crmProvider, hubspotProvider, pgTableProvider].map((p) => [p.name, p]),
 );

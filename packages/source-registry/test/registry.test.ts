@@ -6,8 +6,8 @@ import { sources } from "../src/index.js";
  * that name, so a provider registered under another name than its own would be a run nobody runs.
  */
 describe("the source registry", () => {
-  it("holds each source under its provider's own name, crm and pg-table among them", () => {
-    expect([...sources.keys()].sort()).toEqual(expect.arrayContaining(["crm", "pg-table"]));
+  it("holds each source under its provider's own name, crm, hubspot and pg-table among them", () => {
+    expect([...sources.keys()].sort()).toEqual(expect.arrayContaining(["crm", "hubspot", "pg-table"]));
     for (const [name, provider] of sources) expect(provider.name).toBe(name);
   });
 });

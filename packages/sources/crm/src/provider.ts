@@ -1,9 +1,9 @@
+import { PRODUCT_RECORDS } from "@drover/product-records";
 import {
   type BatchWriter,
   isRowErrorInfo,
   type ParentMap,
   PermanentError,
-  type ProductRecords,
   type Provider,
   type RunInfo,
   type SeedContext,
@@ -109,33 +109,6 @@ export interface ListCursor {
   mail?: MailDeals;
 }
 
-/** The crm writers' record types, their product tables, and every product column linking them (RevertRun). */
-const CRM_PRODUCT_RECORDS: ProductRecords = {
-  tables: {
-    company: "app.companies",
-    contact: "app.contacts",
-    deal: "app.deals",
-    lead: "app.leads",
-    activity: "app.activities",
-    note: "app.notes",
-    email: "app.emails",
-  },
-  links: [
-    { recordType: "contact", column: "company_id", parent: "company" },
-    ...(["deal", "lead"] as const).flatMap((recordType) => [
-      { recordType, column: "contact_id", parent: "contact" },
-      { recordType, column: "company_id", parent: "company" },
-    ]),
-    ...(["activity", "note"] as const).flatMap((recordType) => [
-      { recordType, column: "deal_id", parent: "deal" },
-      { recordType, column: "contact_id", parent: "contact" },
-      { recordType, column: "company_id", parent: "company" },
-      { recordType, column: "lead_id", parent: "lead" },
-    ]),
-    { recordType: "email", column: "deal_id", parent: "deal", required: true },
-  ],
-};
-
 export const crmProvider: Provider = {
   name: "crm",
   phases: [["organizations", "persons"], ["deals", "leads"], ["activities", "notes"], ["mail"], [CATCH_UP]],
@@ -146,7 +119,7 @@ export const crmProvider: Provider = {
   webhooks: crmWebhooks,
   estimateWork: estimateCrmWork,
   dailyResetTimeZone,
-  productRecords: CRM_PRODUCT_RECORDS,
+  productRecords: PRODUCT_RECORDS,
 
   validateConfig({ baseUrl, apiToken, settings }) {
     const urlProblem = validateBaseUrl(baseUrl);

@@ -1,4 +1,16 @@
-import { type ParentMap, RowError } from "@drover/provider-sdk";
+import {
+  type Activity,
+  type Company,
+  type Deal,
+  type Email,
+  type Lead,
+  type Note,
+  type ParentKinds,
+  type Parents,
+  type Person,
+  parentRefsOf,
+} from "@drover/product-records";
+import { RowError } from "@drover/provider-sdk";
 import { asObject, bool, customFields, day, number, primaryValue, ref, text, timestamp } from "./fields.js";
 
 /**
@@ -6,72 +18,7 @@ import { asObject, bool, customFields, day, number, primaryValue, ref, text, tim
  * a malformed row is known as such before its window opens.
  */
 
-export interface Company {
-  name: string;
-  address: string | null;
-  customFields: Record<string, unknown> | null;
-}
-
-export interface Person {
-  name: string;
-  email: string | null;
-  phone: string | null;
-  organization: string | null;
-  customFields: Record<string, unknown> | null;
-}
-
-export interface Deal {
-  title: string;
-  value: number | null;
-  currency: string | null;
-  /** open, won, lost; "deleted" for a deal the source deleted (listed only when asked for). */
-  status: string;
-  archived: boolean;
-  person: string | null;
-  organization: string | null;
-  customFields: Record<string, unknown> | null;
-}
-
-export interface Lead {
-  title: string;
-  amount: number | null;
-  currency: string | null;
-  person: string | null;
-  organization: string | null;
-  archived: boolean;
-  customFields: Record<string, unknown> | null;
-}
-
-/** Activities and notes may point at a deal, a person, an organization and a lead at once. */
-export interface Parents {
-  deal: string | null;
-  person: string | null;
-  organization: string | null;
-  lead: string | null;
-}
-
-export interface Activity extends Parents {
-  subject: string;
-  type: string;
-  dueDate: string | null;
-  done: boolean;
-  customFields: Record<string, unknown> | null;
-}
-
-export interface Note extends Parents {
-  content: string;
-  customFields: Record<string, unknown> | null;
-}
-
-export interface Email {
-  deal: string;
-  subject: string;
-  snippet: string | null;
-  from: string | null;
-  to: string[];
-  sentAt: Date | null;
-  body: string | null;
-}
+export type { Activity, Company, Deal, Email, Lead, Note, Parents, Person } from "@drover/product-records";
 
 /**
  * Fields every record carries even where the destination keeps no copy: a row whose timestamps or
@@ -226,45 +173,30 @@ export function parseEmail(raw: unknown, deal: string, body: string | null): Ema
   };
 }
 
+/**
+ * Pipedrive's kind names for the product's parent records (the writers resolve parents under
+ * them): an organization is the product's company, a person its contact.
+ */
+export const PIPEDRIVE_PARENTS: ParentKinds = {
+  company: "organizations",
+  contact: "persons",
+  deal: "deals",
+  lead: "leads",
+};
+
+/** Pipedrive's kinds as the product's record types, whose parents the writers resolve. */
+const RECORD_TYPES = {
+  persons: "contact",
+  deals: "deal",
+  leads: "lead",
+  activities: "activity",
+  notes: "note",
+} as const;
+
 /** Which parent kinds a row of `kind` refers to, for one ledger query per page. */
 export function parentRefs(kind: string, row: unknown): Record<string, string | null> {
-  const p = row as Partial<Parents & { person: string | null; organization: string | null }>;
-  switch (kind) {
-    case "persons":
-      return { organizations: p.organization ?? null };
-    case "deals":
-    case "leads":
-      return { persons: p.person ?? null, organizations: p.organization ?? null };
-    case "activities":
-    case "notes":
-      return {
-        deals: p.deal ?? null,
-        persons: p.person ?? null,
-        organizations: p.organization ?? null,
-        leads: p.lead ?? null,
-      };
-    default:
-      return {};
-  }
-}
-
-/** Whether the row links to any parent the run has (or, in a dry run, would have) written. */
-export function isLinked(parentsMap: ParentMap, p: Parents): boolean {
-  return (
-    parentsMap.has("deals", p.deal) ||
-    parentsMap.has("persons", p.person) ||
-    parentsMap.has("organizations", p.organization) ||
-    parentsMap.has("leads", p.lead)
-  );
-}
-
-export function linkedIds(parentsMap: ParentMap, p: Parents) {
-  return {
-    dealId: parentsMap.get("deals", p.deal) ?? null,
-    contactId: parentsMap.get("persons", p.person) ?? null,
-    companyId: parentsMap.get("organizations", p.organization) ?? null,
-    leadId: parentsMap.get("leads", p.lead) ?? null,
-  };
+  const recordType = RECORD_TYPES[kind as keyof typeof RECORD_TYPES];
+  return recordType ? parentRefsOf(PIPEDRIVE_PARENTS, recordType, row) : {};
 }
 
 /**

@@ -1,3 +1,4 @@
+import { sharedRecords, unfilled } from "@drover/product-records";
 import {
   PermanentError,
   type ProviderVerifier,
@@ -27,7 +28,6 @@ import {
   unwrapMail,
 } from "./records.js";
 import { rowsByIds } from "./rows-by-ids.js";
-import { sharedRecords, unfilled } from "./shared-records.js";
 
 /**
  * Verification for the crm source: whether what the import listed is what the source holds, and

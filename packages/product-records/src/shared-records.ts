@@ -25,7 +25,7 @@ export async function sharedRecords(
 
 /**
  * A shared record's value as its creating row alone would have left it: the writer lets a row
- * matched to the record fill what is empty there (crm/ownership.ts), so where the creating row has
+ * matched to the record fill what is empty there (ownership.ts), so where the creating row has
  * nothing (a field, or a custom field's key) a value is a sharer's fill, not a mismatch. Whatever
  * the creating row does say must still be there: a fill never overwrites.
  */

@@ -1,0 +1,113 @@
+import {
+  type RunInfo,
+  type SeedContext,
+  sleep,
+  type TaskContext,
+  type TaskResult,
+  type TaskSeed,
+} from "@drover/provider-sdk";
+import { runSettings } from "./config.js";
+import { parentsOf } from "./list-walk.js";
+import { type ChangeWindow, changedRecords } from "./modified-search.js";
+import { OBJECT_TYPES, type ObjectType } from "./object-types.js";
+import { pageRows } from "./page-rows.js";
+import { clientFor } from "./run-client.js";
+import { runProperties } from "./run-properties.js";
+import { batchFor } from "./writers.js";
+
+/** The closing kind: what changed at the source while the run read it. */
+export const CATCH_UP = "catch-up";
+
+/**
+ * HubSpot's search index lags its writes ("it may take a few moments for newly created or updated
+ * CRM objects to appear in search results", search guide): a catch-up searches a window only once
+ * its end is this far in the past, so a record changed just before the window closed is found.
+ */
+export const INDEXING_MARGIN_MS = 5_000;
+
+/**
+ * A catch-up task: the records of its type modified in `[since, until)` (epoch ms), then the chain's
+ * next type. `from` is where its walk stands (the window it is in and the last id it read).
+ */
+export interface CatchUpCursor {
+  since: number;
+  until: number;
+  chain: string[];
+  from?: { window: ChangeWindow; lastId: string };
+  pass?: number;
+}
+
+export function isCatchUpCursor(cursor: Record<string, unknown>): boolean {
+  return typeof cursor.since === "number" && typeof cursor.until === "number";
+}
+
+/** Past every id HubSpot gives (ids are at most 20 digits): a window walked to its end. */
+const WINDOW_DONE = "99999999999999999999";
+
+/** The run's types, parents first (companies before the contacts that point at them, …). */
+function runTypes(run: RunInfo): ObjectType[] {
+  const inRun = new Set(run.plan.flat());
+  return OBJECT_TYPES.filter((t) => inRun.has(t));
+}
+
+function catchUpKey(type: string, c: Pick<CatchUpCursor, "pass">): string {
+  return `${c.pass ? `follow${c.pass}:` : ""}${CATCH_UP}:${type}`;
+}
+
+/**
+ * The catch-up pass: one chain of tasks, type after type in parent order, so a contact added
+ * mid-run exists before the deal added with it is linked. It asks for what changed from one second
+ * before the run started (the lists' reads began then; a second's slack for clocks) until the pass
+ * is seeded: every phase before it has read what it lists by then.
+ */
+export function catchUpSeed(run: RunInfo, pass?: SeedContext["pass"]): TaskSeed | undefined {
+  const [first, ...chain] = runTypes(run);
+  if (!first) return undefined;
+  const start = pass ? Date.parse(pass.since) : (run.startedAt?.getTime() ?? 0);
+  const cursor: CatchUpCursor = {
+    since: start - 1_000,
+    until: Date.now(),
+    chain,
+    ...(pass ? { pass: pass.index } : {}),
+  };
+  return { kind: first, seedKey: catchUpKey(first, cursor), cursor: { ...cursor } };
+}
+
+/**
+ * One type's changes: searched by modification date in windows that never reach the search cap
+ * (modified-search.ts), each page's associations read and its rows applied again where the ledger
+ * holds them (as ownership allows), created where it does not. Each page commits with the walk's
+ * position, so a retry resumes after the last page written.
+ */
+export async function catchUp(ctx: TaskContext, type: ObjectType): Promise<TaskResult> {
+  const cursor = ctx.task.cursor as unknown as CatchUpCursor;
+  const wait = cursor.until + INDEXING_MARGIN_MS - Date.now();
+  if (wait > 0) await sleep(wait, ctx.signal);
+  const { settings } = runSettings(ctx.run);
+  const client = clientFor(ctx.run, ctx.pacer);
+  const properties = await runProperties(ctx, client, type);
+  const pages = changedRecords(
+    client,
+    type,
+    { since: cursor.since, until: cursor.until },
+    { properties: properties.names, signal: ctx.signal, ...(cursor.from ? { from: cursor.from } : {}) },
+  );
+  for await (const page of pages) {
+    const rows = await pageRows(client, type, page.rows, properties.custom, ctx.signal);
+    const at: CatchUpCursor = {
+      ...cursor,
+      from: { window: page.window, lastId: page.lastId ?? WINDOW_DONE },
+    };
+    await ctx.writeBatches(
+      rows,
+      async (toWrite) => batchFor(type, ctx.run.tenantId, await ctx.resolveParents(parentsOf(type, toWrite))),
+      { windowSize: settings.windowSize, reapply: () => true, nextCursor: { ...at } },
+    );
+    ctx.working();
+  }
+  const [next, ...chain] = cursor.chain;
+  if (!next) return {};
+  const { from: _, ...rest } = cursor;
+  const following: CatchUpCursor = { ...rest, chain };
+  return { successors: [{ kind: next, seedKey: catchUpKey(next, following), cursor: { ...following } }] };
+}
