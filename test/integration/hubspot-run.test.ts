@@ -133,6 +133,7 @@ const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
 describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
   let firstCounts: Record<string, number> = {};
+  let firstRunId = "";
   let dryTenantRun = "";
   let dryTenantCounts: () => Promise<number> = async () => 0;
 
@@ -167,6 +168,7 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
 
   it("ends exact: every live and archived record once, linked as the source links it, custom fields kept, archived flagged, mid-run changes caught up", async () => {
     const runId = await startHubSpotRun();
+    firstRunId = runId;
     const run = await untilFinished(c, runId, 100_000);
     expect(run.status, run.error).toBe(RunStatus.SUCCEEDED);
     truth = hs.truth();
@@ -284,6 +286,57 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
     }
     expect(edited, "companies the mid-run round edited").toBeGreaterThan(0);
     firstCounts = await productCounts();
+  });
+
+  it("verifies against the source: every type's rows accounted for, a sample compared column by column, and a record changed behind the run's back named", async () => {
+    expect(firstRunId).not.toBe("");
+    const { verification } = await c.client.verifyRun({ runId: firstRunId });
+    expect(verification!.error).toBe("");
+    const kinds = new Map(verification!.kinds.map((k) => [k.kind, k]));
+    for (const type of OBJECT_TYPES) {
+      const k = kinds.get(type)!;
+      expect(k, type).toBeDefined();
+      expect(k.mismatches, type).toEqual([]);
+      expect(k.sourceCount, type).toBe(
+        BigInt(truth.types[type].live.length + truth.types[type].archived.length),
+      );
+      expect(k.sampled, type).toBeGreaterThan(0n);
+    }
+    expect(verification!.ok).toBe(true);
+
+    // A company renamed and a deal's value changed in the product, not at the source.
+    const [company] = await c.database.sql<{ record_id: string; name: string }[]>`
+      select l.record_id::text, p.name from drover.ledger l join app.companies p on p.id = l.record_id
+       where l.tenant_id = ${TENANT} and l.source = 'hubspot' and l.kind = 'companies' and l.action = 'created'
+       order by l.source_id limit 1`;
+    const [deal] = await c.database.sql<{ record_id: string; source_id: string }[]>`
+      select l.record_id::text, l.source_id from drover.ledger l join app.deals d on d.id = l.record_id
+       where l.tenant_id = ${TENANT} and l.source = 'hubspot' and l.kind = 'deals' and l.action = 'created'
+         and d.value is not null
+       order by l.source_id limit 1`;
+    await c.database.sql`update app.companies set name = 'Renamed by hand' where id = ${company!.record_id}`;
+    await c.database.sql`update app.deals set value = value + 1 where id = ${deal!.record_id}`;
+    try {
+      const { verification: again } = await c.client.verifyRun({ runId: firstRunId });
+      expect(again!.ok).toBe(false);
+      const mismatches = again!.kinds.flatMap((k) => k.mismatches);
+      expect(mismatches).toContainEqual(
+        expect.stringMatching(
+          new RegExp(`name is "[^"]+" in the source but "Renamed by hand" in company ${company!.record_id}$`),
+        ),
+      );
+      expect(mismatches).toContainEqual(
+        expect.stringMatching(
+          new RegExp(
+            `^${deal!.source_id}: value is "[\\d.]+" in the source but "[\\d.]+" in deal ${deal!.record_id}$`,
+          ),
+        ),
+      );
+      expect(mismatches).toHaveLength(2);
+    } finally {
+      await c.database.sql`update app.deals set value = value - 1 where id = ${deal!.record_id}`;
+      await c.database.sql`update app.companies set name = ${company!.name} where id = ${company!.record_id}`;
+    }
   });
 
   it("a second run for the same tenant writes nothing new: every row already here", async () => {

@@ -71,11 +71,13 @@ export type {
 } from "./source-adapter.js";
 export { SourceClient, type SourceClientOptions } from "./source-client.js";
 export {
+  comparable,
   type KindVerification,
   type ProviderVerifier,
   type SampleEntry,
   type SampleMismatch,
   type SlotVerification,
+  shownValue,
   type VerifyContext,
   withRetries,
 } from "./verifier.js";

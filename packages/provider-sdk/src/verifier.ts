@@ -127,3 +127,34 @@ export async function withRetries<T>(
     }
   }
 }
+
+/**
+ * One comparable form for a source's value and a destination column's: text, numbers and booleans
+ * as text, dates as epoch milliseconds, objects and arrays as canonical JSON (keys sorted), null.
+ */
+export function comparable(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "string") return value;
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint")
+    return String(value);
+  if (value instanceof Date) return String(value.getTime());
+  return canonicalJson(value);
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
+      a < b ? -1 : a > b ? 1 : 0,
+    );
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/** A comparable value as a mismatch's sentence shows it: quoted, cut at 80 characters, or "empty". */
+export function shownValue(value: string | null): string {
+  if (value === null) return "empty";
+  const quoted = JSON.stringify(value);
+  return quoted.length > 80 ? `${quoted.slice(0, 77)}..."` : quoted;
+}

@@ -1,11 +1,13 @@
 import { sharedRecords, unfilled } from "@drover/product-records";
 import {
+  comparable,
   PermanentError,
   type ProviderVerifier,
   RowError,
   type SampleEntry,
   type SampleMismatch,
   type SourceClient,
+  shownValue,
   type VerifyContext,
   withRetries,
 } from "@drover/provider-sdk";
@@ -303,14 +305,14 @@ export const crmVerifier: ProviderVerifier = {
       for (const field of fields) {
         const source = field.source(got.row);
         const stored = filledBySharer ? unfilled(source, record[field.column]) : record[field.column];
-        const want = normalize(source);
-        const have = normalize(
+        const want = comparable(source);
+        const have = comparable(
           entry.action === "matched" && typeof stored === "string" ? stored.toLowerCase() : stored,
         );
         if (want !== have) {
           out.push({
             sourceId: entry.sourceId,
-            problem: `${field.name} is ${show(want)} in the source but ${show(have)} in ${what}`,
+            problem: `${field.name} is ${shownValue(want)} in the source but ${shownValue(have)} in ${what}`,
           });
         }
       }
@@ -597,29 +599,4 @@ async function resolveParents(
     if (recordId !== undefined) out.set(`${kind}\u0000${ids[i]}`, String(recordId));
   }
   return out;
-}
-
-/** One comparable form for both sides: text, numbers as text, objects as canonical JSON, null. */
-function normalize(value: unknown): string | null {
-  if (value === null || value === undefined) return null;
-  if (typeof value === "string") return value;
-  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint")
-    return String(value);
-  if (value instanceof Date) return String(value.getTime());
-  return canonicalJson(value);
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (typeof value === "object" && value !== null) {
-    const entries = Object.entries(value as Obj).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
-}
-
-function show(value: string | null): string {
-  if (value === null) return "empty";
-  const quoted = JSON.stringify(value);
-  return quoted.length > 80 ? `${quoted.slice(0, 77)}..."` : quoted;
 }
