@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { checkServices, REPO_ROOT, runFrom } from "@drover/local-cluster";
+import { budgetHubSpotScenario } from "./budget-hubspot.js";
 import { budgetAggregates, budgetScenario } from "./budget-utilization.js";
 import { controlPlaneScenario } from "./control-plane.js";
 import { crmEngineScenario } from "./crm-engine.js";
@@ -40,6 +41,7 @@ const SCENARIOS: readonly Scenario[] = [
   budgetScenario(1),
   budgetScenario(2),
   budgetScenario(4),
+  budgetHubSpotScenario,
   parallelFetchScenario,
   writeEfficiencyScenario,
   rerunScenario,
@@ -71,6 +73,8 @@ const FIGURE_ORDER = [
   "budget_utilization_w1",
   "budget_utilization_w2",
   "budget_utilization_w4",
+  "budget_utilization_hubspot",
+  "hubspot_429_count",
   "rate_limited_share",
   "forbidden_403_count",
   "budget_writes_per_1000_calls",
@@ -117,6 +121,7 @@ const FIGURE_ORDER = [
 
 const COUNTS = new Set([
   "forbidden_403_count",
+  "hubspot_429_count",
   "daily_probes_refused",
   "table_rows_per_s",
   "table_streamed_rows_per_s",
@@ -135,6 +140,9 @@ interface Goal {
 const GOALS: readonly Goal[] = [
   { figure: "budget_utilization_w2", op: ">=", target: 0.9 },
   { figure: "budget_utilization_w4", op: ">=", target: 0.9 },
+  // Issue 35: HubSpot's rolling 10-second window, used whole and never overrun.
+  { figure: "budget_utilization_hubspot", op: ">=", target: 0.9 },
+  { figure: "hubspot_429_count", op: "<=", target: 0 },
   { figure: "rate_limited_share", op: "<=", target: 0.005 },
   { figure: "forbidden_403_count", op: "<=", target: 0 },
   { figure: "budget_writes_per_1000_calls", op: "<=", target: 5 },

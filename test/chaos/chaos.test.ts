@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type ChaosOptions, chaosSeed, EXACT, runChaos } from "./scenario.js";
+import { SMALL_HUBSPOT } from "./schedules.js";
 
 /**
  * `pnpm test:chaos`: the full chaos run. 21,000 source rows and about 3,000 mail messages, the
@@ -72,4 +73,11 @@ describe("chaos", () => {
     expect(report.problems).toEqual([]);
     expect(report.checks).toEqual({ ...EXACT, natsStoreKept: true });
   });
+
+  it("a HubSpot import loses, duplicates and invents nothing under one fault of each kind", async () => {
+    const report = await runChaos({ ...SMALL_HUBSPOT, seed: chaosSeed() });
+    expect(report.sourceRows).toBeGreaterThanOrEqual(2_500);
+    expect(report.problems).toEqual([]);
+    expect(report.checks).toMatchObject(EXACT);
+  }, 300_000);
 });

@@ -5,6 +5,8 @@ import { leaderAddress } from "@drover/db";
 import {
   accountFor,
   accountingProblems,
+  CRM_TABLES,
+  HUBSPOT_TABLES,
   type KindAccount,
   REPO_ROOT,
   type ServiceProcess,
@@ -72,7 +74,9 @@ export const FAULT_KINDS: readonly FaultKind[] = [
 export interface ChaosOptions {
   variant: string;
   seed: number;
-  /** crm-sandbox flags; the seed is added. */
+  /** The source imported from: the CRM (Pipedrive) one unless told. */
+  source?: "crm" | "hubspot";
+  /** The source's sandbox's flags; the seed is added. */
   sandbox: Record<string, string | number>;
   coordinators: number;
   workers: number;
@@ -313,6 +317,7 @@ export async function runChaos(
   options: ChaosOptions,
   log: (line: string) => void = console.log,
 ): Promise<ChaosReport> {
+  const source = options.source ?? "crm";
   const random = rng(options.seed);
   const planned = plan(options, random);
   // Drawn after the plan, so a seed's faults are the same whether its run follows or not.
@@ -368,6 +373,7 @@ export async function runChaos(
       workers: options.workers,
       laneWidth: options.laneWidth,
       sandbox: { ...options.sandbox, seed: options.seed },
+      sandboxSource: source,
       env: {
         ...(natsCluster ? { DROVER_STREAM_REPLICAS: "3" } : {}),
         ...(receiverPort ? { DROVER_WEBHOOK_PUBLIC_URL: `http://127.0.0.1:${receiverPort}` } : {}),
@@ -407,7 +413,7 @@ export async function runChaos(
     const since = new Date();
     const { run } = await harness.client.startRun({
       tenantId: TENANT,
-      source: "crm",
+      source,
       sourceAccount: ACCOUNT,
       sourceConfig: {
         baseUrl: harness.cluster.sandboxUrl,
@@ -761,7 +767,12 @@ export async function runChaos(
     const scope = { tenantId: TENANT, sourceAccount: ACCOUNT };
     // A follow run owes the source as it is after the round: less what was deleted before it was read.
     const owed = options.follow ? await withoutUnseenDeletions(db, scope, truth.kinds) : truth.kinds;
-    const accounts = await accountFor(db, { ...scope, source: "crm", since }, owed);
+    const accounts = await accountFor(
+      db,
+      { ...scope, source, since },
+      owed,
+      source === "hubspot" ? HUBSPOT_TABLES : CRM_TABLES,
+    );
     const runEnded = TERMINAL.includes(finished.status);
     problems.push(...accountingProblems(accounts, { runEnded }));
     const malformedReasons: Record<string, number> = {};

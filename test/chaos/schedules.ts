@@ -98,3 +98,25 @@ export const SOAK_FOLLOW_WEBHOOKS: Omit<ChaosOptions, "seed"> = {
   variant: "soak-follow-webhooks",
   nemesis: SOAK.nemesis,
 };
+
+/**
+ * The small schedule's faults during a HubSpot import (issue 35): companies, contacts, deals and the
+ * five engagement types with their associations, some archived, against HubSpot's sandbox and its
+ * rolling 10-second window (a Professional account's 190), which the workers share.
+ */
+export const SMALL_HUBSPOT: Omit<ChaosOptions, "seed"> = {
+  ...SMALL,
+  variant: "small-hubspot",
+  source: "hubspot",
+  sandbox: {
+    companies: 400,
+    contacts: 1000,
+    deals: 600,
+    engagements: 150,
+    "custom-properties": 10,
+    "archived-rate": 0.05,
+    "latency-ms": 5,
+    "ten-second-limit": 190,
+  },
+  settings: {},
+};

@@ -71,4 +71,23 @@ describe("pnpm demo", { timeout: 240_000 }, () => {
       await close();
     }
   });
+
+  it("--source hubspot imports HubSpot's sandbox the same way: every object type in the table, verified", async () => {
+    const { code, out } = await demo([
+      "--source",
+      "hubspot",
+      "--scale",
+      "0.02",
+      "--workers",
+      "1",
+      "--tenant",
+      "demo-hubspot-test",
+    ]);
+    expect(code, out).toBe(0);
+    expect(out).toMatch(/^Starting the HubSpot sandbox, 1 coordinator and 1 workers/m);
+    for (const type of ["companies", "contacts", "deals", "notes", "emails", "calls", "tasks", "meetings"])
+      expect(out).toMatch(new RegExp(`^${type} +\\d+ +\\d+ +\\d+ +\\d+ +\\d+$`, "m"));
+    expect(out.slice(out.indexOf("\nVerified: "))).toMatch(/\ncompanies +30 +30 +0 +30 +0\n/);
+    expect(out).toMatch(/Every one of the \d+ source rows is accounted for: .* the run is verified\.\n$/);
+  });
 });
