@@ -69,6 +69,38 @@ export interface IndependentKind<T> {
   plan(row: T, parents: ParentMap): Planned;
   /** The row's parents, by the source's kind names (parentRefsOf). */
   refs(row: T): Readonly<Record<string, string | null>>;
+  /**
+   * Parent kinds imported in the same phase as this one (the provider's deferredLinks): a parent
+   * not written yet when the row is is linked at the barrier, through the ledger's pending refs.
+   */
+  deferred?: readonly string[];
+}
+
+/** The same-phase parents a created row names that are not written yet: linked at the barrier. */
+function pendingRefs<T>(
+  kind: IndependentKind<T>,
+  row: T,
+  parents: ParentMap,
+): Record<string, string> | undefined {
+  if (!kind.deferred || kind.deferred.length === 0) return undefined;
+  const pending = Object.entries(kind.refs(row)).filter(
+    (entry): entry is [string, string] =>
+      kind.deferred!.includes(entry[0]) &&
+      entry[1] !== null &&
+      entry[1] !== "" &&
+      parents.get(entry[0], entry[1]) === undefined,
+  );
+  return pending.length > 0 ? Object.fromEntries(pending) : undefined;
+}
+
+function created<T>(kind: IndependentKind<T>, row: T, parents: ParentMap, recordId: number): RowResult {
+  const pending = pendingRefs(kind, row, parents);
+  return {
+    action: "created",
+    recordType: kind.recordType,
+    recordId,
+    ...(pending ? { pendingRefs: pending } : {}),
+  };
 }
 
 /** The product's writers, one per record type, with parents resolved under the source's kind names. */
@@ -87,10 +119,17 @@ export interface ProductWriters {
   refs(recordType: Parameters<typeof parentRefsOf>[1], row: unknown): Record<string, string | null>;
 }
 
-export function productWriters(kinds: ParentKinds): ProductWriters {
+/**
+ * The writers, with the source's kind names for the parents. `sameDealPhase`: the parent kinds a
+ * source imports in the same phase as its deals (their links then resolved at the barrier).
+ */
+export function productWriters(
+  kinds: ParentKinds,
+  options: { sameDealPhase?: readonly string[] } = {},
+): ProductWriters {
   return {
     companyKind: companyKindOf(),
-    dealKind: dealKindOf(kinds),
+    dealKind: { ...dealKindOf(kinds), deferred: options.sameDealPhase ?? [] },
     leadKind: leadKindOf(kinds),
     activityKind: activityKindOf(kinds),
     noteKind: noteKindOf(kinds),
@@ -229,11 +268,11 @@ export async function writeIndependent<T>(
   if (planned.skip) return notLinked(parents, kind.refs(row));
   if (linksToStandIn(parents, kind.refs(row)))
     return { action: "created", recordType: kind.recordType, recordId: 0 };
-  const [created] = await tx
+  const [createdRow] = await tx
     .insert(kind.table)
     .values({ tenantId, ...planned.values } as never)
     .returning({ id: kind.table.id });
-  return { action: "created", recordType: kind.recordType, recordId: created!.id };
+  return created(kind, row, parents, createdRow!.id);
 }
 
 /**
@@ -251,7 +290,7 @@ export function independentBatch<T>(
     writeRow: (tx, row, _sourceId, held) => writeIndependent(kind, tx, tenantId, row, parents, held),
     async writeBatch(tx, rows) {
       const results: RowResult[] = new Array(rows.length);
-      const inserts: { at: number; values: Record<string, unknown> }[] = [];
+      const inserts: { at: number; row: T; values: Record<string, unknown> }[] = [];
       for (const [at, row] of rows.entries()) {
         if (row.held) {
           results[at] = await writeIndependent(kind, tx, tenantId, row.data, parents, row.held);
@@ -261,19 +300,19 @@ export function independentBatch<T>(
         if (planned.skip) results[at] = notLinked(parents, kind.refs(row.data));
         else if (linksToStandIn(parents, kind.refs(row.data)))
           results[at] = { action: "created", recordType: kind.recordType, recordId: 0 };
-        else inserts.push({ at, values: { tenantId, ...planned.values } });
+        else inserts.push({ at, row: row.data, values: { tenantId, ...planned.values } });
       }
       if (inserts.length > 0) {
         // One INSERT ... VALUES returns its rows in the order of its VALUES list: Postgres inserts
         // them in that order and RETURNING reports each as it is inserted.
-        const created = await tx
+        const ids = await tx
           .insert(kind.table)
           .values(inserts.map((i) => i.values) as never)
           .returning({ id: kind.table.id });
-        if (created.length !== inserts.length)
-          throw new Error(`inserted ${created.length} ${kind.recordType} rows for ${inserts.length}`);
+        if (ids.length !== inserts.length)
+          throw new Error(`inserted ${ids.length} ${kind.recordType} rows for ${inserts.length}`);
         for (const [k, insert] of inserts.entries())
-          results[insert.at] = { action: "created", recordType: kind.recordType, recordId: created[k]!.id };
+          results[insert.at] = created(kind, insert.row, parents, ids[k]!.id);
       }
       return results;
     },

@@ -9,8 +9,8 @@ import { runProperties } from "./run-properties.js";
 import { batchFor, refsOf } from "./writers.js";
 
 /**
- * Where a type's list walk stands: the live list, then the archived one (HubSpot's recycle bin:
- * what it deleted, written with its deletion mark), a page of 100 at a time. `after` is the cursor
+ * Where a type's list walk stands: the live list or the archived one (HubSpot's recycle bin: what
+ * it deleted, written with its deletion mark), each its own chain, a page of 100 at a time. `after` is the cursor
  * the previous page gave, passed back verbatim (HubSpot documents it only as a token: a page
  * cannot be addressed, so one chain of tasks walks a list, each handing the next cursor on).
  */
@@ -26,6 +26,7 @@ export function isListCursor(cursor: Record<string, unknown>): boolean {
 }
 
 export const FIRST_PAGE: ListCursor = { archived: false, after: null, page: 0 };
+export const FIRST_ARCHIVED_PAGE: ListCursor = { archived: true, after: null, page: 0 };
 
 export function listPageKey(type: string, c: ListCursor): string {
   return `${type}:${c.archived ? "archived" : "live"}:page:${c.page}`;
@@ -53,29 +54,37 @@ export function parentsOf(
  * its associations read (one v4 batch per parent type), its parents resolved in one query and
  * written in windows. A page the same task goes on from commits its last window with the cursor
  * moved to the next page, so a retry or a resume starts at the first page not committed; the last
- * page the task walks hands over to a successor task. The live list's end goes on to the archived
- * list's first page.
+ * page the task walks hands over to a successor task. The next page of the same task is asked for
+ * as soon as its cursor is known, while this one's associations are read and its rows written: a
+ * chain waits on the source once a page, not twice. A prefetched page a failed attempt never wrote
+ * is read again by the retry (one request lost, no row).
  */
 export async function walkList(ctx: TaskContext, type: ObjectType): Promise<TaskResult> {
   const { settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, ctx.pacer);
   const properties = await runProperties(ctx, client, type);
-  let cursor = ctx.task.cursor as unknown as ListCursor;
-  for (let walked = 1; ; walked++) {
-    const page = await readListPage(
+  const read = (at: ListCursor) =>
+    readListPage(
       client,
       type,
-      { after: cursor.after, archived: cursor.archived, batches: properties.batches },
+      { after: at.after, archived: at.archived, batches: properties.batches },
       ctx.signal,
     );
-    const rows = await pageRows(client, type, page.rows, properties.custom, ctx.signal);
+  let cursor = ctx.task.cursor as unknown as ListCursor;
+  let reading = read(cursor);
+  for (let walked = 1; ; walked++) {
+    const page = await reading;
     const next: ListCursor | undefined =
       page.after !== null
         ? { archived: cursor.archived, after: page.after, page: cursor.page + 1 }
-        : cursor.archived
-          ? undefined
-          : { archived: true, after: null, page: 0 };
+        : undefined;
     const goOn = next && walked < settings.pagesPerTask ? next : undefined;
+    if (goOn) {
+      reading = read(goOn);
+      // Awaited on the next turn; a failure before then must not count as unhandled.
+      reading.catch(() => {});
+    }
+    const rows = await pageRows(client, type, page.rows, properties.custom, ctx.signal);
     await ctx.writeBatches(
       rows,
       async (toWrite) => batchFor(type, ctx.run.tenantId, await ctx.resolveParents(parentsOf(type, toWrite))),

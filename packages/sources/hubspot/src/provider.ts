@@ -8,7 +8,7 @@ import {
 } from "@drover/provider-sdk";
 import { CATCH_UP, catchUp, catchUpSeed, isCatchUpCursor } from "./catch-up.js";
 import { dailyResetTimeZone, parseSettings, validateBaseUrl } from "./config.js";
-import { FIRST_PAGE, listPageKey, walkList } from "./list-walk.js";
+import { FIRST_ARCHIVED_PAGE, FIRST_PAGE, listPageKey, walkList } from "./list-walk.js";
 import { ENGAGEMENT_TYPES, isObjectType } from "./object-types.js";
 import { hubspotRedrive, isRedriveCursor, redriveRows } from "./redrive.js";
 import { hubspotVerifier } from "./verifier.js";
@@ -22,11 +22,19 @@ import { hubspotVerifier } from "./verifier.js";
  */
 export const hubspotProvider: Provider = {
   name: "hubspot",
-  phases: [["companies"], ["contacts"], ["deals"], [...ENGAGEMENT_TYPES], [CATCH_UP]],
+  // Companies, contacts and deals are read side by side: the window is only full when several
+  // lists are walked at once (one list is one chain of pages, each waiting on the one before), and
+  // their links to each other are made at the barrier (deferredLinks). Engagements need their deal
+  // known when written (an email with a deal is an email, without one an activity).
+  phases: [["companies", "contacts", "deals"], [...ENGAGEMENT_TYPES], [CATCH_UP]],
   closingKinds: [CATCH_UP],
-  // A contact whose company is not in the destination keeps the company's id as a reference, and
-  // the barrier says so (a company that failed, or a run without companies).
-  deferredLinks: [{ kind: "contacts", ref: "companies", table: "app.contacts", column: "company_id" }],
+  // A link whose parent is not in the destination at the barrier keeps the parent's id as a
+  // reference, and the barrier says so (a parent that failed, or a run without its kind).
+  deferredLinks: [
+    { kind: "contacts", ref: "companies", table: "app.contacts", column: "company_id" },
+    { kind: "deals", ref: "contacts", table: "app.deals", column: "contact_id" },
+    { kind: "deals", ref: "companies", table: "app.deals", column: "company_id" },
+  ],
   redrive: hubspotRedrive,
   verifier: hubspotVerifier,
   dailyResetTimeZone,
@@ -50,7 +58,9 @@ export const hubspotProvider: Provider = {
         continue;
       }
       if (!isObjectType(kind)) throw new PermanentError(`the hubspot source has no kind "${kind}"`);
-      seeds.push({ kind, seedKey: listPageKey(kind, FIRST_PAGE), cursor: { ...FIRST_PAGE } });
+      // The live list and the archived one are two chains, walked side by side.
+      for (const first of [FIRST_PAGE, FIRST_ARCHIVED_PAGE])
+        seeds.push({ kind, seedKey: listPageKey(kind, first), cursor: { ...first } });
     }
     return seeds;
   },

@@ -9,7 +9,7 @@ import { type EmailRow, HUBSPOT_PARENTS, type ProductRow } from "./product-rows.
  * matched by email as Pipedrive's persons are; an email goes to app.emails when its deal is known,
  * else to app.activities as an activity of type email (an app.emails row requires a deal).
  */
-const writers = productWriters(HUBSPOT_PARENTS);
+const writers = productWriters(HUBSPOT_PARENTS, { sameDealPhase: ["contacts", "companies"] });
 
 /** The parents a row of `type` names, by HubSpot's kind names: one ledger query per page. */
 export function refsOf(type: ObjectType, row: ProductRow): Record<string, string | null> {
