@@ -51,7 +51,7 @@ export function parentsOf(
 /**
  * A list task: from its cursor, up to `pagesPerTask` pages, each read once per property batch,
  * its associations read (one v4 batch per parent type), its parents resolved in one query and
- * written in windows. A page the same task goes on from commits its last window with the cursor
+ * written in windows, the next page read while one is written. A page the same task goes on from commits its last window with the cursor
  * moved to the next page, so a retry or a resume starts at the first page not committed; the last
  * page the task walks hands over to a successor task. The live list's end goes on to the archived
  * list's first page.
@@ -60,15 +60,27 @@ export async function walkList(ctx: TaskContext, type: ObjectType): Promise<Task
   const { settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, ctx.pacer);
   const properties = await runProperties(ctx, client, type);
+  // A page read with its associations and parsed; a read not awaited yet cannot go unhandled.
+  const read = (at: ListCursor) => {
+    const reading = (async () => {
+      const page = await readListPage(
+        client,
+        type,
+        { after: at.after, archived: at.archived, batches: properties.batches },
+        ctx.signal,
+      );
+      return {
+        after: page.after,
+        rows: await pageRows(client, type, page.rows, properties.custom, ctx.signal),
+      };
+    })();
+    reading.catch(() => {});
+    return reading;
+  };
   let cursor = ctx.task.cursor as unknown as ListCursor;
+  let reading = read(cursor);
   for (let walked = 1; ; walked++) {
-    const page = await readListPage(
-      client,
-      type,
-      { after: cursor.after, archived: cursor.archived, batches: properties.batches },
-      ctx.signal,
-    );
-    const rows = await pageRows(client, type, page.rows, properties.custom, ctx.signal);
+    const page = await reading;
     const next: ListCursor | undefined =
       page.after !== null
         ? { archived: cursor.archived, after: page.after, page: cursor.page + 1 }
@@ -76,8 +88,12 @@ export async function walkList(ctx: TaskContext, type: ObjectType): Promise<Task
           ? undefined
           : { archived: true, after: null, page: 0 };
     const goOn = next && walked < settings.pagesPerTask ? next : undefined;
+    // The next page is read while this one is written: the source's calls and the database's work
+    // overlap instead of taking turns (a stop or a failure on this page wastes that one read; the
+    // retry reads it again).
+    if (goOn) reading = read(goOn);
     await ctx.writeBatches(
-      rows,
+      page.rows,
       async (toWrite) => batchFor(type, ctx.run.tenantId, await ctx.resolveParents(parentsOf(type, toWrite))),
       { windowSize: settings.windowSize, ...(goOn ? { nextCursor: { ...goOn } } : {}) },
     );
