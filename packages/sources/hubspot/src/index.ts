@@ -52,6 +52,7 @@ export {
   OBJECT_TYPES,
   type ObjectType,
 } from "./object-types.js";
+export { pageLinks, pageRows, parentTypesOf } from "./page-rows.js";
 export {
   HUBSPOT_PARENTS,
   keptParent,
