@@ -67,3 +67,4 @@ export { customFieldsOf, type HubSpotRecord, parseRecord, parseRows, type ReadRo
 export { hubspotRedrive } from "./redrive.js";
 export { clientFor } from "./run-client.js";
 export { propertiesFact, type RunProperties, runProperties } from "./run-properties.js";
+export { estimateHubSpotWork } from "./work-estimate.js";

@@ -11,6 +11,7 @@ import { dailyResetTimeZone, parseSettings, validateBaseUrl } from "./config.js"
 import { FIRST_PAGE, listPageKey, walkList } from "./list-walk.js";
 import { ENGAGEMENT_TYPES, isObjectType } from "./object-types.js";
 import { hubspotRedrive, isRedriveCursor, redriveRows } from "./redrive.js";
+import { estimateHubSpotWork } from "./work-estimate.js";
 
 /**
  * The `hubspot` source's provider: HubSpot CRM v3 into the product's tables through the same
@@ -27,6 +28,7 @@ export const hubspotProvider: Provider = {
   // the barrier says so (a company that failed, or a run without companies).
   deferredLinks: [{ kind: "contacts", ref: "companies", table: "app.contacts", column: "company_id" }],
   redrive: hubspotRedrive,
+  estimateWork: estimateHubSpotWork,
   dailyResetTimeZone,
   productRecords: PRODUCT_RECORDS,
 
