@@ -1,6 +1,7 @@
+import type { SeedContext } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
-import { CATCH_UP, type CatchUpCursor } from "../src/index.js";
+import { CATCH_UP, type CatchUpCursor, hubspotProvider } from "../src/index.js";
 import { sandbox } from "./helpers.js";
 import { drainSeeds, hubspotTestAccount, insertHubSpotRun } from "./hubspot-run.js";
 
@@ -73,5 +74,29 @@ describe("the hubspot catch-up", () => {
     const tasks = await catchUpFrom("past", { window, lastId: "99999999999999999999" });
     expect(await ledgerIds("past")).toEqual([]);
     expect(tasks.map((t) => t.status)).toEqual(["succeeded", "succeeded"]);
+  });
+  it("of a follow pass takes its window's end when it runs, not when seeded, and hands it down the chain", async () => {
+    const runId = await insertHubSpotRun(account.db, account.secrets, {
+      tenantId: "follow",
+      sourceAccount: "hs",
+      baseUrl: url,
+    });
+    const run = { id: runId, plan: hubspotProvider.phases.map((p) => [...p]), startedAt: new Date() };
+    const [seed] = await hubspotProvider.seedPhase({
+      run,
+      kinds: [CATCH_UP],
+      phase: 4,
+      pass: { index: 2, since: new Date(window.since + 1_000).toISOString() },
+    } as unknown as SeedContext);
+    expect(seed).toMatchObject({ kind: "companies", seedKey: "follow2:catch-up:companies" });
+    expect(seed!.cursor.until).toBeUndefined();
+    // Due at once here: its window ends now, and the task waits out the search's indexing lag.
+    const before = Date.now();
+    await drainSeeds(account.db, account.secrets, runId, [seed!], 4);
+    const [next] = await account.db.execute<{ cursor: CatchUpCursor }>(sql`
+      select cursor from drover.tasks where run_id = ${runId}::uuid and kind = 'contacts'`);
+    expect(next!.cursor.until).toBeGreaterThanOrEqual(before);
+    expect(next!.cursor.since).toBe(window.since);
+    expect((await ledgerIds("follow")).length).toBe(8);
   });
 });
