@@ -31,14 +31,20 @@ export const INDEXING_MARGIN_MS = 5_000;
  */
 export interface CatchUpCursor {
   since: number;
-  until: number;
+  /**
+   * The window's end. A follow pass's seed has none: the pass is seeded when the previous one
+   * closes but due an interval later, and the next pass starts where this one starts, so its first
+   * task sets it when it runs (and hands it down the chain); the import's catch-up, due at once,
+   * is seeded with it.
+   */
+  until?: number;
   chain: string[];
   from?: { window: ChangeWindow; lastId: string };
   pass?: number;
 }
 
 export function isCatchUpCursor(cursor: Record<string, unknown>): boolean {
-  return typeof cursor.since === "number" && typeof cursor.until === "number";
+  return typeof cursor.since === "number" && Array.isArray(cursor.chain);
 }
 
 /** Past every id HubSpot gives (ids are at most 20 digits): a window walked to its end. */
@@ -58,7 +64,8 @@ function catchUpKey(type: string, c: Pick<CatchUpCursor, "pass">): string {
  * The catch-up pass: one chain of tasks, type after type in parent order, so a contact added
  * mid-run exists before the deal added with it is linked. It asks for what changed from one second
  * before the run started (the lists' reads began then; a second's slack for clocks) until the pass
- * is seeded: every phase before it has read what it lists by then.
+ * is seeded: every phase before it has read what it lists by then. A follow pass asks from one
+ * second before the previous pass started until it runs itself.
  */
 export function catchUpSeed(run: RunInfo, pass?: SeedContext["pass"]): TaskSeed | undefined {
   const [first, ...chain] = runTypes(run);
@@ -66,7 +73,7 @@ export function catchUpSeed(run: RunInfo, pass?: SeedContext["pass"]): TaskSeed 
   const start = pass ? Date.parse(pass.since) : (run.startedAt?.getTime() ?? 0);
   const cursor: CatchUpCursor = {
     since: start - 1_000,
-    until: Date.now(),
+    ...(pass ? {} : { until: Date.now() }),
     chain,
     ...(pass ? { pass: pass.index } : {}),
   };
@@ -80,7 +87,8 @@ export function catchUpSeed(run: RunInfo, pass?: SeedContext["pass"]): TaskSeed 
  * position, so a retry resumes after the last page written.
  */
 export async function catchUp(ctx: TaskContext, type: ObjectType): Promise<TaskResult> {
-  const cursor = ctx.task.cursor as unknown as CatchUpCursor;
+  const seeded = ctx.task.cursor as unknown as CatchUpCursor;
+  const cursor = { ...seeded, until: seeded.until ?? Date.now() };
   const wait = cursor.until + INDEXING_MARGIN_MS - Date.now();
   if (wait > 0) await sleep(wait, ctx.signal);
   const { settings } = runSettings(ctx.run);

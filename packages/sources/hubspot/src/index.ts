@@ -52,6 +52,7 @@ export {
   OBJECT_TYPES,
   type ObjectType,
 } from "./object-types.js";
+export { pageLinks, pageRows, parentTypesOf } from "./page-rows.js";
 export {
   HUBSPOT_PARENTS,
   keptParent,
@@ -66,3 +67,4 @@ export { customFieldsOf, type HubSpotRecord, parseRecord, parseRows, type ReadRo
 export { hubspotRedrive } from "./redrive.js";
 export { clientFor } from "./run-client.js";
 export { propertiesFact, type RunProperties, runProperties } from "./run-properties.js";
+export { estimateHubSpotWork } from "./work-estimate.js";

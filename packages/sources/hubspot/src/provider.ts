@@ -12,6 +12,7 @@ import { FIRST_ARCHIVED_PAGE, FIRST_PAGE, listPageKey, walkList } from "./list-w
 import { ENGAGEMENT_TYPES, isObjectType } from "./object-types.js";
 import { hubspotRedrive, isRedriveCursor, redriveRows } from "./redrive.js";
 import { hubspotVerifier } from "./verifier.js";
+import { estimateHubSpotWork } from "./work-estimate.js";
 
 /**
  * The `hubspot` source's provider: HubSpot CRM v3 into the product's tables through the same
@@ -37,6 +38,7 @@ export const hubspotProvider: Provider = {
   ],
   redrive: hubspotRedrive,
   verifier: hubspotVerifier,
+  estimateWork: estimateHubSpotWork,
   dailyResetTimeZone,
   productRecords: PRODUCT_RECORDS,
 

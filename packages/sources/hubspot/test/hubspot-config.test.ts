@@ -67,13 +67,16 @@ describe("the hubspot source's configuration", () => {
     expect(dailyResetTimeZone(runWith({}))).toBeUndefined();
   });
 
-  it("plans parents first and closes with the catch-up", () => {
+  it("reads the records side by side, their links made at the barrier, then the engagements, and closes with the catch-up", () => {
     expect(hubspotProvider.phases).toEqual([
-      ["companies"],
-      ["contacts"],
-      ["deals"],
+      ["companies", "contacts", "deals"],
       ["notes", "emails", "calls", "tasks", "meetings"],
       ["catch-up"],
+    ]);
+    expect(hubspotProvider.deferredLinks?.map((l) => `${l.kind}.${l.column} -> ${l.ref}`)).toEqual([
+      "contacts.company_id -> companies",
+      "deals.contact_id -> contacts",
+      "deals.company_id -> companies",
     ]);
     expect(hubspotProvider.closingKinds).toEqual(["catch-up"]);
   });
