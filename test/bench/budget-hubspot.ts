@@ -25,6 +25,7 @@ interface HubSpotStats {
   refusals: Record<string, number>;
   firstAdmittedAt?: number;
   lastAdmittedAt?: number;
+  admittedBySecond: number[];
 }
 
 export const budgetHubSpotScenario: Scenario = {
@@ -86,6 +87,8 @@ export const budgetHubSpotScenario: Scenario = {
           byStatus: stats.byStatus,
           refusals: stats.refusals,
           requestSpanSeconds: spanMs / 1000,
+          // Where the window went unused: requests admitted in each 10-second window of the run.
+          admittedByTenSeconds: tens(stats.admittedBySecond),
           allowedRequests: allowed,
           runSeconds: (outcome.finishedAt - outcome.startedAt) / 1000,
           rows,
@@ -97,3 +100,10 @@ export const budgetHubSpotScenario: Scenario = {
     }
   },
 };
+
+function tens(bySecond: readonly number[]): number[] {
+  const out: number[] = [];
+  for (const [second, n] of bySecond.entries())
+    out[Math.floor(second / 10)] = (out[Math.floor(second / 10)] ?? 0) + n;
+  return out;
+}

@@ -25,6 +25,8 @@ export interface Stats {
   admitted: number;
   firstAdmittedAt?: number;
   lastAdmittedAt?: number;
+  /** Requests admitted in each second since the first: where a client left the window unused. */
+  admittedBySecond: number[];
 }
 
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -45,7 +47,7 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
 export class HubSpotApp {
   readonly dataset: Dataset;
   readonly limiter: RateLimiter;
-  stats: Stats = { requests: 0, byStatus: {}, admitted: 0 };
+  stats: Stats = { requests: 0, byStatus: {}, admitted: 0, admittedBySecond: [] };
   private apiRequests = 0;
   private autoChangesApplied = false;
 
@@ -121,9 +123,14 @@ export class HubSpotApp {
       this.count(429);
       return send(res, 429, refusalBody(admission.policy), limitHeaders);
     }
+    const now = Date.now();
     this.stats.admitted++;
-    this.stats.firstAdmittedAt ??= Date.now();
-    this.stats.lastAdmittedAt = Date.now();
+    this.stats.firstAdmittedAt ??= now;
+    this.stats.lastAdmittedAt = now;
+    const second = Math.floor((now - this.stats.firstAdmittedAt) / 1000);
+    const bySecond = this.stats.admittedBySecond;
+    while (bySecond.length <= second) bySecond.push(0);
+    bySecond[second] = (bySecond[second] ?? 0) + 1;
     if (this.opts.latencyMs > 0) await new Promise((r) => setTimeout(r, this.opts.latencyMs));
     const answer = this.route({ method, segments, query: url.searchParams, body }, baseUrl);
     this.count(answer.status);
@@ -175,7 +182,7 @@ export class HubSpotApp {
     else if (method === "GET" && action === "stats")
       send(res, 200, { ...this.stats, refusals: this.limiter.refusals });
     else if (method === "POST" && action === "reset-stats") {
-      this.stats = { requests: 0, byStatus: {}, admitted: 0 };
+      this.stats = { requests: 0, byStatus: {}, admitted: 0, admittedBySecond: [] };
       this.limiter.refusals = { TEN_SECONDLY_ROLLING: 0, DAILY: 0, SECONDLY: 0 };
       send(res, 200, { ok: true });
     } else send(res, 404, { error: "unknown sandbox endpoint" });

@@ -54,47 +54,42 @@ export function parentsOf(
  * its associations read (one v4 batch per parent type), its parents resolved in one query and
  * written in windows. A page the same task goes on from commits its last window with the cursor
  * moved to the next page, so a retry or a resume starts at the first page not committed; the last
- * page the task walks hands over to a successor task. The next page of the same task (its list
- * and associations) is read while this one is written: the source's calls and the database's
- * work overlap instead of taking turns. A page read ahead that a failed attempt never wrote is
- * read again by the retry (its requests lost, no row).
+ * page the task walks hands over to a successor task. The next page of the same task is listed
+ * while this one's associations are read and its rows written: the source's calls and the
+ * database's work overlap instead of taking turns. A page read ahead that a failed attempt never
+ * wrote is read again by the retry (its request lost, no row).
  */
 export async function walkList(ctx: TaskContext, type: ObjectType): Promise<TaskResult> {
   const { settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, ctx.pacer);
   const properties = await runProperties(ctx, client, type);
-  // A page read with its associations and parsed; a read not awaited yet cannot go unhandled.
-  const read = (at: ListCursor) => {
-    const reading = (async () => {
-      const page = await readListPage(
-        client,
-        type,
-        { after: at.after, archived: at.archived, batches: properties.batches },
-        ctx.signal,
-      );
-      return {
-        after: page.after,
-        rows: await pageRows(client, type, page.rows, properties.custom, ctx.signal),
-      };
-    })();
-    reading.catch(() => {});
-    return reading;
+  const list = (at: ListCursor) => {
+    const listing = readListPage(
+      client,
+      type,
+      { after: at.after, archived: at.archived, batches: properties.batches },
+      ctx.signal,
+    );
+    // Awaited a turn later; a failure before then must not count as unhandled.
+    listing.catch(() => {});
+    return listing;
   };
   let cursor = ctx.task.cursor as unknown as ListCursor;
-  let reading = read(cursor);
+  let listing = list(cursor);
   for (let walked = 1; ; walked++) {
-    const page = await reading;
+    const page = await listing;
     const next: ListCursor | undefined =
       page.after !== null
         ? { archived: cursor.archived, after: page.after, page: cursor.page + 1 }
         : undefined;
     const goOn = next && walked < settings.pagesPerTask ? next : undefined;
-    // The next page is read while this one is written: the source's calls and the database's work
-    // overlap instead of taking turns (a stop or a failure on this page wastes that one read; the
-    // retry reads it again).
-    if (goOn) reading = read(goOn);
+    // The next page is asked for as soon as this one's cursor is known: its list request goes out
+    // beside this page's associations, and is answered while this page is written. A chain then
+    // waits on one request a page, not on two and the database.
+    if (goOn) listing = list(goOn);
+    const rows = await pageRows(client, type, page.rows, properties.custom, ctx.signal);
     await ctx.writeBatches(
-      page.rows,
+      rows,
       async (toWrite) => batchFor(type, ctx.run.tenantId, await ctx.resolveParents(parentsOf(type, toWrite))),
       { windowSize: settings.windowSize, ...(goOn ? { nextCursor: { ...goOn } } : {}) },
     );
