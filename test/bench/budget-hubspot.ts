@@ -34,10 +34,10 @@ export const budgetHubSpotScenario: Scenario = {
   async run(ctx): Promise<ScenarioResult> {
     const sandbox = {
       seed: 42,
-      companies: scaled(ctx, 2000, 200),
-      contacts: scaled(ctx, 5000, 500),
-      deals: scaled(ctx, 3000, 300),
-      engagements: scaled(ctx, 600, 60),
+      companies: scaled(ctx, 4000, 400),
+      contacts: scaled(ctx, 10_000, 1000),
+      deals: scaled(ctx, 6000, 600),
+      engagements: scaled(ctx, 1200, 120),
       "custom-properties": 20,
       "archived-rate": 0.05,
       "latency-ms": 150,

@@ -66,6 +66,25 @@ const FULL: Omit<ChaosOptions, "seed"> = {
   verifyDeadlineMs: 70_000,
 };
 
+/**
+ * The full run's faults during a HubSpot import of 12,000 records with their associations (issue
+ * 35): a worker killed every 4-7 % of the run's progress, the leader, NATS, the database's
+ * connections and server, a worker frozen past the reaper, against a Professional account's
+ * 190-request window that the workers share.
+ */
+const FULL_HUBSPOT: Omit<ChaosOptions, "seed"> = {
+  ...FULL,
+  ...SMALL_HUBSPOT,
+  variant: "full-hubspot",
+  sandbox: { ...SMALL_HUBSPOT.sandbox, companies: 2000, contacts: 4000, deals: 3000, engagements: 600 },
+  env: FULL.env,
+  nemesis: FULL.nemesis,
+  postgres: "private",
+  stallTimeoutMs: FULL.stallTimeoutMs,
+  runDeadlineMs: FULL.runDeadlineMs,
+  verifyDeadlineMs: FULL.verifyDeadlineMs,
+};
+
 describe("chaos", () => {
   it("loses, duplicates and invents nothing while the nemesis kills, restarts and freezes everything", async () => {
     const report = await runChaos({ ...FULL, seed: chaosSeed() });
@@ -74,10 +93,10 @@ describe("chaos", () => {
     expect(report.checks).toEqual({ ...EXACT, natsStoreKept: true });
   });
 
-  it("a HubSpot import loses, duplicates and invents nothing under one fault of each kind", async () => {
-    const report = await runChaos({ ...SMALL_HUBSPOT, seed: chaosSeed() });
-    expect(report.sourceRows).toBeGreaterThanOrEqual(2_500);
+  it("a HubSpot import loses, duplicates and invents nothing while the nemesis kills, restarts and freezes everything", async () => {
+    const report = await runChaos({ ...FULL_HUBSPOT, seed: chaosSeed() });
+    expect(report.sourceRows).toBeGreaterThanOrEqual(10_000);
     expect(report.problems).toEqual([]);
     expect(report.checks).toMatchObject(EXACT);
-  }, 300_000);
+  });
 });

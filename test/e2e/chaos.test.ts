@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { chaosSeed, EXACT, runChaos } from "../chaos/scenario.js";
-import { SMALL, SMALL_FOLLOW_WEBHOOKS } from "../chaos/schedules.js";
+import { SMALL, SMALL_FOLLOW_WEBHOOKS, SMALL_HUBSPOT } from "../chaos/schedules.js";
 
 describe("chaos, small", () => {
   it("one kill of each kind: nothing lost, duplicated or unexpected, no verification mismatch", async () => {
@@ -15,4 +15,11 @@ describe("chaos, small", () => {
     expect(report.problems).toEqual([]);
     expect(report.checks).toMatchObject(EXACT);
   }, 240_000);
+
+  it("a HubSpot import through one kill of each kind: nothing lost, duplicated or unexpected, no verification mismatch", async () => {
+    const report = await runChaos({ ...SMALL_HUBSPOT, seed: chaosSeed() });
+    expect(report.sourceRows).toBeGreaterThanOrEqual(2_500);
+    expect(report.problems).toEqual([]);
+    expect(report.checks).toMatchObject(EXACT);
+  }, 180_000);
 });

@@ -121,7 +121,7 @@ export function parseDemoFlags(argv: string[]): DemoFlags {
       ...sizes,
       ...options,
       "latency-ms": num("latency-ms", values["latency-ms"], 0, 60_000),
-      seed: num("seed", values.seed, 0, 2 ** 31 - 1),
+      seed: num("seed", values.seed, 0, 2 ** 32 - 1),
     },
   };
 }

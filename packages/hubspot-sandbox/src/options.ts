@@ -52,7 +52,7 @@ export class OptionsError extends Error {
 /** Every numeric option with its default and its bounds (inclusive). */
 export const NUMERIC_OPTIONS = {
   port: [0, 0, 65_535],
-  seed: [42, 0, 2 ** 31 - 1],
+  seed: [42, 0, 2 ** 32 - 1],
   companies: [300, 0, 2_000_000],
   contacts: [600, 0, 2_000_000],
   deals: [400, 0, 2_000_000],

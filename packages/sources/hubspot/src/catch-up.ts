@@ -41,6 +41,11 @@ export interface CatchUpCursor {
   chain: string[];
   from?: { window: ChangeWindow; lastId: string };
   pass?: number;
+  /**
+   * When the searches of the task before it in the chain were answered, within its last second:
+   * the successor may run in another worker, whose search pace would not know them.
+   */
+  searchedAt?: number[];
 }
 
 export function isCatchUpCursor(cursor: Record<string, unknown>): boolean {
@@ -93,6 +98,7 @@ export async function catchUp(ctx: TaskContext, type: ObjectType): Promise<TaskR
   if (wait > 0) await sleep(wait, ctx.signal);
   const { settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, ctx.pacer);
+  client.rememberSearches(cursor.searchedAt ?? []);
   const properties = await runProperties(ctx, client, type);
   const pages = changedRecords(
     client,
@@ -115,7 +121,8 @@ export async function catchUp(ctx: TaskContext, type: ObjectType): Promise<TaskR
   }
   const [next, ...chain] = cursor.chain;
   if (!next) return {};
-  const { from: _, ...rest } = cursor;
-  const following: CatchUpCursor = { ...rest, chain };
+  const { from: _, searchedAt: __, ...rest } = cursor;
+  const searchedAt = client.recentSearches();
+  const following: CatchUpCursor = { ...rest, chain, ...(searchedAt.length > 0 ? { searchedAt } : {}) };
   return { successors: [{ kind: next, seedKey: catchUpKey(next, following), cursor: { ...following } }] };
 }

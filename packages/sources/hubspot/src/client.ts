@@ -109,6 +109,16 @@ export class HubSpotClient {
   }
 
   /** A search, on the search endpoints' own pace as well as the account's budget. */
+  /** When this process's searches of the account in the last second were answered. */
+  recentSearches(): number[] {
+    return this.searchPace.answeredLastSecond();
+  }
+
+  /** Counts searches another process answered (SearchPace.remember). */
+  rememberSearches(answeredAt: readonly number[]): void {
+    this.searchPace.remember(answeredAt);
+  }
+
   async search<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
     return this.searchPace.run(() => this.post<T>(path, body, "search", signal), signal);
   }

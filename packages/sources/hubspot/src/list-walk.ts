@@ -1,6 +1,7 @@
 import type { SourceRow, TaskContext, TaskResult, TaskSeed } from "@drover/provider-sdk";
+import type { HubSpotClient } from "./client.js";
 import { runSettings } from "./config.js";
-import { readListPage } from "./list-pages.js";
+import { type ListPage, readListPage } from "./list-pages.js";
 import type { ObjectType } from "./object-types.js";
 import { pageRows } from "./page-rows.js";
 import type { ProductRow } from "./product-rows.js";
@@ -54,46 +55,46 @@ export function parentsOf(
  * its associations read (one v4 batch per parent type), its parents resolved in one query and
  * written in windows. A page the same task goes on from commits its last window with the cursor
  * moved to the next page, so a retry or a resume starts at the first page not committed; the last
- * page the task walks hands over to a successor task. The next page of the same task is listed
- * while this one's associations are read and its rows written: the source's calls and the
- * database's work overlap instead of taking turns. A page read ahead that a failed attempt never
- * wrote is read again by the retry (its request lost, no row).
+ * page the task walks hands over to a successor task. The task's pages are read ahead of its
+ * writes (readAhead): the source's calls and the database's work overlap instead of taking turns.
+ * A page read ahead that a failed attempt never wrote is read again by the retry (its requests
+ * lost, no row).
  */
 export async function walkList(ctx: TaskContext, type: ObjectType): Promise<TaskResult> {
   const { settings } = runSettings(ctx.run);
   const client = clientFor(ctx.run, ctx.pacer);
   const properties = await runProperties(ctx, client, type);
-  const list = (at: ListCursor) => {
-    const listing = readListPage(
-      client,
-      type,
-      { after: at.after, archived: at.archived, batches: properties.batches },
-      ctx.signal,
-    );
-    // Awaited a turn later; a failure before then must not count as unhandled.
-    listing.catch(() => {});
-    return listing;
-  };
+  const pages = readAhead(ctx, client, type, properties, settings.pagesPerTask);
+  try {
+    return await writePages(ctx, type, pages, settings);
+  } finally {
+    // What is read ahead and not written goes no further: its requests stop with the task.
+    pages.abandon();
+  }
+}
+
+async function writePages(
+  ctx: TaskContext,
+  type: ObjectType,
+  pages: ReturnType<typeof readAhead>,
+  settings: { pagesPerTask: number; windowSize: number },
+): Promise<TaskResult> {
   let cursor = ctx.task.cursor as unknown as ListCursor;
-  let listing = list(cursor);
   for (let walked = 1; ; walked++) {
-    const page = await listing;
+    const page = await pages.page(walked - 1);
     const next: ListCursor | undefined =
       page.after !== null
         ? { archived: cursor.archived, after: page.after, page: cursor.page + 1 }
         : undefined;
     const goOn = next && walked < settings.pagesPerTask ? next : undefined;
-    // The next page is asked for as soon as this one's cursor is known: its list request goes out
-    // beside this page's associations, and is answered while this page is written. A chain then
-    // waits on one request a page, not on two and the database.
-    if (goOn) listing = list(goOn);
-    const rows = await pageRows(client, type, page.rows, properties.custom, ctx.signal);
+    const rows = page.rows;
     await ctx.writeBatches(
       rows,
       async (toWrite) => batchFor(type, ctx.run.tenantId, await ctx.resolveParents(parentsOf(type, toWrite))),
       { windowSize: settings.windowSize, ...(goOn ? { nextCursor: { ...goOn } } : {}) },
     );
     ctx.working();
+    pages.written(walked - 1);
     if (goOn) {
       cursor = goOn;
       continue;
@@ -103,4 +104,64 @@ export async function walkList(ctx: TaskContext, type: ObjectType): Promise<Task
       : [];
     return { successors };
   }
+}
+
+interface ReadPage {
+  after: string | null;
+  rows: SourceRow<ProductRow>[];
+}
+
+/** Pages a task lists beyond the one it is writing: enough to keep a chain's requests back to back. */
+const READ_AHEAD = 2;
+
+/**
+ * The task's pages, read ahead of its writes: each page is listed as soon as the one before it
+ * answered (its cursor is all the next list request needs) and at most READ_AHEAD pages past the
+ * one being written, its associations read as soon as it is listed, so a chain waits on the source
+ * one list request a page, whatever the writes cost, and a failed or stopped attempt loses at most
+ * READ_AHEAD pages of requests. `written(i)` says page i is written. The promises are awaited in
+ * order by the writes; a failure before then must not count as unhandled.
+ */
+function readAhead(
+  ctx: TaskContext,
+  client: HubSpotClient,
+  type: ObjectType,
+  properties: { batches: string[][]; custom: ReadonlySet<string> },
+  pages: number,
+): { page(i: number): Promise<ReadPage>; written(i: number): void; abandon(): void } {
+  const start = ctx.task.cursor as unknown as ListCursor;
+  const stop = new AbortController();
+  const signal = AbortSignal.any([ctx.signal, stop.signal]);
+  const writes = Array.from({ length: pages }, () => {
+    let resolve!: () => void;
+    const promise = new Promise<void>((r) => {
+      resolve = r;
+    });
+    return { promise, resolve };
+  });
+  const list = (after: string | null) =>
+    readListPage(client, type, { after, archived: start.archived, batches: properties.batches }, signal);
+  const out: Promise<ReadPage>[] = [];
+  let listing: Promise<ListPage | null> = list(start.after);
+  for (let i = 0; i < pages; i++) {
+    const listed = listing;
+    const page = listed.then(async (p) => {
+      if (p === null) throw new Error("read past the list's end");
+      return { after: p.after, rows: await pageRows(client, type, p.rows, properties.custom, signal) };
+    });
+    page.catch(() => {});
+    out.push(page);
+    // Page i + 1 is listed once page i answered and page i - READ_AHEAD is written: while page k
+    // is written, pages k + 1 to k + READ_AHEAD may be read.
+    const gate = i - READ_AHEAD >= 0 ? writes[i - READ_AHEAD]!.promise : Promise.resolve();
+    listing = Promise.all([listed, gate]).then(([p]) =>
+      p === null || p.after === null ? null : list(p.after),
+    );
+  }
+  listing.catch(() => {});
+  return {
+    page: (i) => out[i]!,
+    written: (i) => writes[i]?.resolve(),
+    abandon: () => stop.abort(),
+  };
 }

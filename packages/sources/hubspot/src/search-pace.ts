@@ -36,6 +36,20 @@ export class SearchPace {
     }
   }
 
+  /** When the searches answered in the last second were answered: for whoever searches next elsewhere. */
+  answeredLastSecond(now = Date.now()): number[] {
+    return this.recent.map((s) => s.answeredAt).filter((t) => Number.isFinite(t) && t > now - 1000);
+  }
+
+  /**
+   * Counts searches another process of the same account answered (a task handing its walk on to a
+   * successor another worker may run): this pace knows only its own, and five there and five here
+   * in one second is a 429.
+   */
+  remember(answeredAt: readonly number[], now = Date.now()): void {
+    for (const t of answeredAt) if (t > now - 1000) this.recent.push({ answeredAt: t });
+  }
+
   private async take(signal?: AbortSignal): Promise<{ answeredAt: number }> {
     for (;;) {
       const now = Date.now();
