@@ -42,6 +42,15 @@ export interface CatchUpCursor {
   from?: { window: ChangeWindow; lastId: string };
   pass?: number;
   /**
+   * The import's closing pass is walked twice over its types: first up to the indexing margin
+   * before it was seeded (`until`), at once, since search already holds that; then, `settle`, the
+   * last margin's worth (`until` to this), by when it has passed. The account's window is not left
+   * idle for the margin while the first round has work.
+   */
+  settleUntil?: number;
+  /** This is the second round (the task keys of the two rounds differ). */
+  settle?: true;
+  /**
    * When the searches of the task before it in the chain were answered, within its last second:
    * the successor may run in another worker, whose search pace would not know them.
    */
@@ -61,28 +70,35 @@ function runTypes(run: RunInfo): ObjectType[] {
   return OBJECT_TYPES.filter((t) => inRun.has(t));
 }
 
-function catchUpKey(type: string, c: Pick<CatchUpCursor, "pass">): string {
-  return `${c.pass ? `follow${c.pass}:` : ""}${CATCH_UP}:${type}`;
+function catchUpKey(type: string, c: Pick<CatchUpCursor, "pass" | "settle">): string {
+  return `${c.pass ? `follow${c.pass}:` : ""}${CATCH_UP}:${c.settle ? "settle:" : ""}${type}`;
 }
 
 /**
  * The catch-up pass: one chain of tasks, type after type in parent order, so a contact added
  * mid-run exists before the deal added with it is linked. It asks for what changed from one second
  * before the run started (the lists' reads began then; a second's slack for clocks) until the pass
- * is seeded: every phase before it has read what it lists by then. A follow pass asks from one
- * second before the previous pass started until it runs itself.
+ * is seeded: every phase before it has read what it lists by then; in two rounds (settleUntil). A
+ * follow pass asks from one second before the previous pass started until it runs itself, in one
+ * round: passes come an interval apart, and the margin is waited out once a pass.
  */
 export function catchUpSeed(run: RunInfo, pass?: SeedContext["pass"]): TaskSeed | undefined {
   const [first, ...chain] = runTypes(run);
   if (!first) return undefined;
   const start = pass ? Date.parse(pass.since) : (run.startedAt?.getTime() ?? 0);
+  const since = start - 1_000;
+  const now = Date.now();
   const cursor: CatchUpCursor = {
-    since: start - 1_000,
-    ...(pass ? {} : { until: Date.now() }),
+    since,
+    ...(pass ? {} : { until: Math.max(since, now - INDEXING_MARGIN_MS), settleUntil: now }),
     chain,
     ...(pass ? { pass: pass.index } : {}),
   };
   return { kind: first, seedKey: catchUpKey(first, cursor), cursor: { ...cursor } };
+}
+
+function successor(kind: string, cursor: CatchUpCursor): TaskResult {
+  return { successors: [{ kind, seedKey: catchUpKey(kind, cursor), cursor: { ...cursor } }] };
 }
 
 /**
@@ -119,10 +135,15 @@ export async function catchUp(ctx: TaskContext, type: ObjectType): Promise<TaskR
     );
     ctx.working();
   }
-  const [next, ...chain] = cursor.chain;
-  if (!next) return {};
   const { from: _, searchedAt: __, ...rest } = cursor;
   const searchedAt = client.recentSearches();
-  const following: CatchUpCursor = { ...rest, chain, ...(searchedAt.length > 0 ? { searchedAt } : {}) };
-  return { successors: [{ kind: next, seedKey: catchUpKey(next, following), cursor: { ...following } }] };
+  const handed = searchedAt.length > 0 ? { searchedAt } : {};
+  const [next, ...chain] = cursor.chain;
+  if (next) return successor(next, { ...rest, chain, ...handed });
+  if (rest.settleUntil === undefined) return {};
+  // The first round is over: the second walks every type again over the last margin's worth.
+  const { settleUntil, ...firstRound } = rest;
+  const [first, ...others] = runTypes(ctx.run);
+  const second: CatchUpCursor = { ...firstRound, since: cursor.until, until: settleUntil, settle: true };
+  return successor(first!, { ...second, chain: others, ...handed });
 }

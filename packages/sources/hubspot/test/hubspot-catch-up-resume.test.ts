@@ -1,7 +1,7 @@
 import type { SeedContext } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
-import { CATCH_UP, type CatchUpCursor, hubspotProvider } from "../src/index.js";
+import { CATCH_UP, type CatchUpCursor, hubspotProvider, INDEXING_MARGIN_MS } from "../src/index.js";
 import { sandbox } from "./helpers.js";
 import { drainSeeds, hubspotTestAccount, insertHubSpotRun } from "./hubspot-run.js";
 
@@ -98,5 +98,43 @@ describe("the hubspot catch-up", () => {
     expect(next!.cursor.until).toBeGreaterThanOrEqual(before);
     expect(next!.cursor.since).toBe(window.since);
     expect((await ledgerIds("follow")).length).toBe(8);
+  });
+
+  it("of the import searches up to the indexing margin at once, then walks every type again over the margin once it has passed", async () => {
+    const runId = await insertHubSpotRun(account.db, account.secrets, {
+      tenantId: "rounds",
+      sourceAccount: "hs",
+      baseUrl: url,
+    });
+    // A run that started before the round of changes: the first round's window holds all of them.
+    const run = {
+      id: runId,
+      plan: hubspotProvider.phases.map((p) => [...p]),
+      startedAt: new Date(window.since + 1_000),
+    };
+    const seededAt = Date.now();
+    const [seed] = await hubspotProvider.seedPhase({
+      run,
+      kinds: [CATCH_UP],
+      phase: 2,
+    } as unknown as SeedContext);
+    const first = seed!.cursor as unknown as CatchUpCursor;
+    expect(first.since).toBe(window.since);
+    expect(seededAt - INDEXING_MARGIN_MS - first.until!).toBeLessThanOrEqual(0);
+    expect(first.settleUntil! - first.until!).toBe(INDEXING_MARGIN_MS);
+    await drainSeeds(account.db, account.secrets, runId, [seed!], 40);
+    const tasks = await account.db.execute<{ seed_key: string; status: string; cursor: CatchUpCursor }>(sql`
+      select seed_key, status, cursor from drover.tasks where run_id = ${runId}::uuid order by id`);
+    const types = hubspotProvider.phases.flat().filter((k) => k !== CATCH_UP);
+    expect(tasks.map((t) => t.seed_key)).toEqual([
+      ...types.map((t) => `catch-up:${t}`),
+      ...types.map((t) => `catch-up:settle:${t}`),
+    ]);
+    expect(tasks.every((t) => t.status === "succeeded")).toBe(true);
+    // The second round starts where the first ended: no change falls between them.
+    const settle = tasks.find((t) => t.seed_key === "catch-up:settle:companies")!.cursor;
+    expect(settle.since).toBe(first.until);
+    expect(settle.until).toBe(first.settleUntil);
+    expect(await ledgerIds("rounds")).toEqual(changed);
   });
 });
