@@ -216,7 +216,8 @@ export async function runAssignment(
       summary: total,
       ...(await endFailedAttempt(
         deps,
-        claimed,
+        // Attempts as the last checkpoint left them: they count from the task's last progress.
+        { ...claimed, attempts: attempt.info.attempts },
         claimToken,
         // Whatever the abort made the provider throw, the attempt ends as a lost claim: no write.
         attempt.claimLost ? new LostClaimError(task.id) : scrubbed(err, secret),

@@ -170,6 +170,10 @@ export function checkpointMoves(taskId: number, claimToken: string, c: Checkpoin
              listed_ids = case when ${c.listed ? 1 : 0}::int = 1
                                then coalesce(t.listed_ids, '{}') || ${sql.param(c.listed ? [...c.listed] : [])}::text[]
                                else t.listed_ids end,
+             -- A committed window is progress: the attempts a task may use count from its last one.
+             -- A task that kills its worker every time still fails after its attempts; a long walk
+             -- whose workers die after it moved on (restarts, deploys, a chaos run) is not that task.
+             attempts = least(t.attempts, 1),
              locked_at = now(), updated_at = now()
        where t.id = ${taskId} and t.status = ${taskStatus.running} and t.locked_by = ${claimToken}
          and ${gate ?? sql`true`}

@@ -124,6 +124,34 @@ describe("worker liveness", () => {
     expect(await taskRow(t.id)).toMatchObject({ status: "failed" });
   });
 
+  it("a task whose workers die after each window it commits is not given up: its attempts count from its last progress", async () => {
+    const run = await insertRun(h.db);
+    const t = await insertTask(h.db, run.id);
+    // Five workers in turn, each killed after committing a window: far past three attempts in all.
+    for (let i = 1; i <= 5; i++) {
+      const worker = await newWorker(`restarted-${i}`);
+      const claimed = await claimTask(h.db, t.id, `restarted-${i}/1`, worker);
+      expect(claimed?.attempts, `claim ${i}`).toBe(i === 1 ? 1 : 2);
+      await h.db.transaction((tx) =>
+        writeCheckpoint(tx, t.id, `restarted-${i}/1`, { processedOffset: i * 100, statsDelta: {} }),
+      );
+      await expire(worker);
+      expect(await releaseTasksOfDeadWorkers(h.db, { maxAttempts: 3 })).toMatchObject({
+        released: 1,
+        failed: 0,
+      });
+    }
+    expect(await taskRow(t.id)).toMatchObject({ status: "pending" });
+    // Without progress it is the task that kills its worker: its attempts run out as before.
+    for (let i = 1; i <= 2; i++) {
+      const worker = await newWorker(`stuck-${i}`);
+      await claimTask(h.db, t.id, `stuck-${i}/1`, worker);
+      await expire(worker);
+      await releaseTasksOfDeadWorkers(h.db, { maxAttempts: 3 });
+    }
+    expect(await taskRow(t.id)).toMatchObject({ status: "failed" });
+  });
+
   it("the pool's lane slots count only live records", async () => {
     await h.db.execute(sql`delete from drover.workers`);
     await newWorker("a");
