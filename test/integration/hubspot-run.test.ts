@@ -1,5 +1,5 @@
 import { type HubSpotSandbox, startSandbox, type Truth } from "@drover/hubspot-sandbox";
-import { Code, RunStatus } from "@drover/proto";
+import { Code, RunStatus, timestampDate } from "@drover/proto";
 import {
   HubSpotClient,
   listBatches,
@@ -9,7 +9,7 @@ import {
   readWholeList,
 } from "@drover/source-hubspot";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cluster, rejection, startCluster, untilFinished } from "../support/in-process.js";
+import { type Cluster, rejection, startCluster, until, untilFinished } from "../support/in-process.js";
 
 /**
  * A HubSpot run through the whole engine (coordinator, two workers, Postgres, JetStream) against the
@@ -394,5 +394,65 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
     expect(revert.revert?.removed).toBe(BigInt(created));
     expect(revert.revert?.kept).toBe(0n);
     expect(Number(await dryTenantCounts())).toBe(0);
+  });
+
+  it("follows by polling: edits and additions made after the import reach the product by a pass, and CompleteRun ends exact", async () => {
+    const tenantId = "hs-follow";
+    const { run } = await c.client.startRun({
+      tenantId,
+      source: "hubspot",
+      sourceAccount: ACCOUNT,
+      kinds: [],
+      sourceConfig: { baseUrl: hs.url, apiToken: "hubspot-test-token", settings: {} },
+      follow: true,
+      followIntervalSeconds: 1,
+    });
+    const runId = run!.id;
+    // The import is its first pass: once it finished, the source changes.
+    await until(
+      async () => (await c.client.getRun({ runId })).run!.follow?.passes.some((p) => p.finishedAt),
+      90_000,
+      "the import to finish",
+    );
+    const changed = hs.applyChanges();
+    const changedAt = Date.parse(changed.at);
+    await until(
+      async () =>
+        (await c.client.getRun({ runId })).run!.follow?.passes.some(
+          (p) => p.finishedAt && p.startsAt && timestampDate(p.startsAt).getTime() > changedAt,
+        ),
+      90_000,
+      "a pass begun after the changes to finish",
+    );
+    await c.client.completeRun({ runId });
+    const last = await untilFinished(c, runId, 90_000);
+    expect(last.status, last.error).toBe(RunStatus.SUCCEEDED);
+
+    const now = hs.truth();
+    for (const type of OBJECT_TYPES) {
+      const rows = await c.database.sql<{ source_id: string }[]>`
+        select source_id from drover.ledger
+         where tenant_id = ${tenantId} and source = 'hubspot' and source_account = ${ACCOUNT} and kind = ${type}`;
+      const all = [...now.types[type].live, ...now.types[type].archived];
+      expect(rows.map((r) => r.source_id).sort(), `${type}: ledger vs source`).toEqual([...all].sort());
+    }
+    // The round's edits: every live company's name as the source has it now.
+    const client = new HubSpotClient({
+      baseUrl: hs.url,
+      token: "hubspot-test-token",
+      account: "follow-check",
+    });
+    const names = new Map(
+      (await readWholeList(client, "companies", { archived: false, batches: [["name"]] })).flatMap((r) =>
+        "record" in r ? [[r.record.id, r.record.properties.name] as const] : [],
+      ),
+    );
+    const stored = await c.database.sql<{ source_id: string; name: string }[]>`
+      select l.source_id, p.name from drover.ledger l join app.companies p on p.id = l.record_id
+       where l.tenant_id = ${tenantId} and l.kind = 'companies' and l.action = 'created'`;
+    const edited = [...names.values()].filter((n) => String(n).includes(`(edited ${changed.round})`));
+    expect(edited.length).toBeGreaterThan(0);
+    for (const row of stored)
+      if (names.has(row.source_id)) expect(row.name, row.source_id).toBe(names.get(row.source_id));
   });
 });
