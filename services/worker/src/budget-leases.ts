@@ -79,7 +79,7 @@ export class LeasedBudgetPacer implements BudgetPacer {
     const out: number[] = [];
     const started = Date.now();
     this.usedAt = started;
-    const pool = this.pools.get(cost) ?? { slots: [], demand: 0, leasing: undefined };
+    const pool = this.pools.get(cost) ?? { slots: [], demand: 0, leasing: undefined, waiters: 0 };
     this.pools.set(cost, pool);
     pool.demand += count;
     try {
@@ -99,10 +99,21 @@ export class LeasedBudgetPacer implements BudgetPacer {
           pool.demand--;
           continue;
         }
-        pool.leasing ??= this.lease(pool, Math.max(1, pool.demand), cost, signal).finally(() => {
-          pool.leasing = undefined;
-        });
-        await pool.leasing;
+        if (!pool.leasing) {
+          // One lease for every acquire waiting on the pool, so no one waiter's signal may end it:
+          // a task whose claim was lost must not fail its siblings' calls with its abort. It ends
+          // only when every waiter has gone.
+          const stop = new AbortController();
+          const leasing = this.lease(pool, Math.max(1, pool.demand), cost, stop.signal).finally(() => {
+            pool.leasing = undefined;
+            pool.stopLease = undefined;
+          });
+          // Awaited by the waiters; one stopped after they all left is nobody's failure.
+          leasing.catch(() => {});
+          pool.leasing = leasing;
+          pool.stopLease = stop;
+        }
+        await waitForLease(pool, signal);
       }
     } finally {
       pool.demand -= count - out.length;
@@ -370,6 +381,31 @@ interface SlotPool {
   slots: number[];
   demand: number;
   leasing: Promise<void> | undefined;
+  /** Stops the lease in flight: only once none of the acquires waiting on it waits any more. */
+  stopLease?: AbortController | undefined;
+  /** Acquires waiting on the lease in flight. */
+  waiters: number;
+}
+
+/**
+ * Waits for the pool's lease, or for `signal`: a waiter that gives up leaves the lease to the
+ * others, and the last to leave stops it.
+ */
+async function waitForLease(pool: SlotPool, signal: AbortSignal | undefined): Promise<void> {
+  const leasing = pool.leasing!;
+  const stop = pool.stopLease;
+  pool.waiters++;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => reject(signal!.reason);
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      leasing.then(resolve, reject).finally(() => signal?.removeEventListener("abort", onAbort));
+    });
+  } finally {
+    pool.waiters--;
+    if (pool.waiters === 0 && signal?.aborted) stop?.abort(signal.reason);
+  }
 }
 
 /** One LeasedBudgetPacer per source account and run in this process. */

@@ -46,6 +46,54 @@ function reportingCoordinator() {
   return { client, reports };
 }
 
+describe("a lease shared by the calls waiting on it", () => {
+  it("is not ended by one waiter's abort: a task whose claim was lost does not fail its siblings' calls", async () => {
+    // A coordinator restarting: it answers UNAVAILABLE twice, then grants.
+    let calls = 0;
+    const base = coordinator(40, 4, 10, 5);
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...base,
+        leaseBudget: async (req, options) => {
+          if (++calls <= 2) throw new RpcError(Code.UNAVAILABLE, "waiting for the database");
+          return base.leaseBudget(req, options);
+        },
+      },
+      account,
+    );
+    const lost = new AbortController();
+    // The first to ask starts the lease; its task's claim is lost while the lease waits out the restart.
+    const first = pacer.acquire(20, lost.signal);
+    const sibling = pacer.acquire(20, new AbortController().signal);
+    setTimeout(() => lost.abort(new Error("claim lost")), 100);
+    await expect(first).rejects.toThrow("claim lost");
+    expect(await sibling).toHaveLength(1);
+    expect(calls).toBe(3);
+  });
+
+  it("is stopped once every call waiting on it has gone", async () => {
+    let calls = 0;
+    const pacer = new LeasedBudgetPacer(
+      {
+        ...coordinator(40),
+        leaseBudget: async () => {
+          calls++;
+          throw new RpcError(Code.UNAVAILABLE, "waiting for the database");
+        },
+      },
+      account,
+    );
+    const gone = new AbortController();
+    const waiting = pacer.acquire(20, gone.signal);
+    setTimeout(() => gone.abort(new Error("stopped")), 100);
+    await expect(waiting).rejects.toThrow("stopped");
+    const asked = calls;
+    await new Promise((r) => setTimeout(r, 1_200));
+    // Retries are 500 ms apart: none went out after the last waiter left.
+    expect(calls).toBe(asked);
+  });
+});
+
 describe("a leased budget's grace", () => {
   it("is the one the coordinator's lease carries", async () => {
     const pacer = new LeasedBudgetPacer(coordinator(250), account);

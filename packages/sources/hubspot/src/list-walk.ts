@@ -154,9 +154,11 @@ function readAhead(
     // Page i + 1 is listed once page i answered and page i - READ_AHEAD is written: while page k
     // is written, pages k + 1 to k + READ_AHEAD may be read.
     const gate = i - READ_AHEAD >= 0 ? writes[i - READ_AHEAD]!.promise : Promise.resolve();
-    listing = Promise.all([listed, gate]).then(([p]) =>
-      p === null || p.after === null ? null : list(p.after),
-    );
+    // The task's last page hands its cursor on to a successor: nothing past it is read here.
+    if (i + 1 < pages)
+      listing = Promise.all([listed, gate]).then(([p]) =>
+        p === null || p.after === null ? null : list(p.after),
+      );
   }
   listing.catch(() => {});
   return {
