@@ -325,7 +325,8 @@ export async function yieldSlot(db: Db, runId: string, taskId: number, claimToke
     if (!(await overFairShare(tx, runId))) return false;
     const rows = await tx.execute(sql`
       update drover.tasks
-         set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+         set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0),
+           attempts_since_progress = greatest(attempts_since_progress - 1, 0), locked_by = null, locked_at = null,
              worker = null, dispatched_at = null, available_at = now(), updated_at = now()
        where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
       returning id`);

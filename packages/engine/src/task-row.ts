@@ -14,6 +14,7 @@ export function toTaskRow(r: Record<string, unknown>): TaskRow {
     processedOffset: Number(r.processed_offset),
     status: r.status as TaskRow["status"],
     attempts: Number(r.attempts),
+    attemptsSinceProgress: Number(r.attempts_since_progress ?? 0),
     lockedBy: (r.locked_by as string | null) ?? null,
     lockedAt: date(r.locked_at),
     worker: (r.worker as string | null) ?? null,

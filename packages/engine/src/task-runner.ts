@@ -216,8 +216,7 @@ export async function runAssignment(
       summary: total,
       ...(await endFailedAttempt(
         deps,
-        // Attempts as the last checkpoint left them: they count from the task's last progress.
-        { ...claimed, attempts: attempt.info.attempts },
+        claimed,
         claimToken,
         // Whatever the abort made the provider throw, the attempt ends as a lost claim: no write.
         attempt.claimLost ? new LostClaimError(task.id) : scrubbed(err, secret),

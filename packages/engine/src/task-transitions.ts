@@ -66,7 +66,8 @@ export async function claimTask(
 ): Promise<TaskRow | undefined> {
   const rows = await q.execute(sql`
     update drover.tasks t
-       set status = ${taskStatus.running}, attempts = t.attempts + 1, locked_by = ${claimToken}, locked_at = now(),
+       set status = ${taskStatus.running}, attempts = t.attempts + 1,
+           attempts_since_progress = t.attempts_since_progress + 1, locked_by = ${claimToken}, locked_at = now(),
            worker = ${worker ?? null}::uuid,
            started_at = coalesce(t.started_at, now()), updated_at = now()
      where t.id = ${taskId} and t.status = ${taskStatus.pending} and t.available_at <= now()
@@ -170,10 +171,9 @@ export function checkpointMoves(taskId: number, claimToken: string, c: Checkpoin
              listed_ids = case when ${c.listed ? 1 : 0}::int = 1
                                then coalesce(t.listed_ids, '{}') || ${sql.param(c.listed ? [...c.listed] : [])}::text[]
                                else t.listed_ids end,
-             -- A committed window is progress: the attempts a task may use count from its last one.
-             -- A task that kills its worker every time still fails after its attempts; a long walk
-             -- whose workers die after it moved on (restarts, deploys, a chaos run) is not that task.
-             attempts = least(t.attempts, 1),
+             -- A committed window is progress: the reaper's count of attempts whose worker died
+             -- starts again from it (releaseStaleTasks).
+             attempts_since_progress = 0,
              locked_at = now(), updated_at = now()
        where t.id = ${taskId} and t.status = ${taskStatus.running} and t.locked_by = ${claimToken}
          and ${gate ?? sql`true`}
@@ -272,7 +272,8 @@ export async function parkTask(
 ): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+       set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0),
+           attempts_since_progress = greatest(attempts_since_progress - 1, 0), locked_by = null, locked_at = null,
            dispatched_at = null, last_error = ${reason}, available_at = ${retryAt.toISOString()}::timestamptz,
            updated_at = now()
      where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
@@ -311,7 +312,8 @@ export async function parkSiblings(
 export async function handBackTask(q: Queryable, taskId: number, claimToken: string): Promise<boolean> {
   const rows = await q.execute(sql`
     update drover.tasks
-       set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0), locked_by = null, locked_at = null,
+       set status = ${taskStatus.pending}, attempts = greatest(attempts - 1, 0),
+           attempts_since_progress = greatest(attempts_since_progress - 1, 0), locked_by = null, locked_at = null,
            dispatched_at = now(), available_at = now(), updated_at = now()
      where id = ${taskId} and status = ${taskStatus.running} and locked_by = ${claimToken}
     returning id`);
@@ -338,7 +340,8 @@ export async function handBackHeldTasks(
     await tx.execute(sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
     return tx.execute<{ id: string }>(sql`
       update drover.tasks t
-         set status = ${taskStatus.pending}, attempts = greatest(t.attempts - 1, 0), locked_by = null, locked_at = null,
+         set status = ${taskStatus.pending}, attempts = greatest(t.attempts - 1, 0),
+             attempts_since_progress = greatest(t.attempts_since_progress - 1, 0), locked_by = null, locked_at = null,
              dispatched_at = null, available_at = now(), updated_at = now()
         from unnest(${sql.param(claims.map((c) => c.taskId))}::bigint[], ${sql.param(claims.map((c) => c.claimToken))}::text[]) as held(id, token)
        where t.id = held.id and t.status = ${taskStatus.running} and t.locked_by = held.token
@@ -372,8 +375,10 @@ export async function cancelPendingTasksOfRun(q: Queryable, runId: string): Prom
 
 /**
  * The reaper's release of tasks whose worker died: a running task whose lock has not moved for
- * `staleMs` goes back to pending, cursor intact, or fails once it has used `maxAttempts` (a task
- * that kills its worker every time must not loop forever). Fenced on the lock's age, which every
+ * `staleMs` goes back to pending, cursor intact, or fails once `maxAttempts` attempts in a row
+ * ended so without committing a window (a task that kills its worker every time must not loop
+ * forever; a long walk whose workers die after it moved on, at restarts and deploys, is not that
+ * task: every committed window starts the count again). Fenced on the lock's age, which every
  * checkpoint and touch of a live attempt refreshes; the attempt's own later writes then find its
  * claim token gone and change nothing.
  */
@@ -384,10 +389,10 @@ export async function releaseStaleTasks(
   const { staleMs, maxAttempts } = options;
   const rows = await q.execute<{ status: string }>(sql`
     update drover.tasks
-       set status = case when attempts >= ${maxAttempts} then ${taskStatus.failed} else ${taskStatus.pending} end,
-           last_error = case when attempts >= ${maxAttempts}
+       set status = case when attempts_since_progress >= ${maxAttempts} then ${taskStatus.failed} else ${taskStatus.pending} end,
+           last_error = case when attempts_since_progress >= ${maxAttempts}
                              then 'its worker stopped responding on every attempt' else 'its worker stopped responding' end,
-           finished_at = case when attempts >= ${maxAttempts} then now() end,
+           finished_at = case when attempts_since_progress >= ${maxAttempts} then now() end,
            locked_by = null, locked_at = null, dispatched_at = null, available_at = now(), updated_at = now()
      where status = ${taskStatus.running} and locked_at < now() - make_interval(secs => ${staleMs / 1000})
     returning status`);
@@ -424,10 +429,10 @@ export async function releaseTasksOfDeadWorkers(
        for update of t skip locked),
     released as (
       update drover.tasks t
-         set status = case when t.attempts >= ${maxAttempts} then ${taskStatus.failed} else ${taskStatus.pending} end,
-             last_error = case when t.attempts >= ${maxAttempts}
+         set status = case when t.attempts_since_progress >= ${maxAttempts} then ${taskStatus.failed} else ${taskStatus.pending} end,
+             last_error = case when t.attempts_since_progress >= ${maxAttempts}
                                then 'its worker stopped responding on every attempt' else 'its worker stopped responding' end,
-             finished_at = case when t.attempts >= ${maxAttempts} then now() end,
+             finished_at = case when t.attempts_since_progress >= ${maxAttempts} then now() end,
              locked_by = null, locked_at = null, dispatched_at = null, available_at = now(), updated_at = now()
         from orphaned
        where t.id = orphaned.id and t.status = ${taskStatus.running}
@@ -460,7 +465,7 @@ export async function rearmTasks(
       update drover.tasks
          set status = ${taskStatus.pending}, available_at = now(), dispatched_at = null, locked_by = null,
              finished_at = null, updated_at = now()
-             ${options.resetAttempts ? sql`, attempts = 0` : sql``}
+             ${options.resetAttempts ? sql`, attempts = 0, attempts_since_progress = 0` : sql``}
        where run_id = ${runId}::uuid and status = ${from}
       returning phase)
     select min(phase) as phase from rearmed`);

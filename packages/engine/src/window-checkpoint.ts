@@ -83,6 +83,4 @@ export function checkpointOf(
 export function advance(deps: WindowWriterDeps, position: WindowPosition): void {
   if (position.cursor) deps.task.cursor = position.cursor;
   deps.task.processedOffset = position.processedOffset;
-  // As the checkpoint wrote it: this attempt's failures count from the progress just made.
-  deps.task.attempts = Math.min(deps.task.attempts, 1);
 }

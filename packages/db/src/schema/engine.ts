@@ -148,6 +148,12 @@ export const tasks = drover.table(
     processedOffset: integer("processed_offset").notNull().default(0),
     status: text("status", { enum: TASK_STATUSES }).notNull().default("pending"),
     attempts: integer("attempts").notNull().default(0),
+    /**
+     * Claims since the task last committed a window (the claim adds one, a window's checkpoint sets
+     * 0, a hand-back takes its claim back): what the reaper's limit counts, so a task that kills
+     * its worker every time fails while a long walk whose workers die after it moved on does not.
+     */
+    attemptsSinceProgress: integer("attempts_since_progress").notNull().default(0),
     lockedBy: text("locked_by"),
     lockedAt: timestamp("locked_at", { withTimezone: true }),
     /**
