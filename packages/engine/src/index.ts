@@ -73,6 +73,8 @@ export {
 export {
   type DispatchSlice,
   dispatchLock,
+  type HandedOn,
+  handOnLockedSlot,
   handOnSlot,
   markRunDeficits,
   markTasksDispatched,

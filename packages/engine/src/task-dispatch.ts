@@ -1,4 +1,4 @@
-import { type Db, type Queryable, runStatus, taskStatus } from "@drover/db";
+import { type Db, executePrepared, type Queryable, runStatus, taskStatus } from "@drover/db";
 import { type SQL, sql } from "drizzle-orm";
 
 /**
@@ -92,7 +92,10 @@ export async function markTasksDispatched(
   runId: string,
   maxInflight: number,
 ): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
-  const picked = await q.execute<{ id: string; trace_context: Record<string, string> | null }>(sql`
+  // Prepared: a worker's hand-on runs it for every task that ends.
+  const picked = await executePrepared<{ id: string; trace_context: Record<string, string> | null }>(
+    q,
+    sql`
     with run as (
       select r.id, r.current_phase, r.trace_context from drover.runs r where r.id = ${runId}::uuid and r.status = ${runStatus.running}
     ), inflight as (
@@ -108,7 +111,8 @@ export async function markTasksDispatched(
     update drover.tasks t set dispatched_at = now()
       from due, run
      where t.id = due.id
-    returning t.id, run.trace_context`);
+    returning t.id, run.trace_context`,
+  );
   return { ids: picked.map((r) => Number(r.id)), traceContext: picked[0]?.trace_context ?? null };
 }
 
@@ -260,18 +264,33 @@ export async function recordFairShares(
  * the run being 'running' (markTasksDispatched); serialized with rounds marking the run by
  * runDispatchLock.
  */
-export async function handOnSlot(
-  db: Db,
-  runId: string,
-): Promise<{ ids: number[]; traceContext: Record<string, string> | null }> {
+export async function handOnSlot(db: Db, runId: string): Promise<HandedOn> {
   return db.transaction(async (tx) => {
     await tx.execute(runDispatchLock(runId));
-    const [run] = await tx.execute<{ fair_share: number | null }>(
-      sql`select fair_share from drover.runs where id = ${runId}::uuid and status = ${runStatus.running}`,
-    );
-    if (!run?.fair_share) return { ids: [], traceContext: null };
-    return markTasksDispatched(tx, runId, run.fair_share);
+    return handOnLockedSlot(tx, runId);
   });
+}
+
+/** Tasks marked published by a hand-on, for the caller to publish, with the run's trace context. */
+export interface HandedOn {
+  ids: number[];
+  traceContext: Record<string, string> | null;
+}
+
+/**
+ * handOnSlot's marking, in a transaction that already holds the run's runDispatchLock: the task
+ * runner's finish of a succeeded task hands its slot on in the commit that frees it (one commit a
+ * task less, and no moment between the two). Such a finish takes the run's lock before it updates
+ * its task row, as yieldSlot does, and the rounds and other hand-ons under the lock touch only
+ * pending rows (SKIP LOCKED): none waits for a lock another holds while waiting for one of its.
+ */
+export async function handOnLockedSlot(tx: Queryable, runId: string): Promise<HandedOn> {
+  const [run] = await executePrepared<{ fair_share: number | null }>(
+    tx,
+    sql`select fair_share from drover.runs where id = ${runId}::uuid and status = ${runStatus.running}`,
+  );
+  if (!run?.fair_share) return { ids: [], traceContext: null };
+  return markTasksDispatched(tx, runId, run.fair_share);
 }
 
 /**

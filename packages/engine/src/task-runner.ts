@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { SecretKeyring } from "@drover/auth";
-import { type Db, isDatabaseUnavailable, runs, tasks } from "@drover/db";
+import { type Db, executePrepared, isDatabaseUnavailable, runs, tasks } from "@drover/db";
 import { resolveParents } from "@drover/ledger";
 import {
   type BudgetPacer,
@@ -35,7 +35,14 @@ import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { SourceCallCounter } from "./source-calls.js";
 import { dryRunMatches } from "./source-capabilities.js";
 import { applySourceDeletions, heldSourceRows } from "./source-deletions.js";
-import { overFairShare, undispatchTasks, yieldSlot } from "./task-dispatch.js";
+import {
+  type HandedOn,
+  handOnLockedSlot,
+  overFairShare,
+  runDispatchLock,
+  undispatchTasks,
+  yieldSlot,
+} from "./task-dispatch.js";
 import {
   cancelPendingTask,
   claimTask,
@@ -85,7 +92,15 @@ export interface TaskRunnerDeps {
    * carry no record and only the stale-lock threshold frees a dead worker's tasks.
    */
   workerRecord?(): string;
+  /**
+   * A succeeded task's finish also hands its lane slot on (handOnLockedSlot) in the same commit:
+   * the outcome carries the tasks it marked published, for the caller to publish. Without it the
+   * caller hands the slot on itself, in a transaction of its own, after the finish.
+   */
+  handOnAtFinish?: boolean;
 }
+
+const NOTHING_HANDED_ON: HandedOn = { ids: [], traceContext: null };
 
 export interface AssignmentControls {
   /** Aborted when this worker shuts down: the task hands itself back at the next window boundary. */
@@ -123,6 +138,8 @@ export type AssignmentOutcome =
       attempt: number;
       summary: WriteSummary;
       error?: string;
+      /** A succeeded task's finish handed its slot on (TaskRunnerDeps.handOnAtFinish): these are to publish. */
+      handedOn?: HandedOn;
     };
 
 class ShutdownHandBack extends Error {}
@@ -205,10 +222,21 @@ export async function runAssignment(
     // The attempt's last transaction is bounded like its windows: a finish the driver lost track of
     // must not hold the lane. Fenced by the claim token, so a finish that did commit unseen makes
     // the retry's release a lost claim, never a second run of the task.
-    const done = await windowTransaction(db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, (tx) =>
-      finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? [], attempt.calls.take()),
-    );
-    return { ...base, status: done ? "succeeded" : "lost", summary: total };
+    const done = await windowTransaction(db, deps.windowDeadlineMs ?? WINDOW_DEADLINE_MS, async (tx) => {
+      // The run's lock before the task's row, as yieldSlot takes them (handOnLockedSlot).
+      if (deps.handOnAtFinish) await executePrepared(tx, runDispatchLock(claimed.runId));
+      const calls = attempt.calls.take();
+      if (!(await finishTaskSucceeded(tx, claimed, claimToken, result.successors ?? [], calls)))
+        return undefined;
+      return deps.handOnAtFinish ? await handOnLockedSlot(tx, claimed.runId) : NOTHING_HANDED_ON;
+    });
+    if (!done) return { ...base, status: "lost", summary: total };
+    return {
+      ...base,
+      status: "succeeded",
+      summary: total,
+      ...(deps.handOnAtFinish ? { handedOn: done } : {}),
+    };
   } catch (err) {
     if (attempt.yielded) return { ...base, status: "yielded", summary: total };
     return {

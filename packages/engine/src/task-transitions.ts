@@ -64,7 +64,10 @@ export async function claimTask(
   claimToken: string,
   worker?: string,
 ): Promise<TaskRow | undefined> {
-  const rows = await q.execute(sql`
+  // Prepared, like a window's statements: every task runs it, in the lane's time between tasks.
+  const rows = await executePrepared(
+    q,
+    sql`
     update drover.tasks t
        set status = ${taskStatus.running}, attempts = t.attempts + 1,
            attempts_since_progress = t.attempts_since_progress + 1, locked_by = ${claimToken}, locked_at = now(),
@@ -73,7 +76,8 @@ export async function claimTask(
      where t.id = ${taskId} and t.status = ${taskStatus.pending} and t.available_at <= now()
        and exists (select 1 from drover.runs r where r.id = t.run_id and r.status = ${runStatus.running})
        ${worker === undefined ? sql`` : sql`and exists (select 1 from drover.workers w where w.id = ${worker}::uuid and w.expires_at > now())`}
-    returning t.*`);
+    returning t.*`,
+  );
   const row = rows[0];
   if (row) return toTaskRow(row);
   if (worker !== undefined) {
@@ -197,7 +201,10 @@ export async function finishTaskSucceeded(
 ): Promise<boolean> {
   // statsDelta: what the attempt counted after its last checkpoint (the source calls of a last
   // fetch that wrote nothing), added like a checkpoint's.
-  const rows = await q.execute(sql`
+  // Prepared: every task runs it, in the lane's time between tasks.
+  const rows = await executePrepared(
+    q,
+    sql`
     update drover.tasks t
        set status = ${taskStatus.succeeded}, finished_at = now(), locked_by = null, last_error = null, updated_at = now(),
            listed_ids = coalesce(t.listed_ids, '{}'),
@@ -205,7 +212,8 @@ export async function finishTaskSucceeded(
                       from (select ${JSON.stringify(statsDelta)}::jsonb as delta) d,
                            jsonb_object_keys(t.stats || d.delta) as k)
      where t.id = ${task.id} and t.status = ${taskStatus.running} and t.locked_by = ${claimToken}
-    returning id`);
+    returning id`,
+  );
   if (rows.length !== 1) return false;
   await insertTaskSeeds(q, task.runId, task.phase, successors);
   return true;

@@ -347,7 +347,11 @@ async function writeBatchWindow<T>(
             const slot = heldFor(held, row, options, wouldBe);
             if (slot === "skip") tally.summary.alreadyHere++;
             else
-              writable.push({ sourceId: row.sourceId, data: row.data as T, ...(slot ? { held: slot } : {}) });
+              writable.push(
+                slot
+                  ? { sourceId: row.sourceId, data: row.data as T, held: slot }
+                  : { sourceId: row.sourceId, data: row.data as T },
+              );
           }
           const results =
             writable.length > 0 ? await (await writerFor(writable)).writeBatch(tx, writable) : [];

@@ -179,3 +179,34 @@ describe("a run above the share ceiling while the pool reserves shares (busy wor
     expect(yielded.filter(Boolean)).toHaveLength(2);
   });
 });
+
+describe("a succeeded task's finish hands its slot on (handOnAtFinish)", () => {
+  it("marks the run's next tasks published in the commit that frees the slot, up to the run's share", async () => {
+    const run = await insertRun(h.db, { fairShare: 2 });
+    const busy = await insertTask(h.db, run.id);
+    await claimTask(h.db, busy.id, `other/${busy.id}`);
+    const finishing = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
+    const next = [await insertTask(h.db, run.id), await insertTask(h.db, run.id)];
+
+    const outcome = await runAssignment({ ...deps(), handOnAtFinish: true }, finishing.id, controls());
+
+    expect(outcome.status).toBe("succeeded");
+    // One slot freed, the share 2 with one task still running: exactly one next task, the oldest.
+    expect(outcome.status !== "dropped" && outcome.handedOn?.ids).toEqual([next[0]!.id]);
+    expect((await taskRow(next[0]!.id)).dispatched_at).not.toBeNull();
+    expect((await taskRow(next[1]!.id)).dispatched_at).toBeNull();
+    expect((await taskRow(finishing.id)).status).toBe("succeeded");
+  });
+
+  it("hands nothing on without the option: the caller does it in a transaction of its own", async () => {
+    const run = await insertRun(h.db, { fairShare: 2 });
+    const finishing = await insertTask(h.db, run.id, { dispatchedAt: new Date() });
+    const waiting = await insertTask(h.db, run.id);
+
+    const outcome = await runAssignment(deps(), finishing.id, controls());
+
+    expect(outcome.status).toBe("succeeded");
+    expect(outcome.status !== "dropped" && outcome.handedOn).toBeUndefined();
+    expect((await taskRow(waiting.id)).dispatched_at).toBeNull();
+  });
+});

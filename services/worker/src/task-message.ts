@@ -1,5 +1,6 @@
 import {
   type AssignmentOutcome,
+  type HandedOn,
   runAssignment,
   runVerification,
   type TaskRunnerDeps,
@@ -62,9 +63,11 @@ export interface TaskMessageDeps {
   held: HeldTasks;
   /**
    * A task's attempt ended and freed its lane slot: publish its run's next due tasks, up to the
-   * run's fair share, before the slot is free for the lane to pull again (handOnSlot).
+   * run's fair share, before the slot is free for the lane to pull again (handOnSlot). `marked`:
+   * the tasks a succeeded task's finish already marked published in its own commit
+   * (TaskRunnerDeps.handOnAtFinish), which are only to be published.
    */
-  handOnSlot?(runId: string): Promise<void>;
+  handOnSlot?(runId: string, marked?: HandedOn): Promise<void>;
   /** Tells the coordinator a task finished (best effort: the reaper finds the same facts). */
   reportFinished(task: FinishedTask): Promise<unknown>;
   logger: Logger;
@@ -151,7 +154,7 @@ async function runTask(deps: TaskMessageDeps, msg: TaskMessage, assignment: Task
   // Handed back on shutdown, the task's message comes back itself (nak): nothing to hand on.
   if (outcome.status !== "handed_back" && deps.handOnSlot)
     await deps
-      .handOnSlot(outcome.runId)
+      .handOnSlot(outcome.runId, outcome.handedOn)
       .catch((err) =>
         logger.warn({ err: String(err) }, "handing the slot on failed; the next round fills it"),
       );

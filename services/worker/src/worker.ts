@@ -165,6 +165,8 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     touchEveryMs: config.taskTouchMs,
     workerRecord: () => liveness.record,
     secrets,
+    // The finish of a succeeded task hands its slot on in its own commit; the handler publishes.
+    handOnAtFinish: true,
   };
   const handle = taskMessageHandler({
     runner,
@@ -175,8 +177,8 @@ export async function startWorker(config: WorkerConfig, options: WorkerOptions =
     pressureDeferMs: config.pressure.deferMs,
     shutdown: shutdown.signal,
     held,
-    async handOnSlot(runId) {
-      const next = await handOnSlot(database.db, runId);
+    async handOnSlot(runId, marked) {
+      const next = marked ?? (await handOnSlot(database.db, runId));
       if (next.ids.length === 0) return;
       const failed: number[] = [];
       await withSpan(

@@ -4,6 +4,7 @@ import { type Database, driverOf, pgErrorCode, type Queryable, type Tx } from "@
 import { PermanentError, type RowResult, TransientError, type WritableRow } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { type PgTableConfig, quoteIdent, quoteQualified } from "./config.js";
+import { COPY_CHUNK_BYTES, givePieceBack, takePiece } from "./copy-pieces.js";
 import { type DestinationShape, upsertWindow } from "./destination-table.js";
 
 type Sql = Database["sql"];
@@ -88,15 +89,17 @@ export interface CopyTuple {
   valuesAt: number;
 }
 
+/** Where the tuple tupleAt last returned ends in its `data`: a variable, not an object per row. */
+let tupleEnd = 0;
+
 /**
- * The tuple of `fields` fields at `pos` of `data`, with where it ends; "short" when `data` ends
- * before it does, "end" at the stream's trailer.
+ * The tuple of `fields` fields at `pos` of `data` (where it ends: tupleEnd); "short" when `data`
+ * ends before it does, "end" at the stream's trailer. It makes nothing but the tuple, its key and
+ * its time: every row of a streamed copy passes here, and the spans, closure and wrapper it used to
+ * make per row were a share of the worker's garbage collection (FINDINGS, 2026-12-07, fifteenth
+ * session).
  */
-function tupleAt(
-  data: Buffer,
-  pos: number,
-  fields: number,
-): { tuple: CopyTuple; end: number } | "short" | "end" {
+function tupleAt(data: Buffer, pos: number, fields: number): CopyTuple | "short" | "end" {
   if (pos + 2 > data.length) return "short";
   const count = data.readInt16BE(pos);
   if (count === -1) return "end";
@@ -104,8 +107,11 @@ function tupleAt(
     throw new PermanentError(`a COPY tuple has ${count} fields where ${fields} were selected`);
   let at = pos + 2;
   let valuesAt = 0;
-  // The key's and the time's [start, end), decoded once the whole tuple is known to be here.
-  const text: [number, number][] = [];
+  // The key's and the time's [start, end) (-1: null), decoded once the whole tuple is known to be here.
+  let keyAt = -1;
+  let keyEnd = -1;
+  let timeAt = -1;
+  let timeEnd = -1;
   for (let f = 0; f < count; f++) {
     if (f === 2) valuesAt = at - pos;
     if (at + 4 > data.length) return "short";
@@ -113,20 +119,24 @@ function tupleAt(
     at += 4;
     if (length < 0) continue;
     if (at + length > data.length) return "short";
-    if (f < 2) text[f] = [at, at + length];
+    if (f === 0) {
+      keyAt = at;
+      keyEnd = at + length;
+    } else if (f === 1) {
+      timeAt = at;
+      timeEnd = at + length;
+    }
     at += length;
   }
-  if (!text[0]) throw new PermanentError("a source row has no key (null in the key column)");
-  const decode = (span: [number, number] | undefined) =>
-    span ? data.toString("utf8", span[0], span[1]) : null;
+  if (keyAt < 0) throw new PermanentError("a source row has no key (null in the key column)");
+  tupleEnd = at;
   return {
-    tuple: {
-      bytes: data.subarray(pos, at),
-      key: decode(text[0])!,
-      time: decode(text[1]),
-      valuesAt: valuesAt || at - pos,
-    },
-    end: at,
+    // The server sends a row per CopyData message: the tuple is then the whole chunk, kept as it is
+    // rather than as a view of itself (a Buffer per row).
+    bytes: pos === 0 && at === data.length ? data : data.subarray(pos, at),
+    key: data.toString("utf8", keyAt, keyEnd),
+    time: timeAt < 0 ? null : data.toString("utf8", timeAt, timeEnd),
+    valuesAt: valuesAt || at - pos,
   };
 }
 
@@ -179,8 +189,8 @@ export function splitTuples(stream: Buffer | readonly Buffer[], fields: number):
           throw new TransientError("the source's COPY stream goes on after its trailer");
         break;
       }
-      tuples.push(next.tuple);
-      pos = next.end;
+      tuples.push(next);
+      pos = tupleEnd;
     }
   }
   if (!started) throw new TransientError("the source's COPY stream does not start with the binary signature");
@@ -204,11 +214,7 @@ function stageOf(columns: SourceColumns): { name: string; create: string } {
 async function stage(q: Queryable, columns: SourceColumns, tuples: readonly CopyTuple[]): Promise<string> {
   const { name, create } = stageOf(columns);
   await driverOf(q).unsafe(create);
-  await copyIn(
-    q,
-    `pg_temp.${name}`,
-    copyChunks(tuples, (t) => ({ count: t.bytes.readInt16BE(0), bytes: t.bytes, from: 2 })),
-  );
+  await copyIn(q, `pg_temp.${name}`, copyChunks(tuples, STAGED));
   return name;
 }
 
@@ -246,14 +252,17 @@ function direct(columns: SourceColumns, shape: DestinationShape): boolean {
   return shape.columns.every((c, i) => columns.stageTypes[i] === c.type);
 }
 
-/** Bytes of a COPY FROM's data message: a window goes to the server in pieces of this size. */
-export const COPY_CHUNK_BYTES = 256 * 1024;
+export { COPY_CHUNK_BYTES };
 
-/** A tuple as a COPY FROM takes it: its field count, then `lead` (if any), then `bytes` from `from`. */
-interface OutTuple {
-  count: number;
-  bytes: Buffer;
-  from: number;
+/**
+ * How a COPY FROM takes a tuple: its field count, then `lead` (if any), then `bytes(t)` from
+ * `from(t)`. Read field by field rather than as an object per tuple: every row of a window passes
+ * here twice (sized, then copied).
+ */
+export interface OutShape<T> {
+  count(t: T): number;
+  bytes(t: T): Buffer;
+  from(t: T): number;
 }
 
 /**
@@ -261,31 +270,27 @@ interface OutTuple {
  * as the COPY takes them. A window's rows are thus never in memory twice: one buffer of the whole
  * window, which the driver then copied again into its message, held each row three times at once
  * (the page, the buffer, the message), and windows could be only half as large in the same bytes.
+ * The pieces come from copy-pieces.ts, which takes them back once sent (copyIn).
  */
-export function* copyChunks<T>(
-  tuples: readonly T[],
-  out: (t: T) => OutTuple,
-  lead?: Buffer,
-): Generator<Buffer> {
+export function* copyChunks<T>(tuples: readonly T[], out: OutShape<T>, lead?: Buffer): Generator<Buffer> {
   const extra = lead?.length ?? 0;
-  const sizeOf = ({ bytes, from }: OutTuple) => 2 + extra + bytes.length - from;
+  const sizeOf = (t: T) => 2 + extra + out.bytes(t).length - out.from(t);
   // What is left to send: a piece is never larger than that (a row rewritten alone takes a few
   // hundred bytes, not a whole piece).
   let left = HEADER.length + TRAILER.length;
-  for (const t of tuples) left += sizeOf(out(t));
-  let chunk = Buffer.allocUnsafe(Math.min(COPY_CHUNK_BYTES, left));
+  for (const t of tuples) left += sizeOf(t);
+  let chunk = takePiece(Math.min(COPY_CHUNK_BYTES, left));
   let at = HEADER.copy(chunk, 0);
   for (const t of tuples) {
-    const tuple = out(t);
-    const size = sizeOf(tuple);
+    const size = sizeOf(t);
     if (at + size > chunk.length) {
       if (at > 0) yield chunk.subarray(0, at);
-      chunk = Buffer.allocUnsafe(Math.max(Math.min(COPY_CHUNK_BYTES, left), size));
+      chunk = takePiece(Math.max(Math.min(COPY_CHUNK_BYTES, left), size));
       at = 0;
     }
-    at = chunk.writeInt16BE(tuple.count, at);
+    at = chunk.writeInt16BE(out.count(t), at);
     if (lead) at += lead.copy(chunk, at);
-    at += tuple.bytes.copy(chunk, at, tuple.from);
+    at += out.bytes(t).copy(chunk, at, out.from(t));
     left -= size;
   }
   if (at + TRAILER.length > chunk.length) {
@@ -296,6 +301,13 @@ export function* copyChunks<T>(
   at += TRAILER.copy(chunk, at);
   yield chunk.subarray(0, at);
 }
+
+/** A staged tuple: as it was read, key and time included. */
+const STAGED: OutShape<CopyTuple> = {
+  count: (t) => t.bytes.readInt16BE(0),
+  bytes: (t) => t.bytes,
+  from: () => 2,
+};
 
 /**
  * The window's tuples as the destination's rows: the run's tenant (when the destination has a
@@ -310,11 +322,12 @@ function destinationChunks(config: PgTableConfig, tenantId: string, tuples: read
     tenant.copy(lead, 4);
   }
   const added = lead ? 1 : 0;
-  return copyChunks(
-    tuples,
-    (t) => ({ count: t.bytes.readInt16BE(0) - 2 + added, bytes: t.bytes, from: t.valuesAt }),
-    lead,
-  );
+  const shape: OutShape<CopyTuple> = {
+    count: (t) => t.bytes.readInt16BE(0) - 2 + added,
+    bytes: (t) => t.bytes,
+    from: (t) => t.valuesAt,
+  };
+  return copyChunks(tuples, shape, lead);
 }
 
 /** Writes a COPY FROM's data as it is made, a piece at a time, waiting while the socket is full. */
@@ -332,13 +345,22 @@ async function copyIn(q: Queryable, target: string, data: Iterable<Buffer>): Pro
       stream.on("drain", done);
       stream.on("close", done);
     });
+  // A piece goes back to copy-pieces.ts once the socket has written it (the callback), not sooner:
+  // until then the socket may still read from it. One that fails is left to the collector.
+  const sent = (piece: Buffer) => (err?: Error | null) => {
+    if (!err) givePieceBack(piece);
+  };
   for (const piece of data) {
     if (stream.destroyed) break;
-    if (!stream.write(piece)) await room();
+    if (!stream.write(piece, sent(piece))) await room();
   }
   if (!stream.destroyed) stream.end();
   await finished(stream);
 }
+
+/** A window's results, one per row: the same two objects for every row (nothing changes a result). */
+const NEW_ROW: RowResult = Object.freeze({ action: "upserted", replaced: false });
+const REPLACED_ROW: RowResult = Object.freeze({ action: "upserted", replaced: true });
 
 function resultsByKey(
   rows: readonly WritableRow<StreamedRecord>[],
@@ -347,7 +369,7 @@ function resultsByKey(
   return rows.map((r) => {
     const was = inserted.get(r.data.id);
     if (was === undefined) throw new PermanentError(`the upsert returned no row for key ${r.sourceId}`);
-    return { action: "upserted", replaced: !was };
+    return was ? NEW_ROW : REPLACED_ROW;
   });
 }
 
@@ -377,7 +399,7 @@ export async function copyWindow(
     const into = `${quoteQualified(config.destination)} (${target.map(quoteIdent).join(", ")})`;
     try {
       await q.transaction((sp) => copyIn(sp, into, destinationChunks(config, tenantId, tuples)));
-      return rows.map(() => ({ action: "upserted", replaced: false }));
+      return rows.map(() => NEW_ROW);
     } catch (err) {
       if (pgErrorCode(err) !== UNIQUE_VIOLATION) throw err;
     }

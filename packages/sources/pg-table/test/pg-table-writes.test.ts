@@ -212,14 +212,14 @@ describe("pg-table windows", () => {
         ),
       );
       const tuples = splitTuples(stream, 3);
-      const pieces = [...copyChunks(tuples, (t) => ({ count: 3, bytes: t.bytes, from: 2 }))];
+      const pieces = [...copyChunks(tuples, { count: () => 3, bytes: (t) => t.bytes, from: () => 2 })];
       expect(Buffer.concat(pieces).equals(stream)).toBe(true);
       expect(pieces.length).toBeGreaterThan(4);
       // Only the piece carrying the one wide row is larger than a piece's size.
       expect(pieces.filter((p) => p.length > COPY_CHUNK_BYTES)).toHaveLength(1);
       // A row written alone (the fallback rewrites a failed window row by row) takes its own size.
       const [alone, ...more] = [
-        ...copyChunks(tuples.slice(0, 1), (t) => ({ count: 3, bytes: t.bytes, from: 2 })),
+        ...copyChunks(tuples.slice(0, 1), { count: () => 3, bytes: (t) => t.bytes, from: () => 2 }),
       ];
       expect(more).toEqual([]);
       expect(alone!.length).toBe(19 + tuples[0]!.bytes.length + 2);
@@ -227,6 +227,56 @@ describe("pg-table windows", () => {
     } finally {
       await db.close();
     }
+  });
+
+  it("windows written one after another in pieces used again each land their own rows, byte for byte", async () => {
+    await database.sql.unsafe(`create table app.piece_probe (
+      tenant_id text not null, id text not null, data text, primary key (tenant_id, id))`);
+    const source = openDatabase(other.url, { max: 1 });
+    try {
+      await source.sql.unsafe(`create schema if not exists src`);
+      // ~2 KB a row, every row its own bytes: 1,200 rows are three windows of several pieces each.
+      await source.sql.unsafe(`create table src.piece_probe (id text primary key, data text)`);
+      await source.sql.unsafe(
+        `insert into src.piece_probe
+         select $1 || lpad(g::text, 6, '0'), repeat(md5(g::text), 64) from generate_series(1, 1200) g`,
+        [makeUlid(FROM).slice(0, 20)],
+      );
+    } finally {
+      await source.close();
+    }
+    const probe = config({
+      table: "src.piece_probe",
+      destination: "app.piece_probe",
+      mapping: "id=id,data=data",
+    });
+    const connection = sourceDatabase(other.url);
+    const columns = await sourceColumns(connection, probe, '"src"."piece_probe"');
+    const shape = await destinationShape(database.db, probe);
+    let cursor: { from: number; to: number; lastId?: string } = { from: FROM, to: FROM + HOUR };
+    for (let window = 0; window < 3; window++) {
+      const page = await readPage(connection, probe, cursor, 400, columns);
+      expect(page).toHaveLength(400);
+      await database.db.transaction((tx) =>
+        copyWindow(
+          tx,
+          probe,
+          shape,
+          columns,
+          "t",
+          page.map((r) => ({ sourceId: r.id, data: r })),
+        ),
+      );
+      cursor = { ...cursor, lastId: page[page.length - 1]!.id };
+    }
+    const digest = (rows: { d: string }[]) => rows[0]!.d;
+    const [landed, read] = await Promise.all([
+      database.sql<{ d: string }[]>`
+        select md5(string_agg(id || ':' || data, ',' order by id)) as d from app.piece_probe`,
+      connection<{ d: string }[]>`
+        select md5(string_agg(id || ':' || data, ',' order by id)) as d from src.piece_probe`,
+    ]);
+    expect(digest(landed)).toBe(digest(read));
   });
 
   it("a window arrives intact through binary COPY: nulls, empty strings, quotes and a type cast", async () => {
