@@ -60,7 +60,7 @@ async function task(runId: string, overrides: Partial<typeof tasks.$inferInsert>
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
 
 describe("reaper pass", () => {
-  it("releases a running task whose worker died, and fails it once its attempts are spent", async () => {
+  it("releases a running task whose worker died, and fails it once its attempts since its last window are spent", async () => {
     const r = await run();
     const dead = await task(r.id, {
       status: "running",
@@ -72,7 +72,9 @@ describe("reaper pass", () => {
       status: "running",
       lockedBy: "gone/2",
       lockedAt: minutesAgo(5),
+      // Three claims in a row that committed no window: the task kills its worker.
       attempts: 3,
+      attemptsSinceProgress: 3,
     });
     const alive = await task(r.id, {
       status: "running",
