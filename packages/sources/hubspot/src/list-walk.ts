@@ -1,4 +1,10 @@
-import type { SourceRow, TaskContext, TaskResult, TaskSeed } from "@drover/provider-sdk";
+import {
+  isRowErrorInfo,
+  type SourceRow,
+  type TaskContext,
+  type TaskResult,
+  type TaskSeed,
+} from "@drover/provider-sdk";
 import type { HubSpotClient } from "./client.js";
 import { runSettings } from "./config.js";
 import { type ListPage, readListPage } from "./list-pages.js";
@@ -40,7 +46,7 @@ export function parentsOf(
 ): Record<string, string[]> {
   const wanted: Record<string, string[]> = {};
   for (const row of rows) {
-    if ("rowError" in (row.data as object)) continue;
+    if (isRowErrorInfo(row.data)) continue;
     for (const [kind, id] of Object.entries(refsOf(type, row.data as ProductRow))) {
       if (!id) continue;
       wanted[kind] ??= [];
@@ -87,9 +93,8 @@ async function writePages(
         ? { archived: cursor.archived, after: page.after, page: cursor.page + 1 }
         : undefined;
     const goOn = next && walked < settings.pagesPerTask ? next : undefined;
-    const rows = page.rows;
     await ctx.writeBatches(
-      rows,
+      page.rows,
       async (toWrite) => batchFor(type, ctx.run.tenantId, await ctx.resolveParents(parentsOf(type, toWrite))),
       { windowSize: settings.windowSize, ...(goOn ? { nextCursor: { ...goOn } } : {}) },
     );
