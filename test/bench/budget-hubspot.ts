@@ -65,6 +65,13 @@ export const budgetHubSpotScenario: Scenario = {
         },
         600_000,
       );
+      // Where each kind's tasks ran, in seconds from the first admitted request: which chains were left.
+      const timeline = await bench.database.sql<
+        { kind: string; phase: number; tasks: number; from: number; to: number }[]
+      >`
+        SELECT kind, phase, count(*)::int AS tasks,
+               extract(epoch FROM min(started_at))::float8 AS "from", extract(epoch FROM max(finished_at))::float8 AS "to"
+          FROM drover.tasks GROUP BY kind, phase ORDER BY phase, min(started_at)`;
       await bench.stopAll();
       const stats = outcome.stats as unknown as HubSpotStats;
       if (stats.firstAdmittedAt === undefined || stats.lastAdmittedAt === undefined)
@@ -89,6 +96,15 @@ export const budgetHubSpotScenario: Scenario = {
           requestSpanSeconds: spanMs / 1000,
           // Where the window went unused: requests admitted in each 10-second window of the run.
           admittedByTenSeconds: tens(stats.admittedBySecond),
+          admittedBySecond: stats.admittedBySecond,
+          chains: timeline.map((t) => ({
+            kind: t.kind,
+            phase: t.phase,
+            tasks: t.tasks,
+            seconds: [t.from, t.to].map(
+              (at) => Math.round((at * 1000 - (stats.firstAdmittedAt ?? 0)) / 100) / 10,
+            ),
+          })),
           allowedRequests: allowed,
           runSeconds: (outcome.finishedAt - outcome.startedAt) / 1000,
           rows,

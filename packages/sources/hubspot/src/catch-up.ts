@@ -13,6 +13,7 @@ import { OBJECT_TYPES, type ObjectType } from "./object-types.js";
 import { pageRows } from "./page-rows.js";
 import { clientFor } from "./run-client.js";
 import { runProperties } from "./run-properties.js";
+import type { SearchMark } from "./search-pace.js";
 import { batchFor } from "./writers.js";
 
 /** The closing kind: what changed at the source while the run read it. */
@@ -54,7 +55,7 @@ export interface CatchUpCursor {
    * When the searches of the task before it in the chain were answered, within its last second:
    * the successor may run in another worker, whose search pace would not know them.
    */
-  searchedAt?: number[];
+  searchedAt?: (SearchMark | number)[];
 }
 
 export function isCatchUpCursor(cursor: Record<string, unknown>): boolean {

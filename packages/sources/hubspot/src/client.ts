@@ -6,7 +6,7 @@ import {
   SourceClient,
 } from "@drover/provider-sdk";
 import { type HubSpotLimitOptions, hubspotAdapter } from "./rate-limits.js";
-import { type SearchPace, searchPaceOf } from "./search-pace.js";
+import { type SearchMark, type SearchPace, searchPaceOf } from "./search-pace.js";
 
 /** HubSpot's documented rate for the search endpoints: five requests a second per account. */
 export const SEARCHES_PER_SECOND = 5;
@@ -108,17 +108,17 @@ export class HubSpotClient {
     return new SourceClient({ ...this.shared, fetch: asPost }).getJson<T>(path, {}, type, signal);
   }
 
-  /** A search, on the search endpoints' own pace as well as the account's budget. */
-  /** When this process's searches of the account in the last second were answered. */
-  recentSearches(): number[] {
+  /** The account's searches this process knows were answered in the last second. */
+  recentSearches(): SearchMark[] {
     return this.searchPace.answeredLastSecond();
   }
 
   /** Counts searches another process answered (SearchPace.remember). */
-  rememberSearches(answeredAt: readonly number[]): void {
-    this.searchPace.remember(answeredAt);
+  rememberSearches(marks: readonly (SearchMark | number)[]): void {
+    this.searchPace.remember(marks);
   }
 
+  /** A search, on the search endpoints' own pace as well as the account's budget. */
   async search<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
     return this.searchPace.run(() => this.post<T>(path, body, "search", signal), signal);
   }

@@ -133,37 +133,85 @@ function readAhead(
   type: ObjectType,
   properties: { batches: string[][]; custom: ReadonlySet<string> },
   pages: number,
-): { page(i: number): Promise<ReadPage>; written(i: number): void; abandon(): void } {
+): PagesAhead<ReadPage> {
   const start = ctx.task.cursor as unknown as ListCursor;
+  return readPagesAhead(
+    {
+      list: (after, signal) =>
+        readListPage(client, type, { after, archived: start.archived, batches: properties.batches }, signal),
+      rows: async (page, signal) => ({
+        after: page.after,
+        rows: await pageRows(client, type, page.rows, properties.custom, signal),
+      }),
+    },
+    start.after,
+    pages,
+    ctx.signal,
+  );
+}
+
+export interface PagesAhead<T> {
+  page(i: number): Promise<T>;
+  written(i: number): void;
+  abandon(): void;
+}
+
+/**
+ * The scheduling of readAhead, apart from HubSpot's requests: `list` asks for a page at a cursor,
+ * `rows` completes a listed page (its associations).
+ */
+export function readPagesAhead<T>(
+  read: {
+    list(after: string | null, signal: AbortSignal): Promise<ListPage | null>;
+    rows(page: ListPage, signal: AbortSignal): Promise<T>;
+  },
+  from: string | null,
+  pages: number,
+  taskSignal: AbortSignal,
+): PagesAhead<T> {
   const stop = new AbortController();
-  const signal = AbortSignal.any([ctx.signal, stop.signal]);
+  const signal = AbortSignal.any([taskSignal, stop.signal]);
   const writes = Array.from({ length: pages }, () => {
     let resolve!: () => void;
-    const promise = new Promise<void>((r) => {
-      resolve = r;
-    });
-    return { promise, resolve };
+    const write = { done: false, promise: new Promise<void>((r) => (resolve = r)), resolve: () => {} };
+    write.resolve = () => {
+      write.done = true;
+      resolve();
+    };
+    return write;
   });
-  const list = (after: string | null) =>
-    readListPage(client, type, { after, archived: start.archived, batches: properties.batches }, signal);
-  const out: Promise<ReadPage>[] = [];
-  let listing: Promise<ListPage | null> = list(start.after);
+  const list = (after: string | null) => read.list(after, signal);
+  const out: Promise<T>[] = [];
+  let listing: Promise<ListPage | null> = list(from);
   for (let i = 0; i < pages; i++) {
     const listed = listing;
-    const page = listed.then(async (p) => {
-      if (p === null) throw new Error("read past the list's end");
-      return { after: p.after, rows: await pageRows(client, type, p.rows, properties.custom, signal) };
-    });
-    page.catch(() => {});
-    out.push(page);
+    // The task's last page hands its cursor on to a successor: nothing past it is read here.
+    const next = i + 1 < pages ? deferred<ListPage | null>() : undefined;
     // Page i + 1 is listed once page i answered and page i - READ_AHEAD is written: while page k
     // is written, pages k + 1 to k + READ_AHEAD may be read.
-    const gate = i - READ_AHEAD >= 0 ? writes[i - READ_AHEAD]!.promise : Promise.resolve();
-    // The task's last page hands its cursor on to a successor: nothing past it is read here.
-    if (i + 1 < pages)
-      listing = Promise.all([listed, gate]).then(([p]) =>
-        p === null || p.after === null ? null : list(p.after),
-      );
+    const gate = i - READ_AHEAD >= 0 ? writes[i - READ_AHEAD] : undefined;
+    const page = listed.then(
+      async (p) => {
+        // The next page is asked for before this page's associations: the account's slots come one
+        // after the other (the window's size apart), and the request that moves the chain on takes
+        // the first, so a list walked alone waits one round trip a page, not two.
+        if (next) {
+          const after = p?.after ?? null;
+          if (after === null) next.resolve(null);
+          else if (!gate || gate.done) next.resolve(list(after));
+          else next.resolve(gate.promise.then(() => list(after)));
+        }
+        if (p === null) throw new Error("read past the list's end");
+        return read.rows(p, signal);
+      },
+      (err: unknown) => {
+        next?.reject(err);
+        throw err;
+      },
+    );
+    page.catch(() => {});
+    out.push(page);
+    if (next) listing = next.promise;
   }
   listing.catch(() => {});
   return {
@@ -171,4 +219,19 @@ function readAhead(
     written: (i) => writes[i]?.resolve(),
     abandon: () => stop.abort(),
   };
+}
+
+/** A promise and its settlers (Promise.withResolvers is Node 22's). */
+function deferred<T>(): {
+  promise: Promise<T>;
+  resolve: (value: T | PromiseLike<T>) => void;
+  reject: (reason: unknown) => void;
+} {
+  let resolve!: (value: T | PromiseLike<T>) => void;
+  let reject!: (reason: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
 }

@@ -24,6 +24,28 @@ describe("the search pace", () => {
     expect(Date.now() - started).toBeLessThan(50);
     const handed = pace.answeredLastSecond();
     expect(handed).toHaveLength(1);
-    expect(handed[0]!).toBeGreaterThanOrEqual(started);
+    expect(handed[0]!.at).toBeGreaterThanOrEqual(started);
+    expect(handed[0]!.by).toBe(pace.id);
+  });
+
+  it("counts a search once when its mark comes back to the process that answered it, or twice from elsewhere", async () => {
+    const here = new SearchPace(5);
+    const there = new SearchPace(5);
+    for (let i = 0; i < 3; i++) await here.run(async () => undefined);
+    // The chain goes here → there → here: each hands on every search it knows of.
+    there.remember(here.answeredLastSecond());
+    await there.run(async () => undefined);
+    there.remember(here.answeredLastSecond());
+    here.remember(there.answeredLastSecond());
+    expect(here.answeredLastSecond()).toHaveLength(4);
+    expect(there.answeredLastSecond()).toHaveLength(4);
+    // One more search fits the second here, without waiting for any to leave it.
+    const started = Date.now();
+    await here.run(async () => undefined);
+    expect(Date.now() - started).toBeLessThan(50);
+    // The sixth must wait: five were answered in the last second.
+    const sixth = Date.now();
+    await here.run(async () => undefined);
+    expect(Date.now() - sixth).toBeGreaterThanOrEqual(200);
   });
 });
