@@ -396,7 +396,7 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
     expect(Number(await dryTenantCounts())).toBe(0);
   });
 
-  it("follows by polling: edits and additions made after the import reach the product by a pass, and CompleteRun ends exact", async () => {
+  it("follows by polling: edits, additions and archives made after the import reach the product by a pass, and CompleteRun ends exact", async () => {
     const tenantId = "hs-follow";
     const { run } = await c.client.startRun({
       tenantId,
@@ -414,7 +414,9 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
       90_000,
       "the import to finish",
     );
-    const changed = hs.applyChanges();
+    const before = hs.truth();
+    // HubSpot's delete: archived records leave the live list and search, their modification time unmoved.
+    const changed = hs.applyChanges(undefined, { archives: 2 });
     const changedAt = Date.parse(changed.at);
     await until(
       async () =>
@@ -435,6 +437,35 @@ describe("a HubSpot run through the engine", { timeout: 120_000 }, () => {
          where tenant_id = ${tenantId} and source = 'hubspot' and source_account = ${ACCOUNT} and kind = ${type}`;
       const all = [...now.types[type].live, ...now.types[type].archived];
       expect(rows.map((r) => r.source_id).sort(), `${type}: ledger vs source`).toEqual([...all].sort());
+      // Every record the round archived is marked deleted, on the ledger and on Drover's record;
+      // no live one is.
+      const archivedNow = new Set(now.types[type].archived);
+      const newlyArchived = [...archivedNow].filter((id) => !before.types[type].archived.includes(id));
+      expect(newlyArchived.length, `${type}: records the round archived`).toBeGreaterThan(0);
+      const marks = await c.database.sql<
+        { source_id: string; gone: boolean; record_type: string; record_id: string }[]
+      >`
+        select source_id, source_deleted_at is not null as gone, record_type, record_id::text
+          from drover.ledger
+         where tenant_id = ${tenantId} and kind = ${type} and action = 'created'`;
+      const deletedRecords = new Set<string>();
+      for (const recordType of new Set(marks.map((m) => m.record_type))) {
+        const rows = await c.database.sql<{ id: string }[]>`
+          select id::text from ${c.database.sql(TABLES[recordType]!)}
+           where tenant_id = ${tenantId} and deleted_at is not null`;
+        for (const r of rows) deletedRecords.add(`${recordType}:${r.id}`);
+      }
+      for (const m of marks) {
+        if (newlyArchived.includes(m.source_id)) {
+          expect(m.gone, `${type} ${m.source_id} archived at the source`).toBe(true);
+          expect(
+            deletedRecords.has(`${m.record_type}:${m.record_id}`),
+            `${type} ${m.source_id} Drover's record`,
+          ).toBe(true);
+        } else if (!archivedNow.has(m.source_id)) {
+          expect(m.gone, `${type} ${m.source_id} live at the source`).toBe(false);
+        }
+      }
     }
     // The round's edits: every live company's name as the source has it now.
     const client = new HubSpotClient({

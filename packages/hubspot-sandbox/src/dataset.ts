@@ -58,10 +58,14 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /**
  * The account: a pure function of the options and the rounds of changes applied. Each round edits
  * `changeEdits` records of every type (spread evenly over the generated ones: a property changes and
- * the modification time moves to the round's) and adds `changeAdds` records after the last.
+ * the modification time moves to the round's), adds `changeAdds` records after the last and
+ * archives `changeArchives` (or the round's own count) of the generated live ones.
  */
 export class Dataset {
   private readonly rounds: number[] = [];
+  /** How many records each round archives. */
+  private readonly archives: number[] = [];
+  private readonly archiveCache = new Map<ObjectType, { rounds: number; byIndex: Map<number, number> }>();
   private readonly factsCache = new Map<ObjectType, { rounds: number; facts: RecordFacts[] }>();
 
   constructor(readonly opts: ResolvedOptions) {}
@@ -83,8 +87,9 @@ export class Dataset {
   }
 
   /** Applies a round of changes at `atMs` (never at or before the last round's time). */
-  applyChanges(atMs: number): { round: number; at: string } {
+  applyChanges(atMs: number, round: { archives?: number } = {}): { round: number; at: string } {
     this.rounds.push(Math.max(atMs, (this.rounds.at(-1) ?? 0) + 1));
+    this.archives.push(round.archives ?? this.opts.changeArchives);
     return { round: this.rounds.length, at: iso(this.rounds.at(-1) as number) };
   }
 
@@ -106,6 +111,36 @@ export class Dataset {
     if (e === 0 || index > n || this.rounds.length === 0) return 0;
     const i = Math.ceil(((index - 1) * e) / n);
     return i < e && 1 + Math.floor((i * n) / e) === index ? this.rounds.length : 0;
+  }
+
+  /**
+   * The round (0-based) that archived this generated record, or undefined. Every third generated
+   * record from the last is a candidate, unless it is edited or archived from the start; the rounds
+   * take the candidates in turn, as many as each archives. Worked out once per round and type.
+   */
+  archivedRound(type: ObjectType, index: number): number | undefined {
+    const wanted = this.archives.reduce((a, b) => a + b, 0);
+    if (wanted === 0) return undefined;
+    let cached = this.archiveCache.get(type);
+    if (!cached || cached.rounds !== this.rounds.length) {
+      const byIndex = new Map<number, number>();
+      const n = this.base(type);
+      let round = 0;
+      let taken = 0;
+      for (let d = 0; d < n && byIndex.size < wanted; d += 3) {
+        const i = n - d;
+        if (this.archivedFromStart(type, i) || this.editRounds(type, i) > 0) continue;
+        while (taken + (this.archives[round] ?? 0) <= byIndex.size) taken += this.archives[round++] ?? 0;
+        byIndex.set(i, round);
+      }
+      cached = { rounds: this.rounds.length, byIndex };
+      this.archiveCache.set(type, cached);
+    }
+    return cached.byIndex.get(index);
+  }
+
+  private archivedFromStart(type: ObjectType, index: number): boolean {
+    return unit(this.opts.seed, `${type}.archived`, index) < this.opts.archivedRate;
   }
 
   /** The round (0-based) that added this record, or undefined for a generated one. */
@@ -134,8 +169,16 @@ export class Dataset {
           ? createdMs
           : Math.min(createdMs + touched, HISTORY_END_MS);
     // Archived records come from the generated ones only: a round's additions stay live.
-    const archived = added === undefined && unit(seed, `${type}.archived`, index) < this.opts.archivedRate;
-    const archivedMs = archived ? updatedMs + 3_600_000 : null;
+    const generatedArchived = added === undefined && this.archivedFromStart(type, index);
+    // Archiving at a round leaves the modification time where it was (airbyte#19838): a search by it
+    // never finds the archive.
+    const round = added === undefined ? this.archivedRound(type, index) : undefined;
+    const archived = generatedArchived || round !== undefined;
+    const archivedMs = generatedArchived
+      ? updatedMs + 3_600_000
+      : round !== undefined
+        ? (this.rounds[round] as number)
+        : null;
     return { type, index, id: this.idOf(type, index), createdMs, updatedMs, archived, archivedMs, edits };
   }
 

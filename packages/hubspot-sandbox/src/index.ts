@@ -29,8 +29,8 @@ export interface HubSpotSandbox {
   truth(): Truth;
   /** Every association of a pair as [child id, parent id] (child type first, as in LINKED_PAIRS). */
   links(child: ObjectType, parent: ObjectType): [string, string][];
-  /** Applies a round of changes (edits and additions) stamped now, or at `atMs`. */
-  applyChanges(atMs?: number): { round: number; at: string };
+  /** Applies a round of changes (edits, additions, archives) stamped now, or at `atMs`. */
+  applyChanges(atMs?: number, round?: { archives?: number }): { round: number; at: string };
   stats(): Stats;
   close(): Promise<void>;
 }
@@ -61,7 +61,8 @@ export async function startSandbox(
     ids: (type) => idsOf(app.dataset, type),
     truth: () => truthOf(app.dataset),
     links: (child, parent) => links(app.dataset, child, parent),
-    applyChanges: (atMs?: number) => app.dataset.applyChanges(atMs ?? Date.now()),
+    applyChanges: (atMs?: number, round?: { archives?: number }) =>
+      app.dataset.applyChanges(atMs ?? Date.now(), round),
     stats: () => structuredClone(app.stats),
     close: () => {
       closing ??= new Promise<void>((resolve, reject) => {

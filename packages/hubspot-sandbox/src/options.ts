@@ -34,6 +34,12 @@ export interface SandboxOptions {
   changeEdits?: number;
   /** Records of each type added by a round of changes. */
   changeAdds?: number;
+  /**
+   * Live records of each type a round of changes archives (HubSpot's delete: the record moves to the
+   * archived list, leaves search, and its modification time does not move): every third generated
+   * record from the last, skipping edited and already archived ones, while there are any.
+   */
+  changeArchives?: number;
   /** Applies a round of changes by itself after this many API requests; 0 = only on POST /__sandbox/changes. */
   changesAfterRequests?: number;
   /** Accepted bearer tokens; absent or empty accepts any non-empty token. */
@@ -67,6 +73,7 @@ export const NUMERIC_OPTIONS = {
   maxUrlLength: [16_384, 256, 1_000_000],
   changeEdits: [0, 0, 100_000],
   changeAdds: [0, 0, 100_000],
+  changeArchives: [0, 0, 100_000],
   changesAfterRequests: [0, 0, 100_000_000],
 } as const satisfies Record<string, readonly [number, number, number]>;
 

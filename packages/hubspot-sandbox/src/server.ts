@@ -27,6 +27,19 @@ export interface Stats {
   lastAdmittedAt?: number;
   /** Requests admitted in each second since the first: where a client left the window unused. */
   admittedBySecond: number[];
+  /** Requests admitted by what they asked: list, search, batch-read, associations, properties. */
+  admittedByCall: Record<string, number>;
+}
+
+/** What an API request asks, for the stats: the endpoint's family, not its type. */
+function callOf(method: string, segments: readonly string[]): string {
+  const [, version, area, , ...rest] = segments;
+  if (version === "v4" && area === "associations") return "associations";
+  if (area === "properties") return "properties";
+  if (method === "POST" && rest.at(-1) === "search") return "search";
+  if (method === "POST" && rest.join("/") === "batch/read") return "batch-read";
+  if (method === "GET" && rest.length === 0) return "list";
+  return "other";
 }
 
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -47,7 +60,7 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
 export class HubSpotApp {
   readonly dataset: Dataset;
   readonly limiter: RateLimiter;
-  stats: Stats = { requests: 0, byStatus: {}, admitted: 0, admittedBySecond: [] };
+  stats: Stats = { requests: 0, byStatus: {}, admitted: 0, admittedBySecond: [], admittedByCall: {} };
   private apiRequests = 0;
   private autoChangesApplied = false;
 
@@ -125,6 +138,8 @@ export class HubSpotApp {
     }
     const now = Date.now();
     this.stats.admitted++;
+    const call = callOf(method, segments);
+    this.stats.admittedByCall[call] = (this.stats.admittedByCall[call] ?? 0) + 1;
     this.stats.firstAdmittedAt ??= now;
     this.stats.lastAdmittedAt = now;
     const second = Math.floor((now - this.stats.firstAdmittedAt) / 1000);
@@ -182,7 +197,7 @@ export class HubSpotApp {
     else if (method === "GET" && action === "stats")
       send(res, 200, { ...this.stats, refusals: this.limiter.refusals });
     else if (method === "POST" && action === "reset-stats") {
-      this.stats = { requests: 0, byStatus: {}, admitted: 0, admittedBySecond: [] };
+      this.stats = { requests: 0, byStatus: {}, admitted: 0, admittedBySecond: [], admittedByCall: {} };
       this.limiter.refusals = { TEN_SECONDLY_ROLLING: 0, DAILY: 0, SECONDLY: 0 };
       send(res, 200, { ok: true });
     } else send(res, 404, { error: "unknown sandbox endpoint" });

@@ -34,6 +34,39 @@ describe("mid-run changes", () => {
   });
 });
 
+describe("archives in a round", () => {
+  it("move exactly that many live records to the archived list, with archivedAt the round's time and the modification time unmoved: no search finds them", async () => {
+    const s = await sandbox({
+      seed: 43,
+      contacts: 60,
+      companies: 1,
+      deals: 1,
+      engagements: 1,
+      archivedRate: 0.1,
+    });
+    const list = async (archived: boolean) =>
+      (await get(s, `/crm/v3/objects/contacts?limit=100&archived=${archived}&properties=lastmodifieddate`))
+        .body.results as { id: string; archivedAt?: string; properties: { lastmodifieddate: string } }[];
+    const liveBefore = new Map((await list(false)).map((r) => [r.id, r.properties.lastmodifieddate]));
+    const archivedBefore = new Set((await list(true)).map((r) => r.id));
+    const round = s.applyChanges(Date.parse("2026-12-07T10:00:00Z"), { archives: 3 });
+    const archivedNow = (await list(true)).filter((r) => !archivedBefore.has(r.id));
+    expect(archivedNow).toHaveLength(3);
+    for (const r of archivedNow) {
+      expect(liveBefore.has(r.id)).toBe(true);
+      expect(r.archivedAt).toBe(round.at);
+      expect(r.properties.lastmodifieddate).toBe(liveBefore.get(r.id));
+    }
+    expect((await list(false)).length).toBe(liveBefore.size - 3);
+    const total = (await post(s, "/crm/v3/objects/contacts/search", { filterGroups: [], limit: 1 })).body
+      .total;
+    expect(total).toBe(liveBefore.size - 3);
+    // A round without archives archives nothing more.
+    s.applyChanges(Date.parse("2026-12-07T11:00:00Z"));
+    expect((await list(true)).length).toBe(archivedBefore.size + 3);
+  });
+});
+
 describe("determinism", () => {
   it("serves the same records for the same seed, and different ones for another", async () => {
     const page = async (seed: number) => {

@@ -17,6 +17,7 @@ export type {
   VerifyCapabilities,
 } from "./capabilities.js";
 export { type DailyResetClues, dailyResetOf, nextMidnight, nextResetCandidate } from "./daily-reset.js";
+export { isSweepCursor, type SweepCursor, sweepSeeds } from "./deletion-sweep.js";
 export {
   classifyError,
   type ErrorClass,

@@ -2,6 +2,8 @@ import {
   PermanentError,
   type RunInfo,
   type SourceClient,
+  type SweepCursor,
+  sweepSeeds,
   type TaskContext,
   type TaskResult,
   type TaskSeed,
@@ -31,17 +33,6 @@ import { COMPARED } from "./verifier.js";
  * source-deletions.ts). A held row marked deleted that a list shows again was restored.
  */
 
-/** Where a sweep task stands: `applied` once its finding committed (a retry then has nothing to do). */
-export interface SweepCursor {
-  sweep: true;
-  pass: number;
-  applied?: boolean;
-}
-
-export function isSweepCursor(cursor: Record<string, unknown>): boolean {
-  return cursor.sweep === true;
-}
-
 const PAGE_LIMIT = 500;
 /**
  * A v2 list call costs ten GETs by id in Pipedrive's token model (10 tokens against 1): below this
@@ -50,12 +41,12 @@ const PAGE_LIMIT = 500;
 const BATCH_FROM = 10;
 
 /** One sweep per row kind of the run (mail is listed per deal: a deleted deal's mail goes with it). */
-export function sweepSeeds(run: RunInfo, pass: number): TaskSeed[] {
+export function sweepSeedsOf(run: RunInfo, pass: number): TaskSeed[] {
   const inRun = new Set(run.plan.flat());
-  return PARENT_ORDER.filter((k) => inRun.has(k)).map((kind) => {
-    const cursor: SweepCursor = { sweep: true, pass };
-    return { kind, seedKey: `follow${pass}:sweep:${kind}`, cursor: { ...cursor } };
-  });
+  return sweepSeeds(
+    PARENT_ORDER.filter((k) => inRun.has(k)),
+    pass,
+  );
 }
 
 export async function sweepDeletions(ctx: TaskContext): Promise<TaskResult> {

@@ -2,6 +2,7 @@ import { PRODUCT_RECORDS } from "@drover/product-records";
 import {
   type BatchWriter,
   isRowErrorInfo,
+  isSweepCursor,
   type ParentMap,
   PermanentError,
   type Provider,
@@ -15,7 +16,7 @@ import {
 import { clientFor } from "./client.js";
 import { parseSettings, runSettings, validateBaseUrl } from "./config.js";
 import { dailyResetTimeZone } from "./daily-reset.js";
-import { isSweepCursor, sweepDeletions, sweepSeeds } from "./deletion-sweep.js";
+import { sweepDeletions, sweepSeedsOf } from "./deletion-sweep.js";
 import { sourceId, standInId } from "./fields.js";
 import { applyEvents, isEventCursor } from "./follow-events.js";
 import { type ListPage, readListPage } from "./list-walker.js";
@@ -261,7 +262,7 @@ function successorsOf(
     successors.push({ kind: ctx.task.kind, seedKey: pageKey(ctx.task.kind, stripe), cursor: { ...stripe } });
   if (mail && cursor.since)
     successors.push(...mailSeeds(mail, dealsPerMailTask, `${pageKey(ctx.task.kind, cursor)}:`, cursor.since));
-  if (!following && cursor.since && cursor.pass) successors.push(...sweepSeeds(ctx.run, cursor.pass));
+  if (!following && cursor.since && cursor.pass) successors.push(...sweepSeedsOf(ctx.run, cursor.pass));
   return successors;
 }
 

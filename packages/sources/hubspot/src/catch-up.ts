@@ -2,6 +2,7 @@ import {
   type RunInfo,
   type SeedContext,
   sleep,
+  sweepSeeds,
   type TaskContext,
   type TaskResult,
   type TaskSeed,
@@ -141,6 +142,8 @@ export async function catchUp(ctx: TaskContext, type: ObjectType): Promise<TaskR
   const handed = searchedAt.length > 0 ? { searchedAt } : {};
   const [next, ...chain] = cursor.chain;
   if (next) return successor(next, { ...rest, chain, ...handed });
+  // A follow pass ends in the sweeps for what its searches cannot see: the records archived since.
+  if (rest.pass) return { successors: sweepSeeds(runTypes(ctx.run), rest.pass) };
   if (rest.settleUntil === undefined) return {};
   // The first round is over: the second walks every type again over the last margin's worth.
   const { settleUntil, ...firstRound } = rest;

@@ -148,3 +148,41 @@ export async function readWholeList(
     after = page.after;
   }
 }
+
+const ID_ONLY = [["hs_object_id"]];
+
+/**
+ * Every id of a type's list, live or archived, a page of 100 at a time asking only the id (a
+ * malformed record still names its id). `readPage` wraps each page's read (the verifier retries it
+ * in place; a task leaves that to its attempt); `onPage` is told after each page.
+ */
+export async function listIds(
+  client: HubSpotClient,
+  type: ObjectType,
+  archived: boolean,
+  options: {
+    signal?: AbortSignal;
+    readPage?: (read: () => Promise<ListPage>) => Promise<ListPage>;
+    onPage?: () => void;
+  } = {},
+): Promise<string[]> {
+  const readPage = options.readPage ?? ((read) => read());
+  const ids: string[] = [];
+  let after: ListCursor = null;
+  do {
+    const at: ListCursor = after;
+    const page = await readPage(() =>
+      readListPage(client, type, { after: at, archived, batches: ID_ONLY }, options.signal),
+    );
+    for (const row of page.rows) {
+      if ("record" in row) ids.push(row.record.id);
+      else {
+        const raw = row.raw as { id?: unknown } | null;
+        if (typeof raw?.id === "string" && raw.id !== "") ids.push(raw.id);
+      }
+    }
+    options.onPage?.();
+    after = page.after;
+  } while (after !== null);
+  return ids;
+}

@@ -1,5 +1,6 @@
 import { PRODUCT_RECORDS } from "@drover/product-records";
 import {
+  isSweepCursor,
   PermanentError,
   type Provider,
   type SeedContext,
@@ -8,6 +9,7 @@ import {
 } from "@drover/provider-sdk";
 import { CATCH_UP, catchUp, catchUpSeed, isCatchUpCursor } from "./catch-up.js";
 import { dailyResetTimeZone, parseSettings, validateBaseUrl } from "./config.js";
+import { sweepDeletions } from "./deletion-sweep.js";
 import { FIRST_ARCHIVED_PAGE, FIRST_PAGE, listPageKey, walkList } from "./list-walk.js";
 import { ENGAGEMENT_TYPES, isObjectType } from "./object-types.js";
 import { hubspotRedrive, isRedriveCursor, redriveRows } from "./redrive.js";
@@ -70,6 +72,7 @@ export const hubspotProvider: Provider = {
   async runTask(ctx: TaskContext) {
     const type = ctx.task.kind;
     if (!isObjectType(type)) throw new PermanentError(`the hubspot source has no kind "${type}"`);
+    if (isSweepCursor(ctx.task.cursor)) return sweepDeletions(ctx, type);
     if (isCatchUpCursor(ctx.task.cursor)) return catchUp(ctx, type);
     if (isRedriveCursor(ctx.task.cursor)) return redriveRows(ctx, type);
     return walkList(ctx, type);

@@ -13,7 +13,7 @@ import { sql } from "drizzle-orm";
 import { readByIds } from "./batch-read.js";
 import { CATCH_UP } from "./catch-up.js";
 import type { HubSpotClient } from "./client.js";
-import { type ListPage, readListPage } from "./list-pages.js";
+import { listIds } from "./list-pages.js";
 import { isObjectType, type ObjectType } from "./object-types.js";
 import { pageLinks } from "./page-rows.js";
 import { type EmailRow, NO_LINKS, productRow, type RecordLinks } from "./product-rows.js";
@@ -166,7 +166,6 @@ const RECORDS: Readonly<Record<string, RecordCheck>> = {
 const SKIP = Symbol("not compared");
 
 /** One list page asks only this: the ids are what is wanted. */
-const ID_ONLY = [["hs_object_id"]];
 
 export const hubspotVerifier: ProviderVerifier = {
   async sourceIds(ctx, kind) {
@@ -176,7 +175,10 @@ export const hubspotVerifier: ProviderVerifier = {
     const known = ctx.memo.get(memoKey) as string[] | undefined;
     if (known) return known;
     const client = clientFor(ctx.run, ctx.pacer);
-    const ids = [...(await listIds(ctx, client, type, false)), ...(await archivedIds(ctx, client, type))];
+    const ids = [
+      ...(await verifiedListIds(ctx, client, type, false)),
+      ...(await archivedIds(ctx, client, type)),
+    ];
     ctx.memo.set(memoKey, ids);
     return ids;
   },
@@ -295,33 +297,17 @@ function asRecordType(row: ReturnType<typeof productRow>, recordType: string): O
   return row as unknown as Obj;
 }
 
-/** Every id of a type's list, live or archived, walked a page of 100 at a time asking only the id. */
-async function listIds(
+/** A list's ids, each page read again while the source answers it transiently. */
+function verifiedListIds(
   ctx: VerifyContext,
   client: HubSpotClient,
   type: ObjectType,
   archived: boolean,
 ): Promise<string[]> {
-  const ids: string[] = [];
-  let after: string | null = null;
-  do {
-    const at: string | null = after;
-    const page: ListPage = await withRetries(
-      () => readListPage(client, type, { after: at, archived, batches: ID_ONLY }, ctx.signal),
-      {
-        signal: ctx.signal,
-      },
-    );
-    for (const row of page.rows) {
-      if ("record" in row) ids.push(row.record.id);
-      else {
-        const raw = row.raw as { id?: unknown } | null;
-        if (typeof raw?.id === "string" && raw.id !== "") ids.push(raw.id);
-      }
-    }
-    after = page.after;
-  } while (after !== null);
-  return ids;
+  return listIds(client, type, archived, {
+    signal: ctx.signal,
+    readPage: (read) => withRetries(read, { signal: ctx.signal }),
+  });
 }
 
 /** The archived list's ids, walked once per verification (the count and the listing both need it). */
@@ -329,7 +315,7 @@ async function archivedIds(ctx: VerifyContext, client: HubSpotClient, type: Obje
   const memoKey = `archived:${type}`;
   const known = ctx.memo.get(memoKey) as string[] | undefined;
   if (known) return known;
-  const ids = await listIds(ctx, client, type, true);
+  const ids = await verifiedListIds(ctx, client, type, true);
   ctx.memo.set(memoKey, ids);
   return ids;
 }
