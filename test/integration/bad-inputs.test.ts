@@ -628,27 +628,31 @@ function badSource(): Promise<{ url: string; server: Server; hits: Map<string, n
   );
 }
 
+/** A worker of two attempts, as the cluster's coordinator has: a page that is never JSON fails its task within seconds. */
+function untrustedWorker(name: string): Promise<Worker> {
+  return startWorker(
+    loadWorkerConfig({
+      DATABASE_URL: c.testDb.url,
+      NATS_URL: process.env.NATS_URL ?? "127.0.0.1:4222",
+      DROVER_COORDINATOR_ADDRESS: c.coordinator.address,
+      DROVER_LANE_WIDTH: "2",
+      DROVER_QUEUE_PREFIX: c.prefix,
+      DROVER_WORKER_ID: `${c.prefix}-${name}`,
+      DROVER_MAX_ATTEMPTS: "2",
+      DROVER_SHUTDOWN_GRACE_MS: "2000",
+      DROVER_WORKER_TOKEN: c.tokens.worker!,
+      DROVER_SECRET_KEYS: c.secretKeys,
+    }),
+    { logger: createLogger("worker", { level: "fatal" }) },
+  );
+}
+
 describe("untrusted source responses", { timeout: 60_000 }, () => {
   it("become row errors and task errors with reasons; the worker keeps working", async () => {
     const source = await badSource();
     let worker: Worker | undefined;
     try {
-      // Two attempts, so a page that is never JSON fails its task within seconds.
-      worker = await startWorker(
-        loadWorkerConfig({
-          DATABASE_URL: c.testDb.url,
-          NATS_URL: process.env.NATS_URL ?? "127.0.0.1:4222",
-          DROVER_COORDINATOR_ADDRESS: c.coordinator.address,
-          DROVER_LANE_WIDTH: "2",
-          DROVER_QUEUE_PREFIX: c.prefix,
-          DROVER_WORKER_ID: `${c.prefix}-untrusted`,
-          DROVER_MAX_ATTEMPTS: "2",
-          DROVER_SHUTDOWN_GRACE_MS: "2000",
-          DROVER_WORKER_TOKEN: c.tokens.worker!,
-          DROVER_SECRET_KEYS: c.secretKeys,
-        }),
-        { logger: createLogger("worker", { level: "fatal" }) },
-      );
+      worker = await untrustedWorker("untrusted");
       const { run } = await c.client.startRun({
         tenantId: tenant("untrusted"),
         source: "crm",
@@ -735,7 +739,105 @@ describe("untrusted source responses", { timeout: 60_000 }, () => {
       await new Promise((r) => source.server.close(r));
     }
   });
+  it("from a HubSpot account: a malformed record fails alone with its reason, a list that is not JSON fails its task, the rest lands", async () => {
+    const source = await badHubSpot();
+    let worker: Worker | undefined;
+    try {
+      worker = await untrustedWorker("untrusted-hubspot");
+      const { run } = await c.client.startRun({
+        tenantId: tenant("untrusted-hubspot"),
+        source: "hubspot",
+        sourceAccount: "hostile-portal",
+        kinds: [],
+        sourceConfig: { baseUrl: source.url, apiToken: "pat-hostile", settings: {} },
+      });
+      const done = await untilFinished(c, run!.id, 45_000);
+      expect(done.status).toBe(RunStatus.FAILED);
+      const notes = await c.database.db.execute<{ kind: string; subject_id: string; reason: string }>(sql`
+        select distinct kind, subject_id, reason from drover.notes
+         where run_id = ${run!.id}::uuid and level = 'error'`);
+      const standIn = expect.stringMatching(/^companies:no-id:[0-9a-f]{16}$/);
+      expect(notes).toEqual(
+        expect.arrayContaining([
+          { kind: "companies", subject_id: "103", reason: "record 103: properties is not an object" },
+          { kind: "companies", subject_id: "104", reason: "record 104: property name is not a value" },
+          { kind: "companies", subject_id: standIn, reason: "record has no usable id" },
+          { kind: "companies", subject_id: standIn, reason: "record is not an object" },
+        ]),
+      );
+      expect(notes.filter((n) => n.kind === "companies")).toHaveLength(5);
+      const ledger = await c.database.db.execute<{ kind: string; source_id: string; action: string }>(sql`
+        select kind, source_id, action from drover.ledger where run_id = ${run!.id}::uuid order by kind, source_id`);
+      expect(ledger).toEqual([
+        { kind: "companies", source_id: "101", action: "created" },
+        { kind: "companies", source_id: "105", action: "created" },
+      ]);
+      const failed = await c.database.db.execute<{ kind: string; last_error: string }>(sql`
+        select kind, last_error from drover.tasks where run_id = ${run!.id}::uuid and status = 'failed'`);
+      expect(failed).toEqual([
+        {
+          kind: "contacts",
+          last_error: expect.stringMatching(
+            /\/crm\/v3\/objects\/contacts: the source sent a body that is not JSON/,
+          ),
+        },
+      ]);
+      expect(worker.state).toBe("RUNNING");
+    } finally {
+      await worker?.stop();
+      await new Promise((r) => source.server.close(r));
+    }
+  });
 });
+
+const company = (id: unknown, properties: unknown) => ({
+  id,
+  properties,
+  createdAt: "2026-01-02T03:04:05.000Z",
+  updatedAt: "2026-01-02T03:04:05.000Z",
+  archived: false,
+});
+const BAD_COMPANIES = [
+  company("101", { name: "Good One", hs_lastmodifieddate: "2026-01-02T03:04:05.000Z" }),
+  company(undefined, { name: "No Id" }),
+  company("103", "not an object"),
+  company("104", { name: { nested: true } }),
+  company("105", { name: "Good Five", hs_lastmodifieddate: "2026-01-02T03:04:05.000Z" }),
+  7,
+  null,
+];
+
+/**
+ * A HubSpot account that answers badly: companies come with a record without an id, one whose
+ * properties are not an object, one whose property is an object, a number and a null beside good
+ * ones; the contacts list is not JSON; every other list, search and association batch is empty.
+ */
+function badHubSpot(): Promise<{ url: string; server: Server }> {
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://x");
+    const path = url.pathname;
+    res.setHeader("content-type", "application/json");
+    if (path.startsWith("/crm/v3/properties/"))
+      return res.end(JSON.stringify({ results: [{ name: "name", hubspotDefined: true }] }));
+    if (path === "/crm/v3/objects/companies" && url.searchParams.get("archived") !== "true")
+      return res.end(JSON.stringify({ results: BAD_COMPANIES }));
+    if (path === "/crm/v3/objects/contacts" && url.searchParams.get("archived") !== "true")
+      return res.end('{"results":[{"id":"1","properties":');
+    if (req.method === "GET" && /^\/crm\/v3\/objects\/[a-z]+$/.test(path))
+      return res.end(JSON.stringify({ results: [] }));
+    if (req.method === "POST" && path.endsWith("/search"))
+      return res.end(JSON.stringify({ total: 0, results: [] }));
+    if (req.method === "POST" && path.startsWith("/crm/v4/associations/"))
+      return res.end(JSON.stringify({ results: [] }));
+    res.statusCode = 404;
+    return res.end(JSON.stringify({ status: "error", message: "not found", category: "OBJECT_NOT_FOUND" }));
+  });
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () =>
+      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server }),
+    ),
+  );
+}
 
 /**
  * The webhook receiver's bad inputs (services/receiver; its own test has the whole table): a

@@ -59,13 +59,19 @@ const iso = (ms: number) => new Date(ms).toISOString();
  * The account: a pure function of the options and the rounds of changes applied. Each round edits
  * `changeEdits` records of every type (spread evenly over the generated ones: a property changes and
  * the modification time moves to the round's), adds `changeAdds` records after the last and
- * archives `changeArchives` (or the round's own count) of the generated live ones.
+ * archives `changeArchives` (or the round's own count) of the generated live ones; a round may
+ * also restore some it archived.
  */
 export class Dataset {
   private readonly rounds: number[] = [];
   /** How many records each round archives. */
   private readonly archives: number[] = [];
-  private readonly archiveCache = new Map<ObjectType, { rounds: number; byIndex: Map<number, number> }>();
+  /** How many records each round restores from the archive. */
+  private readonly restores: number[] = [];
+  private readonly archiveCache = new Map<
+    ObjectType,
+    { rounds: number; byIndex: Map<number, { archived: number; restored?: number }> }
+  >();
   private readonly factsCache = new Map<ObjectType, { rounds: number; facts: RecordFacts[] }>();
 
   constructor(readonly opts: ResolvedOptions) {}
@@ -87,9 +93,13 @@ export class Dataset {
   }
 
   /** Applies a round of changes at `atMs` (never at or before the last round's time). */
-  applyChanges(atMs: number, round: { archives?: number } = {}): { round: number; at: string } {
+  applyChanges(
+    atMs: number,
+    round: { archives?: number; restores?: number } = {},
+  ): { round: number; at: string } {
     this.rounds.push(Math.max(atMs, (this.rounds.at(-1) ?? 0) + 1));
     this.archives.push(round.archives ?? this.opts.changeArchives);
+    this.restores.push(round.restores ?? 0);
     return { round: this.rounds.length, at: iso(this.rounds.at(-1) as number) };
   }
 
@@ -114,26 +124,32 @@ export class Dataset {
   }
 
   /**
-   * The round (0-based) that archived this generated record, or undefined. Every third generated
-   * record from the last is a candidate, unless it is edited or archived from the start; the rounds
-   * take the candidates in turn, as many as each archives. Worked out once per round and type.
+   * The rounds (0-based) that archived this generated record and, if one did, restored it; or
+   * undefined. Every third generated record from the last is a candidate, unless it is edited or
+   * archived from the start; the rounds take the candidates in turn, as many as each archives, and
+   * restore the earliest archived before them, as many as each restores. Worked out once per round
+   * and type.
    */
-  archivedRound(type: ObjectType, index: number): number | undefined {
+  archiveRounds(type: ObjectType, index: number): { archived: number; restored?: number } | undefined {
     const wanted = this.archives.reduce((a, b) => a + b, 0);
     if (wanted === 0) return undefined;
     let cached = this.archiveCache.get(type);
     if (!cached || cached.rounds !== this.rounds.length) {
-      const byIndex = new Map<number, number>();
+      const order: { index: number; archived: number; restored?: number }[] = [];
       const n = this.base(type);
       let round = 0;
       let taken = 0;
-      for (let d = 0; d < n && byIndex.size < wanted; d += 3) {
+      for (let d = 0; d < n && order.length < wanted; d += 3) {
         const i = n - d;
         if (this.archivedFromStart(type, i) || this.editRounds(type, i) > 0) continue;
-        while (taken + (this.archives[round] ?? 0) <= byIndex.size) taken += this.archives[round++] ?? 0;
-        byIndex.set(i, round);
+        while (taken + (this.archives[round] ?? 0) <= order.length) taken += this.archives[round++] ?? 0;
+        order.push({ index: i, archived: round });
       }
-      cached = { rounds: this.rounds.length, byIndex };
+      let next = 0;
+      for (const [q, n] of this.restores.entries())
+        for (let k = 0; k < n && next < order.length && order[next]!.archived < q; k++)
+          order[next++]!.restored = q;
+      cached = { rounds: this.rounds.length, byIndex: new Map(order.map((o) => [o.index, o])) };
       this.archiveCache.set(type, cached);
     }
     return cached.byIndex.get(index);
@@ -170,9 +186,10 @@ export class Dataset {
           : Math.min(createdMs + touched, HISTORY_END_MS);
     // Archived records come from the generated ones only: a round's additions stay live.
     const generatedArchived = added === undefined && this.archivedFromStart(type, index);
-    // Archiving at a round leaves the modification time where it was (airbyte#19838): a search by it
-    // never finds the archive.
-    const round = added === undefined ? this.archivedRound(type, index) : undefined;
+    // Archiving at a round, or restoring, leaves the modification time where it was
+    // (airbyte#19838): a search by it never finds either.
+    const rounds = added === undefined ? this.archiveRounds(type, index) : undefined;
+    const round = rounds && rounds.restored === undefined ? rounds.archived : undefined;
     const archived = generatedArchived || round !== undefined;
     const archivedMs = generatedArchived
       ? updatedMs + 3_600_000

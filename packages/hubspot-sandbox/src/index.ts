@@ -29,8 +29,11 @@ export interface HubSpotSandbox {
   truth(): Truth;
   /** Every association of a pair as [child id, parent id] (child type first, as in LINKED_PAIRS). */
   links(child: ObjectType, parent: ObjectType): [string, string][];
-  /** Applies a round of changes (edits, additions, archives) stamped now, or at `atMs`. */
-  applyChanges(atMs?: number, round?: { archives?: number }): { round: number; at: string };
+  /** Applies a round of changes (edits, additions, archives, restores) stamped now, or at `atMs`. */
+  applyChanges(
+    atMs?: number,
+    round?: { archives?: number; restores?: number },
+  ): { round: number; at: string };
   stats(): Stats;
   close(): Promise<void>;
 }
@@ -61,7 +64,7 @@ export async function startSandbox(
     ids: (type) => idsOf(app.dataset, type),
     truth: () => truthOf(app.dataset),
     links: (child, parent) => links(app.dataset, child, parent),
-    applyChanges: (atMs?: number, round?: { archives?: number }) =>
+    applyChanges: (atMs?: number, round?: { archives?: number; restores?: number }) =>
       app.dataset.applyChanges(atMs ?? Date.now(), round),
     stats: () => structuredClone(app.stats),
     close: () => {

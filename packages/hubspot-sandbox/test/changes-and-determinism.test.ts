@@ -64,6 +64,14 @@ describe("archives in a round", () => {
     // A round without archives archives nothing more.
     s.applyChanges(Date.parse("2026-12-07T11:00:00Z"));
     expect((await list(true)).length).toBe(archivedBefore.size + 3);
+    // A restore brings the first archived back to the live list, its modification time still unmoved.
+    s.applyChanges(Date.parse("2026-12-07T12:00:00Z"), { restores: 1 });
+    const archivedAfter = new Set((await list(true)).map((r) => r.id));
+    const back = archivedNow.filter((r) => !archivedAfter.has(r.id));
+    expect(back).toHaveLength(1);
+    const live = new Map((await list(false)).map((r) => [r.id, r.properties.lastmodifieddate]));
+    expect(live.get(back[0]!.id)).toBe(liveBefore.get(back[0]!.id));
+    expect(live.size).toBe(liveBefore.size - 2);
   });
 });
 

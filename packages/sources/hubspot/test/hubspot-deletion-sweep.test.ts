@@ -104,4 +104,19 @@ describe("a follow pass's deletion sweep", () => {
     // A search a type, then each type's archived list: no live list, no read by id.
     expect(cost).toEqual({ search: OBJECT_TYPES.length, list: archivedPages });
   });
+
+  it("finds a record restored at the source, unmarks it and its record, and reads by id only the rows it held deleted", async () => {
+    const before = new Map(OBJECT_TYPES.map((t) => [t, new Set(s.ids(t).archived)]));
+    s.applyChanges(undefined, { restores: 1 });
+    const cost = await sweep();
+    for (const type of OBJECT_TYPES) {
+      const truth = s.ids(type);
+      const restored = [...before.get(type)!].filter((id) => truth.live.includes(id));
+      expect(restored.length, type).toBe(1);
+      expect([...(await goneAtSource(type))].sort(), type).toEqual([...truth.archived].sort());
+      expect(await recordsDeleted(type, restored), type).toEqual([false]);
+    }
+    // A search a type, then one batch read of the held deleted rows (fewer than 100 a type).
+    expect(cost).toEqual({ search: OBJECT_TYPES.length, "batch-read": OBJECT_TYPES.length });
+  });
 });
