@@ -2,12 +2,12 @@ import {
   type RunInfo,
   type SeedContext,
   sleep,
-  sweepSeeds,
   type TaskContext,
   type TaskResult,
   type TaskSeed,
 } from "@drover/provider-sdk";
 import { runSettings } from "./config.js";
+import { sweepSeed } from "./deletion-sweep.js";
 import { parentsOf } from "./list-walk.js";
 import { type ChangeWindow, changedRecords } from "./modified-search.js";
 import { OBJECT_TYPES, type ObjectType } from "./object-types.js";
@@ -143,7 +143,7 @@ export async function catchUp(ctx: TaskContext, type: ObjectType): Promise<TaskR
   const [next, ...chain] = cursor.chain;
   if (next) return successor(next, { ...rest, chain, ...handed });
   // A follow pass ends in the sweeps for what its searches cannot see: the records archived since.
-  if (rest.pass) return { successors: sweepSeeds(runTypes(ctx.run), rest.pass) };
+  if (rest.pass) return { successors: sweepSeed(runTypes(ctx.run), rest.pass, searchedAt) };
   if (rest.settleUntil === undefined) return {};
   // The first round is over: the second walks every type again over the last margin's worth.
   const { settleUntil, ...firstRound } = rest;

@@ -1,8 +1,10 @@
 import {
   PermanentError,
   type SweepCursor,
+  sweepSeeds,
   type TaskContext,
   type TaskResult,
+  type TaskSeed,
   TransientError,
 } from "@drover/provider-sdk";
 import { readByIds } from "./batch-read.js";
@@ -10,6 +12,7 @@ import type { HubSpotClient } from "./client.js";
 import { listIds } from "./list-pages.js";
 import type { ObjectType } from "./object-types.js";
 import { clientFor } from "./run-client.js";
+import type { SearchMark } from "./search-pace.js";
 
 /**
  * Deletions no search reports. HubSpot's delete archives a record: it leaves the live list and every
@@ -28,13 +31,45 @@ import { clientFor } from "./run-client.js";
  * cancel out in the counts, as does a record added after the catch-up searched (that one only until
  * the next pass reads it): what they hide is found by a later pass whose counts differ. What a sweep
  * finds is applied through the ledger with the task's checkpoint (the engine's source-deletions.ts).
+ *
+ * The sweeps of a pass are one chain, type after type, as the catch-up's are: each starts with a
+ * search, and searches are paced per process (five a second per account); side by side in two
+ * workers they would be ten. Each hands its last second's searches on to the next.
  */
+interface HubSpotSweepCursor extends SweepCursor {
+  /** The types swept after this one. */
+  chain?: ObjectType[];
+  searchedAt?: SearchMark[];
+}
+
+/** The first sweep of a pass's chain over `types`, told of the searches its pass just made. */
+export function sweepSeed(
+  types: readonly ObjectType[],
+  pass: number,
+  searchedAt: SearchMark[] = [],
+): TaskSeed[] {
+  const [first, ...chain] = types;
+  if (!first) return [];
+  const [seed] = sweepSeeds([first], pass);
+  const cursor: HubSpotSweepCursor = {
+    ...(seed!.cursor as unknown as SweepCursor),
+    chain,
+    ...(searchedAt.length > 0 ? { searchedAt } : {}),
+  };
+  return [{ ...seed!, cursor: { ...cursor } }];
+}
+
 export async function sweepDeletions(ctx: TaskContext, type: ObjectType): Promise<TaskResult> {
-  const cursor = ctx.task.cursor as unknown as SweepCursor;
-  if (cursor.applied) return {};
+  const cursor = ctx.task.cursor as unknown as HubSpotSweepCursor;
+  const client = clientFor(ctx.run, ctx.pacer);
+  client.rememberSearches(cursor.searchedAt ?? []);
+  if (!cursor.applied) await sweep(ctx, client, type, cursor);
+  return { successors: sweepSeed(cursor.chain ?? [], cursor.pass, client.recentSearches()) };
+}
+
+async function sweep(ctx: TaskContext, client: HubSpotClient, type: ObjectType, cursor: HubSpotSweepCursor) {
   if (!ctx.heldSourceRows || !ctx.applySourceDeletions)
     throw new PermanentError("this engine cannot apply deletions at the source");
-  const client = clientFor(ctx.run, ctx.pacer);
   const live = await liveTotal(client, type, ctx.signal);
   // Read after the count: a record the catch-up added since is held, and at worst hides a deletion
   // from this pass's counts, never makes one up.
@@ -59,9 +94,9 @@ export async function sweepDeletions(ctx: TaskContext, type: ObjectType): Promis
     });
     restored = read.rows.flatMap((r) => ("record" in r && !r.record.archived ? [r.record.id] : []));
   }
-  const applied: SweepCursor = { ...cursor, applied: true };
+  const { searchedAt: _, ...at } = cursor;
+  const applied: HubSpotSweepCursor = { ...at, applied: true };
   await ctx.applySourceDeletions(type, { gone, restored }, { ...applied });
-  return {};
 }
 
 /** The type's live records, as a search counts them (`total`; search never counts archived ones). */

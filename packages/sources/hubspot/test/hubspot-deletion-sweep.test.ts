@@ -1,7 +1,7 @@
 import type { HubSpotSandbox } from "@drover/hubspot-sandbox";
-import { sweepSeeds } from "@drover/provider-sdk";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
+import { sweepSeed } from "../src/deletion-sweep.js";
 import { OBJECT_TYPES } from "../src/object-types.js";
 import { sandbox } from "./helpers.js";
 import { drainPhases, drainSeeds, hubspotTestAccount, insertHubSpotRun } from "./hubspot-run.js";
@@ -41,7 +41,7 @@ const TABLES: Record<string, string> = {
 async function sweep(): Promise<Record<string, number>> {
   pass++;
   const before = s.stats().admittedByCall;
-  await drainSeeds(account.db, account.secrets, runId, sweepSeeds([...OBJECT_TYPES], pass), 2);
+  await drainSeeds(account.db, account.secrets, runId, sweepSeed([...OBJECT_TYPES], pass), 2);
   const after = s.stats().admittedByCall;
   return Object.fromEntries(
     Object.entries(after)
