@@ -2,6 +2,7 @@ import { type HubSpotSandbox, startSandbox, type Truth } from "@drover/hubspot-s
 import { Code, RunStatus, timestampDate } from "@drover/proto";
 import {
   HubSpotClient,
+  hubspotProvider,
   listBatches,
   OBJECT_TYPES,
   type ObjectType,
@@ -94,14 +95,8 @@ async function ledger(kind: string): Promise<Map<string, Slot>> {
   );
 }
 
-const TABLES: Record<string, string> = {
-  company: "app.companies",
-  contact: "app.contacts",
-  deal: "app.deals",
-  note: "app.notes",
-  activity: "app.activities",
-  email: "app.emails",
-};
+/** The product tables the HubSpot source writes, by record type: the provider's own revert map. */
+const TABLES = hubspotProvider.productRecords!.tables;
 
 type ProductRow = Record<string, unknown> & { id: string };
 

@@ -27,6 +27,19 @@ export async function heldSourceRows(
   return rows.map((r) => ({ sourceId: r.source_id, deleted: r.deleted }));
 }
 
+/** heldSourceRows counted in the database: a quiet follow pass reads no row. */
+export async function heldSourceCounts(
+  q: Queryable,
+  run: Pick<RunInfo, "tenantId" | "source" | "sourceAccount">,
+  kind: string,
+): Promise<{ held: number; deleted: number }> {
+  const [row] = await q.execute<{ held: number; deleted: number }>(sql`
+    select count(*)::int as held, count(source_deleted_at)::int as deleted from drover.ledger
+     where tenant_id = ${run.tenantId} and source = ${run.source} and source_account = ${run.sourceAccount}
+       and kind = ${kind} and action in ('created', 'matched')`);
+  return { held: row?.held ?? 0, deleted: row?.deleted ?? 0 };
+}
+
 export interface ApplyDeletionsDeps {
   db: Db;
   run: Pick<RunInfo, "id" | "tenantId" | "source" | "sourceAccount">;

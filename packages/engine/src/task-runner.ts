@@ -34,7 +34,7 @@ import { keptCursors, readRunFact, settleRunFact } from "./run-facts.js";
 import { openSourceSecret, toRunInfo } from "./run-info.js";
 import { SourceCallCounter } from "./source-calls.js";
 import { dryRunMatches } from "./source-capabilities.js";
-import { applySourceDeletions, heldSourceRows } from "./source-deletions.js";
+import { applySourceDeletions, heldSourceCounts, heldSourceRows } from "./source-deletions.js";
 import {
   type HandedOn,
   handOnLockedSlot,
@@ -417,6 +417,7 @@ function taskContext(
       info.cursor = cursor;
     },
     heldSourceRows: (kind) => heldSourceRows(db, runInfo, kind),
+    heldSourceCounts: (kind) => heldSourceCounts(db, runInfo, kind),
     async applySourceDeletions(kind, change, cursor) {
       const applied = await applySourceDeletions(
         {

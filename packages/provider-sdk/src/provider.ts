@@ -262,6 +262,11 @@ export interface TaskContext extends RunFacts {
    */
   heldSourceRows?(kind: string): Promise<{ sourceId: string; deleted: boolean }[]>;
   /**
+   * How many of those rows there are, and how many an earlier pass found deleted: for a sweep that
+   * reads the rows themselves only when the source's own count says something changed.
+   */
+  heldSourceCounts?(kind: string): Promise<{ held: number; deleted: number }>;
+  /**
    * Applies what a sweep found, with the task's checkpoint (`cursor`) in one transaction fenced by
    * the claim: created records marked deleted (or restored), matched ones only noted. Rows already
    * in that state change nothing. Returns how many rows this call changed.

@@ -71,8 +71,11 @@ async function sweep(ctx: TaskContext, client: HubSpotClient, type: ObjectType, 
   if (!ctx.heldSourceRows || !ctx.applySourceDeletions)
     throw new PermanentError("this engine cannot apply deletions at the source");
   const live = await liveTotal(client, type, ctx.signal);
-  // Read after the count: a record the catch-up added since is held, and at worst hides a deletion
-  // from this pass's counts, never makes one up.
+  // Counted after the search: a record the catch-up added since is held, and at worst hides a
+  // deletion from this pass's counts, never makes one up. The rows are read only when the counts
+  // differ: a quiet pass reads none.
+  const counts = await ctx.heldSourceCounts?.(type);
+  if (counts && counts.held - counts.deleted === live) return;
   const held = await ctx.heldSourceRows(type);
   const heldLive = held.filter((h) => !h.deleted).map((h) => h.sourceId);
   const heldDeleted = held.filter((h) => h.deleted).map((h) => h.sourceId);

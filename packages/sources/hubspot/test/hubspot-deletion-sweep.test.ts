@@ -1,4 +1,5 @@
 import type { HubSpotSandbox } from "@drover/hubspot-sandbox";
+import { PRODUCT_RECORDS } from "@drover/product-records";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { sweepSeed } from "../src/deletion-sweep.js";
@@ -27,15 +28,6 @@ beforeAll(async () => {
   // The lists: every live and archived record held, the archived ones written deleted.
   await drainPhases(account.db, account.secrets, runId, 0, 1);
 });
-
-const TABLES: Record<string, string> = {
-  company: "app.companies",
-  contact: "app.contacts",
-  deal: "app.deals",
-  note: "app.notes",
-  activity: "app.activities",
-  email: "app.emails",
-};
 
 /** A sweep pass over every type, and what it asked the source, by call. */
 async function sweep(): Promise<Record<string, number>> {
@@ -68,7 +60,7 @@ async function recordsDeleted(type: string, ids: readonly string[]): Promise<boo
   const out: boolean[] = [];
   for (const slot of slots) {
     const [row] = await account.db.execute<{ deleted: boolean }>(sql`
-      select deleted_at is not null as deleted from ${sql.raw(TABLES[slot.record_type]!)}
+      select deleted_at is not null as deleted from ${sql.raw(PRODUCT_RECORDS.tables[slot.record_type]!)}
        where id = ${slot.record_id}::bigint`);
     out.push(row!.deleted);
   }
